@@ -1,0 +1,129 @@
+//! The durable stream behind the hub: one [`Backend`] trait, two implementations — sluice's
+//! embedded store (the default) and a NATS JetStream stream.
+//!
+//! The hub never talks to a store or to NATS directly; everything it needs — publish, the
+//! stream's current state, and an ordered subscription from a position — goes through this
+//! trait, so both backends behave identically for clients.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use sluice_protocol::headers::Headers;
+
+/// A message read from the stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendMessage {
+    /// The stream sequence (1-based, strictly increasing within one incarnation).
+    pub seq: u64,
+    /// The full subject, including any topic prefix.
+    pub subject: String,
+    /// When the stream stored the message.
+    pub time: jiff::Timestamp,
+    /// The message's NATS headers (empty when it has none).
+    pub headers: Headers,
+    /// The message body.
+    pub payload: Bytes,
+}
+
+/// The stream's state at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamState {
+    /// First retained sequence; `last_seq + 1` when the stream holds no messages.
+    pub first_seq: u64,
+    /// Last sequence ever assigned; 0 when nothing was ever stored.
+    pub last_seq: u64,
+    /// Time of the first retained message, if any.
+    pub first_time: Option<jiff::Timestamp>,
+    /// The stream's incarnation: changes when a stream of the same name is deleted and
+    /// created again, so cursors from the old one are detected.
+    pub epoch: u64,
+    /// The subjects the stream captures (NATS filters).
+    pub subjects: Vec<String>,
+}
+
+/// A message to publish.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PublishRequest {
+    /// The full subject, including any topic prefix.
+    pub subject: String,
+    /// Headers such as `Nats-Msg-Id` or `Nats-TTL`.
+    pub headers: Headers,
+    /// The message body.
+    pub payload: Bytes,
+}
+
+/// The stream's acknowledgement of a publish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublishAck {
+    /// The sequence the message was stored at (the original one for a duplicate).
+    pub seq: u64,
+    /// True when the message was a duplicate within the dedupe window and was not stored again.
+    pub duplicate: bool,
+}
+
+/// Whether the backend can serve requests now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    /// Connected and the stream exists.
+    Ready,
+    /// Not ready; `cause` is a short metric label such as `backend_disconnected` or
+    /// `stream_unavailable`.
+    Unavailable {
+        /// Metric label naming why.
+        cause: &'static str,
+        /// Human-readable detail for logs.
+        detail: String,
+    },
+}
+
+/// An error from a backend.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BackendError {
+    /// The stream rejected the request with a JetStream API error (the embedded store uses the
+    /// same codes), e.g. 400 / 10071 wrong last sequence.
+    #[error("{description} (status {status}, code {code})")]
+    Api {
+        /// HTTP-like status: 400, 404, 503, …
+        status: u16,
+        /// JetStream error code, e.g. 10071.
+        code: u32,
+        /// The error's description.
+        description: String,
+    },
+    /// The backend cannot be reached or timed out; the request may succeed later.
+    #[error("backend unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// An ordered, back-pressured sequence of messages.
+pub type MessageStream = BoxStream<'static, Result<BackendMessage, BackendError>>;
+
+/// A durable, sequenced stream of messages.
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// Short name for logs and metrics: `embedded` or `jetstream`.
+    fn kind(&self) -> &'static str;
+
+    /// Stores one message and returns its sequence once it is durable under the backend's
+    /// policy.
+    async fn publish(&self, request: PublishRequest) -> Result<PublishAck, BackendError>;
+
+    /// The stream's current state.
+    async fn stream_state(&self) -> Result<StreamState, BackendError>;
+
+    /// Every message with `seq >= start` whose subject matches any of `filters`, in sequence
+    /// order: first what is stored, then live messages as they arrive, with no gap and no
+    /// duplicate between the two. Reading is paced by the consumer: nothing is buffered beyond
+    /// a small bound. The stream ends with an error when the feed is lost and cannot be
+    /// recovered; the caller resumes from the last sequence it saw.
+    async fn subscribe(&self, filters: &[String], start: u64) -> Result<MessageStream, BackendError>;
+
+    /// Whether the backend is ready; must answer within one second.
+    async fn health(&self) -> Health;
+
+    /// Flushes and releases resources; called once on shutdown.
+    async fn shutdown(&self);
+}

@@ -1,0 +1,4 @@
+//! The sluice hub as a library: configuration, HTTP and Server-Sent Events, publishing,
+//! fan-out and the backends that hold the durable streams.
+
+pub mod backend;

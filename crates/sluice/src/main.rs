@@ -1,0 +1,3 @@
+//! The `sluice` command: `serve`, `pub`, `sub`, `stream`, `bench`.
+
+fn main() {}
