@@ -1,0 +1,347 @@
+//! A strict, bounded, incremental Server-Sent Events parser.
+
+use crate::Frame;
+
+/// Size limits that bound the parser's memory no matter what the server sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest accepted line in bytes, without its line break.
+    pub max_line_bytes: usize,
+    /// Largest accepted frame in bytes: the sum of its lines, without line breaks.
+    pub max_frame_bytes: usize,
+}
+
+impl Default for Limits {
+    /// 1 MiB lines, 4 MiB frames.
+    fn default() -> Self {
+        Self {
+            max_line_bytes: 1 << 20,
+            max_frame_bytes: 4 << 20,
+        }
+    }
+}
+
+/// Why the parser stopped. After an error the parser keeps returning it: the stream is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// A line grew past [`Limits::max_line_bytes`] before its line break arrived.
+    #[error("SSE line longer than the limit of {limit} bytes")]
+    LineTooLong {
+        /// The limit in force.
+        limit: usize,
+    },
+    /// A frame grew past [`Limits::max_frame_bytes`] before its blank line arrived.
+    #[error("SSE frame larger than the limit of {limit} bytes")]
+    FrameTooLarge {
+        /// The limit in force.
+        limit: usize,
+    },
+}
+
+/// Incremental parser for a `text/event-stream` body, following the WHATWG event stream
+/// interpretation rules:
+///
+/// - lines end at CRLF, LF or CR (a CRLF split across two [`Parser::feed`] calls counts once);
+/// - one leading UTF-8 byte order mark is skipped; text is decoded as UTF-8 with replacement;
+/// - `field: value` loses exactly one space after the colon; a line without a colon is a field
+///   with an empty value; lines starting with `:` are comments;
+/// - `id` containing NUL is ignored; `retry` that is not all ASCII digits is ignored; unknown
+///   fields are ignored;
+/// - a blank line ends the frame. A frame is returned when it contained at least one field
+///   that took effect or a comment; frames without `data` are returned too (a browser would not
+///   dispatch them, see [`Frame::dispatches_event`]).
+#[derive(Debug, Default)]
+pub struct Parser {
+    limits: Limits,
+    line: Vec<u8>,
+    /// The previous chunk ended with CR: a LF starting the next chunk belongs to it.
+    after_cr: bool,
+    /// No line has been completed yet, so the current line may start with a byte order mark.
+    first_line: bool,
+    pending: Frame,
+    pending_used: bool,
+    pending_bytes: usize,
+    last_event_id: String,
+    failed: Option<ParseError>,
+}
+
+const BOM: &[u8] = "\u{feff}".as_bytes();
+
+impl Parser {
+    /// A parser with the default [`Limits`].
+    pub fn new() -> Self {
+        Self::with_limits(Limits::default())
+    }
+
+    /// A parser with the given limits.
+    pub fn with_limits(limits: Limits) -> Self {
+        Self {
+            limits,
+            first_line: true,
+            ..Self::default()
+        }
+    }
+
+    /// Feeds the next bytes of the stream and returns the frames they completed, in order.
+    ///
+    /// # Errors
+    /// A [`ParseError`] when a line or frame exceeds its limit; every later call returns it too.
+    pub fn feed(&mut self, mut bytes: &[u8]) -> Result<Vec<Frame>, ParseError> {
+        if let Some(err) = &self.failed {
+            return Err(err.clone());
+        }
+        let mut frames = Vec::new();
+        if self.after_cr && !bytes.is_empty() {
+            self.after_cr = false;
+            if bytes[0] == b'\n' {
+                bytes = &bytes[1..];
+            }
+        }
+        while !bytes.is_empty() {
+            let Some(end) = bytes.iter().position(|&b| b == b'\r' || b == b'\n') else {
+                self.extend_line(bytes)?;
+                break;
+            };
+            self.extend_line(&bytes[..end])?;
+            let mut consumed = end + 1;
+            if bytes[end] == b'\r' {
+                match bytes.get(end + 1) {
+                    Some(b'\n') => consumed += 1,
+                    Some(_) => {}
+                    None => self.after_cr = true,
+                }
+            }
+            bytes = &bytes[consumed..];
+            self.end_line(&mut frames)?;
+        }
+        Ok(frames)
+    }
+
+    /// The id a browser would report as `lastEventId`: the value of the last valid `id` field
+    /// seen in any frame so far (it persists across frames; an empty `id` resets it).
+    pub fn last_event_id(&self) -> &str {
+        &self.last_event_id
+    }
+
+    /// Whether bytes of an unfinished frame are buffered; at the end of the stream such a
+    /// frame is discarded, as browsers do.
+    pub fn has_partial_frame(&self) -> bool {
+        !self.line.is_empty() || self.pending_bytes > 0
+    }
+
+    fn extend_line(&mut self, bytes: &[u8]) -> Result<(), ParseError> {
+        if self.line.len() + bytes.len() > self.limits.max_line_bytes {
+            return Err(self.fail(ParseError::LineTooLong {
+                limit: self.limits.max_line_bytes,
+            }));
+        }
+        self.line.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn end_line(&mut self, frames: &mut Vec<Frame>) -> Result<(), ParseError> {
+        let mut line = std::mem::take(&mut self.line);
+        if std::mem::take(&mut self.first_line) && line.starts_with(BOM) {
+            line.drain(..BOM.len());
+        }
+        if line.is_empty() {
+            if std::mem::take(&mut self.pending_used) {
+                frames.push(std::mem::take(&mut self.pending));
+            }
+            self.pending = Frame::default();
+            self.pending_bytes = 0;
+        } else {
+            self.pending_bytes += line.len();
+            if self.pending_bytes > self.limits.max_frame_bytes {
+                return Err(self.fail(ParseError::FrameTooLarge {
+                    limit: self.limits.max_frame_bytes,
+                }));
+            }
+            self.field(&String::from_utf8_lossy(&line));
+        }
+        // Reuse the line's allocation for the next line.
+        line.clear();
+        self.line = line;
+        Ok(())
+    }
+
+    fn field(&mut self, line: &str) {
+        let (name, value) = match line.split_once(':') {
+            Some((name, value)) => (name, value.strip_prefix(' ').unwrap_or(value)),
+            None => (line, ""),
+        };
+        let frame = &mut self.pending;
+        match name {
+            "" => append_line(&mut frame.comment, value),
+            "data" => append_line(&mut frame.data, value),
+            "event" => frame.event = Some(value.to_owned()),
+            "id" if !value.contains('\0') => {
+                frame.id = Some(value.to_owned());
+                value.clone_into(&mut self.last_event_id);
+            }
+            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                // All digits but too large for u64: ignored like any invalid retry value.
+                let Ok(millis) = value.parse() else { return };
+                frame.retry = Some(millis);
+            }
+            _ => return,
+        }
+        self.pending_used = true;
+    }
+
+    fn fail(&mut self, err: ParseError) -> ParseError {
+        self.line = Vec::new();
+        self.pending = Frame::default();
+        self.failed = Some(err.clone());
+        err
+    }
+}
+
+fn append_line(buffer: &mut Option<String>, value: &str) {
+    match buffer {
+        Some(text) => {
+            text.push('\n');
+            text.push_str(value);
+        }
+        None => *buffer = Some(value.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(input: &str) -> Vec<Frame> {
+        Parser::new().feed(input.as_bytes()).expect("within limits")
+    }
+
+    #[test]
+    fn parses_all_fields() {
+        let frames = parse(": hi\nretry: 250\nid: 3\nevent: tick\ndata: a\ndata: b\n\n");
+        assert_eq!(
+            frames,
+            vec![Frame {
+                id: Some("3".into()),
+                event: Some("tick".into()),
+                data: Some("a\nb".into()),
+                retry: Some(250),
+                comment: Some("hi".into()),
+            }]
+        );
+    }
+
+    #[test]
+    fn accepts_cr_lf_and_crlf_line_breaks() {
+        for input in [
+            "data: x\n\n",
+            "data: x\r\r",
+            "data: x\r\n\r\n",
+            "data: x\r\n\n",
+        ] {
+            assert_eq!(parse(input), vec![Frame::data("x")], "{input:?}");
+        }
+    }
+
+    #[test]
+    fn crlf_split_across_feeds_is_one_line_break() {
+        let mut parser = Parser::new();
+        assert!(parser.feed(b"data: x\r").unwrap().is_empty());
+        assert!(parser.feed(b"\n").unwrap().is_empty());
+        assert_eq!(parser.feed(b"\r\n").unwrap(), vec![Frame::data("x")]);
+    }
+
+    #[test]
+    fn frames_split_byte_by_byte_parse_the_same() {
+        let input = "\u{feff}id: 1\r\ndata: é\r\n\r\n:c\rdata\r\r";
+        let mut parser = Parser::new();
+        let frames: Vec<Frame> = input
+            .as_bytes()
+            .iter()
+            .flat_map(|b| parser.feed(std::slice::from_ref(b)).unwrap())
+            .collect();
+        assert_eq!(frames, parse(input));
+        assert_eq!(
+            frames,
+            vec![
+                Frame::data("é").with_id("1"),
+                Frame::data("").with_comment("c")
+            ]
+        );
+    }
+
+    #[test]
+    fn skips_one_leading_bom_only() {
+        assert_eq!(parse("\u{feff}data: x\n\n"), vec![Frame::data("x")]);
+        // A second BOM is part of the field name, which is then unknown.
+        assert!(parse("\u{feff}\u{feff}data: x\n\n").is_empty());
+        assert!(parse("data: x\n\n\u{feff}data: y\n\n").len() == 1);
+    }
+
+    #[test]
+    fn field_without_colon_has_empty_value() {
+        assert_eq!(parse("data\ndata\n\n"), vec![Frame::data("\n")]);
+        assert_eq!(
+            parse("event\ndata: x\n\n"),
+            vec![Frame::data("x").with_event("")]
+        );
+    }
+
+    #[test]
+    fn strips_exactly_one_space_after_colon() {
+        assert_eq!(parse("data:x\n\n"), vec![Frame::data("x")]);
+        assert_eq!(parse("data:  x\n\n"), vec![Frame::data(" x")]);
+    }
+
+    #[test]
+    fn ignores_invalid_retry_nul_ids_and_unknown_fields() {
+        assert!(parse("retry: 12a\nretry: -1\nretry:\nfoo: bar\nid: a\0b\n\n").is_empty());
+        assert!(parse("retry: 99999999999999999999999\n\n").is_empty());
+        assert_eq!(parse("retry: 10\n\n"), vec![Frame::retry(10)]);
+    }
+
+    #[test]
+    fn last_event_id_persists_across_frames_and_resets_on_empty_id() {
+        let mut parser = Parser::new();
+        parser.feed(b"id: 5\ndata: a\n\ndata: b\n\n").unwrap();
+        assert_eq!(parser.last_event_id(), "5");
+        parser.feed(b"id\ndata: c\n\n").unwrap();
+        assert_eq!(parser.last_event_id(), "");
+    }
+
+    #[test]
+    fn reports_unfinished_frame() {
+        let mut parser = Parser::new();
+        parser.feed(b"data: x\n").unwrap();
+        assert!(parser.has_partial_frame());
+        parser.feed(b"\n").unwrap();
+        assert!(!parser.has_partial_frame());
+    }
+
+    #[test]
+    fn rejects_overlong_line_and_stays_failed() {
+        let limits = Limits {
+            max_line_bytes: 8,
+            max_frame_bytes: 100,
+        };
+        let mut parser = Parser::with_limits(limits);
+        assert!(parser.feed(b"data: 12").is_ok());
+        let err = parser.feed(b"3").unwrap_err();
+        assert_eq!(err, ParseError::LineTooLong { limit: 8 });
+        assert_eq!(parser.feed(b"\n\n").unwrap_err(), err);
+    }
+
+    #[test]
+    fn rejects_overlarge_frame() {
+        let limits = Limits {
+            max_line_bytes: 100,
+            max_frame_bytes: 16,
+        };
+        let mut parser = Parser::with_limits(limits);
+        let err = parser.feed(b"data: 12345\ndata: 67890\n").unwrap_err();
+        assert_eq!(err, ParseError::FrameTooLarge { limit: 16 });
+        // The budget is per frame: many small frames are fine.
+        let mut parser = Parser::with_limits(limits);
+        let frames = parser.feed(&b"data: 12345\n\n".repeat(10)).unwrap();
+        assert_eq!(frames.len(), 10);
+    }
+}

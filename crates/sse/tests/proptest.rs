@@ -1,0 +1,97 @@
+//! Property tests: encoding round-trips through the parser, and the parser survives any input.
+
+use proptest::prelude::*;
+use sluice_sse::{Frame, Limits, Parser};
+
+/// Text with plenty of line breaks, spaces, colons and non-ASCII characters.
+fn text() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            Just('\r'),
+            Just('\n'),
+            Just(' '),
+            Just(':'),
+            Just('\0'),
+            Just('\u{feff}'),
+            any::<char>(),
+        ],
+        0..24,
+    )
+    .prop_map(|chars| chars.into_iter().collect())
+}
+
+/// Text that is a valid `id` or `event` value.
+fn single_line() -> impl Strategy<Value = String> {
+    text().prop_map(|text| text.replace(['\r', '\n', '\0'], "_"))
+}
+
+fn frame() -> impl Strategy<Value = Frame> {
+    (
+        prop::option::of(single_line()),
+        prop::option::of(single_line()),
+        prop::option::of(text()),
+        prop::option::of(any::<u64>()),
+        prop::option::of(text()),
+    )
+        .prop_map(|(id, event, data, retry, comment)| Frame {
+            id,
+            event,
+            data,
+            retry,
+            comment,
+        })
+}
+
+/// What the parser gives back for `frame`: line breaks in data and comments become `\n`.
+fn normalised(frame: &Frame) -> Frame {
+    let lines = |text: &String| text.replace("\r\n", "\n").replace('\r', "\n");
+    Frame {
+        id: frame.id.clone(),
+        event: frame.event.clone(),
+        data: frame.data.as_ref().map(lines),
+        retry: frame.retry,
+        comment: frame.comment.as_ref().map(lines),
+    }
+}
+
+proptest! {
+    #[test]
+    fn encoded_frames_parse_back(frames in prop::collection::vec(frame(), 0..8), split in any::<prop::sample::Index>()) {
+        let mut wire = Vec::new();
+        for frame in &frames {
+            wire.extend_from_slice(&frame.encode().expect("valid id and event"));
+        }
+        // Feeding in two arbitrary pieces must not matter.
+        let at = split.index(wire.len() + 1);
+        let mut parser = Parser::new();
+        let mut parsed = parser.feed(&wire[..at]).expect("within limits");
+        parsed.extend(parser.feed(&wire[at..]).expect("within limits"));
+        let expected: Vec<Frame> = frames.iter().filter(|f| !f.is_empty()).map(normalised).collect();
+        prop_assert_eq!(parsed, expected);
+        prop_assert!(!parser.has_partial_frame());
+    }
+
+    #[test]
+    fn id_and_event_with_line_breaks_are_rejected(value in text()) {
+        let breaks = value.contains(['\r', '\n', '\0']);
+        prop_assert_eq!(Frame::data("x").with_id(value.clone()).encode().is_err(), breaks);
+        prop_assert_eq!(Frame::data("x").with_event(value).encode().is_err(), breaks);
+    }
+
+    #[test]
+    fn parser_never_panics_and_stays_bounded(chunks in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..64), 0..16)) {
+        let limits = Limits { max_line_bytes: 32, max_frame_bytes: 64 };
+        let mut parser = Parser::with_limits(limits);
+        for chunk in &chunks {
+            match parser.feed(chunk) {
+                Ok(frames) => for frame in frames {
+                    let size = [&frame.id, &frame.event, &frame.data, &frame.comment]
+                        .into_iter().flatten().map(String::len).sum::<usize>();
+                    // Replacement characters may grow invalid UTF-8 up to 3x.
+                    prop_assert!(size <= 3 * limits.max_frame_bytes);
+                },
+                Err(_) => break,
+            }
+        }
+    }
+}
