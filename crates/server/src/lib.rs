@@ -2,3 +2,4 @@
 //! fan-out and the backends that hold the durable streams.
 
 pub mod backend;
+pub mod config;

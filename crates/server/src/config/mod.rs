@@ -1,0 +1,339 @@
+//! The hub's configuration: one struct tree read from a TOML file, overridden by `SLUICE_…`
+//! environment variables, overridden by command-line flags, and validated as a whole before any
+//! socket opens.
+//!
+//! Every key is documented in `docs/CONFIGURATION.md`. Unknown keys are errors, and every error
+//! names the key and the offending value.
+
+pub mod duration;
+mod layers;
+mod validate;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use layers::{Overrides, load, load_str};
+
+/// A configuration that cannot be used; the message names the key and the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {reason}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        reason: String,
+    },
+    /// The file is not valid TOML, or a value has the wrong type or an unknown key.
+    #[error("{origin}: {message}")]
+    Syntax {
+        /// Where the text came from (file name, `environment`, …).
+        origin: String,
+        /// The parser's message, naming the key.
+        message: String,
+    },
+    /// A key has a value that is well-typed but not acceptable.
+    #[error("invalid `{key}` = {value}: {reason}")]
+    Invalid {
+        /// The dotted key, e.g. `sse.heartbeat`.
+        key: String,
+        /// The offending value, quoted as written.
+        value: String,
+        /// Why it is rejected.
+        reason: String,
+    },
+}
+
+impl ConfigError {
+    fn invalid(key: impl Into<String>, value: impl std::fmt::Debug, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            key: key.into(),
+            value: format!("{value:?}"),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Which durable stream the hub serves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// sluice's embedded store in `embedded.data_dir` (the default).
+    #[default]
+    Embedded,
+    /// A NATS JetStream stream (the `[jetstream]` section).
+    Jetstream,
+}
+
+/// Where a client resumes when its position is lost (expired, ahead of the stream, or from
+/// another incarnation of it). The client is always told with a `gap` frame first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnLoss {
+    /// Continue from the earliest retained message (the default).
+    #[default]
+    Earliest,
+    /// Continue with new messages only.
+    Live,
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address the HTTP server binds, e.g. `127.0.0.1:8080` (port 0 picks a free port).
+    #[serde(deserialize_with = "validate::socket_addr")]
+    pub listen: SocketAddr,
+    /// `embedded` or `jetstream`.
+    pub backend: BackendKind,
+    /// Tokens prepended to every client topic to form the stream subject (`app` turns topic
+    /// `a.b` into subject `app.a.b`); empty for none.
+    pub topic_prefix: String,
+    /// When set, every SSE response carries `Link: <hub_url>; rel="sluice"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hub_url: Option<String>,
+    /// Server-Sent Events settings.
+    pub sse: SseConfig,
+    /// Connection and request limits.
+    pub limits: LimitsConfig,
+    /// Resume and replay policy.
+    pub replay: ReplayConfig,
+    /// Cross-origin requests.
+    pub cors: CorsConfig,
+    /// The in-memory fan-out.
+    pub fanout: FanoutConfig,
+    /// The embedded store.
+    pub embedded: EmbeddedConfig,
+}
+
+/// Server-Sent Events settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SseConfig {
+    /// Idle interval after which a `: heartbeat` comment is sent.
+    #[serde(with = "duration")]
+    pub heartbeat: Duration,
+    /// Reconnection delay suggested to clients with `retry:`.
+    #[serde(with = "duration")]
+    pub retry: Duration,
+    /// A connection whose socket accepts nothing for this long is closed (`slow_client`).
+    #[serde(with = "duration")]
+    pub write_timeout: Duration,
+    /// Largest encoded event in bytes; a larger message is replaced by a `gap` frame.
+    pub max_event_size: usize,
+}
+
+/// Connection and request limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Most concurrent event streams; 0 means unlimited.
+    pub max_connections: usize,
+    /// Most topics in one subscription.
+    pub max_topics_per_subscription: usize,
+    /// Largest `POST /publish` body in bytes.
+    pub max_publish_body: usize,
+}
+
+/// Resume and replay policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplayConfig {
+    /// Most backlog messages one connection replays before it is closed with
+    /// `replay_cap_reached` (the client resumes by `Last-Event-ID`); 0 means no cap.
+    pub max_messages: u64,
+    /// When set, backlog older than this is skipped (and reported with a `gap` frame).
+    #[serde(with = "duration::option", skip_serializing_if = "Option::is_none")]
+    pub window: Option<Duration>,
+    /// Where to continue when the requested position is lost: `earliest` or `live`.
+    pub on_loss: OnLoss,
+}
+
+/// Cross-origin requests.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CorsConfig {
+    /// Origins allowed to subscribe and publish from a browser: exact origins such as
+    /// `https://app.example.com` (which also get credentials), or `*` for any origin (without
+    /// credentials). Empty: no CORS headers.
+    pub allowed_origins: Vec<String>,
+}
+
+/// The in-memory fan-out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FanoutConfig {
+    /// Encoded frames kept in memory per distinct topic set; a client further behind reads
+    /// from the stream until it catches up.
+    pub ring_size: usize,
+}
+
+/// The embedded store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbeddedConfig {
+    /// Directory holding the streams.
+    pub data_dir: PathBuf,
+    /// The stream the hub serves; it must be one of `streams`.
+    pub stream: String,
+    /// Streams created (or updated) at start-up.
+    pub streams: Vec<StreamDecl>,
+}
+
+/// A stream of the embedded store declared in the configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamDecl {
+    /// The stream name.
+    pub name: String,
+    /// Subject filters the stream captures.
+    pub subjects: Vec<String>,
+    /// Most messages kept; 0 means unlimited.
+    #[serde(default)]
+    pub max_msgs: u64,
+    /// Most bytes kept; 0 means unlimited.
+    #[serde(default)]
+    pub max_bytes: u64,
+    /// Oldest message kept; 0 means forever.
+    #[serde(default, with = "duration")]
+    pub max_age: Duration,
+    /// Largest message accepted in bytes; 0 means unlimited.
+    #[serde(default)]
+    pub max_msg_size: u64,
+    /// Window in which a repeated `Nats-Msg-Id` is a duplicate.
+    #[serde(default = "default_duplicate_window", with = "duration")]
+    pub duplicate_window: Duration,
+}
+
+fn default_duplicate_window() -> Duration {
+    Duration::from_secs(120)
+}
+
+/// The name of the stream created when none is declared.
+pub const DEFAULT_STREAM: &str = "sluice";
+
+impl StreamDecl {
+    /// The default stream: named [`DEFAULT_STREAM`], capturing every subject.
+    pub fn default_stream() -> Self {
+        Self {
+            name: DEFAULT_STREAM.to_owned(),
+            subjects: vec![">".to_owned()],
+            max_msgs: 0,
+            max_bytes: 0,
+            max_age: Duration::ZERO,
+            max_msg_size: 0,
+            duplicate_window: default_duplicate_window(),
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            backend: BackendKind::Embedded,
+            topic_prefix: String::new(),
+            hub_url: None,
+            sse: SseConfig::default(),
+            limits: LimitsConfig::default(),
+            replay: ReplayConfig::default(),
+            cors: CorsConfig::default(),
+            fanout: FanoutConfig::default(),
+            embedded: EmbeddedConfig::default(),
+        }
+    }
+}
+
+impl Default for SseConfig {
+    fn default() -> Self {
+        Self {
+            heartbeat: Duration::from_secs(15),
+            retry: Duration::from_secs(2),
+            write_timeout: Duration::from_secs(10),
+            max_event_size: 1024 * 1024,
+        }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_connections: 0,
+            max_topics_per_subscription: 32,
+            max_publish_body: 1024 * 1024 + 64 * 1024,
+        }
+    }
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        Self {
+            max_messages: 0,
+            window: None,
+            on_loss: OnLoss::Earliest,
+        }
+    }
+}
+
+impl Default for FanoutConfig {
+    fn default() -> Self {
+        Self { ring_size: 4096 }
+    }
+}
+
+impl Default for EmbeddedConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./sluice-data"),
+            stream: DEFAULT_STREAM.to_owned(),
+            streams: vec![StreamDecl::default_stream()],
+        }
+    }
+}
+
+impl Config {
+    /// Checks every value; the error names the key and the value.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        validate::config(self)
+    }
+
+    /// The subject for a client topic: the topic with [`Config::topic_prefix`] prepended.
+    pub fn subject_for(&self, topic: &str) -> String {
+        if self.topic_prefix.is_empty() {
+            topic.to_owned()
+        } else {
+            format!("{}.{topic}", self.topic_prefix)
+        }
+    }
+
+    /// The client topic for a subject: the subject with [`Config::topic_prefix`] removed.
+    pub fn topic_for<'a>(&self, subject: &'a str) -> &'a str {
+        if self.topic_prefix.is_empty() {
+            return subject;
+        }
+        subject
+            .strip_prefix(self.topic_prefix.as_str())
+            .and_then(|rest| rest.strip_prefix('.'))
+            .unwrap_or(subject)
+    }
+
+    /// The declaration of the served embedded stream.
+    pub fn served_stream(&self) -> Option<&StreamDecl> {
+        self.embedded
+            .streams
+            .iter()
+            .find(|s| s.name == self.embedded.stream)
+    }
+
+    /// The data directory, for messages that need a path.
+    pub fn data_dir(&self) -> &Path {
+        &self.embedded.data_dir
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,223 @@
+//! Validation of a whole [`Config`]: every rule names the key and the value it rejects.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, de};
+use sluice_protocol::subject::{validate_filter, validate_subject};
+
+use super::{BackendKind, Config, ConfigError, StreamDecl};
+
+/// The longest accepted `retry:` hint and heartbeat interval.
+const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// Serde `deserialize_with` for the listen address, naming the value on error.
+pub fn socket_addr<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SocketAddr, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    text.parse().map_err(|_| {
+        de::Error::custom(format!("{text:?} is not an address like \"127.0.0.1:8080\""))
+    })
+}
+
+/// Checks the whole configuration.
+pub fn config(config: &Config) -> Result<(), ConfigError> {
+    if !config.topic_prefix.is_empty() {
+        validate_subject(&config.topic_prefix).map_err(|err| {
+            ConfigError::invalid("topic_prefix", &config.topic_prefix, err.to_string())
+        })?;
+    }
+    if let Some(url) = &config.hub_url {
+        http_url("hub_url", url)?;
+    }
+    sse(config)?;
+    limits(config)?;
+    if config.replay.window == Some(Duration::ZERO) {
+        return Err(ConfigError::invalid(
+            "replay.window",
+            "0s",
+            "must be positive; leave it out to replay the whole backlog",
+        ));
+    }
+    for (index, origin) in config.cors.allowed_origins.iter().enumerate() {
+        allowed_origin(&format!("cors.allowed_origins[{index}]"), origin)?;
+    }
+    if !(16..=1 << 20).contains(&config.fanout.ring_size) {
+        return Err(ConfigError::invalid(
+            "fanout.ring_size",
+            config.fanout.ring_size,
+            "must be between 16 and 1048576",
+        ));
+    }
+    embedded(config)?;
+    if config.backend == BackendKind::Jetstream {
+        jetstream(config)?;
+    }
+    Ok(())
+}
+
+fn sse(config: &Config) -> Result<(), ConfigError> {
+    let sse = &config.sse;
+    for (key, value) in [
+        ("sse.heartbeat", sse.heartbeat),
+        ("sse.retry", sse.retry),
+        ("sse.write_timeout", sse.write_timeout),
+    ] {
+        if value.is_zero() || value > MAX_INTERVAL {
+            return Err(ConfigError::invalid(
+                key,
+                super::duration::format(value),
+                "must be more than 0s and at most 1h",
+            ));
+        }
+    }
+    if sse.max_event_size < 256 {
+        return Err(ConfigError::invalid(
+            "sse.max_event_size",
+            sse.max_event_size,
+            "must be at least 256 bytes",
+        ));
+    }
+    Ok(())
+}
+
+fn limits(config: &Config) -> Result<(), ConfigError> {
+    let limits = &config.limits;
+    if !(1..=1024).contains(&limits.max_topics_per_subscription) {
+        return Err(ConfigError::invalid(
+            "limits.max_topics_per_subscription",
+            limits.max_topics_per_subscription,
+            "must be between 1 and 1024",
+        ));
+    }
+    if limits.max_publish_body < 64 {
+        return Err(ConfigError::invalid(
+            "limits.max_publish_body",
+            limits.max_publish_body,
+            "must be at least 64 bytes",
+        ));
+    }
+    Ok(())
+}
+
+fn embedded(config: &Config) -> Result<(), ConfigError> {
+    let embedded = &config.embedded;
+    if embedded.data_dir.as_os_str().is_empty() {
+        return Err(ConfigError::invalid("embedded.data_dir", "", "must not be empty"));
+    }
+    let mut names = HashSet::new();
+    for (index, stream) in embedded.streams.iter().enumerate() {
+        stream_decl(&format!("embedded.streams[{index}]"), stream)?;
+        if !names.insert(stream.name.as_str()) {
+            return Err(ConfigError::invalid(
+                format!("embedded.streams[{index}].name"),
+                &stream.name,
+                "is declared twice",
+            ));
+        }
+    }
+    if config.backend == BackendKind::Embedded && config.served_stream().is_none() {
+        return Err(ConfigError::invalid(
+            "embedded.stream",
+            &embedded.stream,
+            "is not one of the streams declared in `embedded.streams`",
+        ));
+    }
+    Ok(())
+}
+
+fn stream_decl(key: &str, stream: &StreamDecl) -> Result<(), ConfigError> {
+    stream_name(&format!("{key}.name"), &stream.name)?;
+    if stream.subjects.is_empty() {
+        return Err(ConfigError::invalid(
+            format!("{key}.subjects"),
+            "[]",
+            "a stream needs at least one subject",
+        ));
+    }
+    for (index, subject) in stream.subjects.iter().enumerate() {
+        validate_filter(subject).map_err(|err| {
+            ConfigError::invalid(format!("{key}.subjects[{index}]"), subject, err.to_string())
+        })?;
+    }
+    Ok(())
+}
+
+/// Stream names become directory names: no path separators, dots, wildcards or whitespace.
+pub fn stream_name(key: &str, name: &str) -> Result<(), ConfigError> {
+    let bad = name.is_empty()
+        || name.len() > 255
+        || name
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '.' | '*' | '>' | '/' | '\\'));
+    if bad {
+        return Err(ConfigError::invalid(
+            key,
+            name,
+            "a stream name is 1 to 255 characters without whitespace, `.`, `*`, `>`, `/` or `\\`",
+        ));
+    }
+    Ok(())
+}
+
+fn jetstream(_config: &Config) -> Result<(), ConfigError> {
+    Err(ConfigError::invalid(
+        "backend",
+        "jetstream",
+        "this build has no JetStream backend",
+    ))
+}
+
+fn http_url(key: &str, url: &str) -> Result<(), ConfigError> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| ConfigError::invalid(key, url, "must start with http:// or https://"))?;
+    if rest.is_empty() || rest.starts_with('/') || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(ConfigError::invalid(key, url, "must be an absolute URL with a host"));
+    }
+    Ok(())
+}
+
+/// An allowed origin is `*` or exactly what a browser sends in `Origin`: a lower-case
+/// `http`/`https` scheme and host, an optional port, and nothing else. Anything else could
+/// never match a request, so it is rejected rather than silently ignored.
+fn allowed_origin(key: &str, origin: &str) -> Result<(), ConfigError> {
+    if origin == "*" {
+        return Ok(());
+    }
+    let never = |why: &str| ConfigError::invalid(key, origin, format!("can never match a browser Origin: {why}"));
+    let rest = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"))
+        .ok_or_else(|| never("it must start with http:// or https://"))?;
+    if rest.is_empty() {
+        return Err(never("it has no host"));
+    }
+    if rest.contains(['/', '?', '#']) {
+        return Err(never("an origin has no path, query or trailing slash"));
+    }
+    if rest.contains('*') {
+        return Err(never("wildcards are only allowed as the whole value `*`"));
+    }
+    if origin.chars().any(|c| c.is_ascii_uppercase() || c.is_whitespace() || c.is_control()) {
+        return Err(never("browsers send it lower-case without whitespace"));
+    }
+    if rest.contains('@') {
+        return Err(never("an origin has no user information"));
+    }
+    let port = match rest.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((_, "")) => None,
+            Some((_, after)) => Some(after.strip_prefix(':').unwrap_or(after)),
+            None => return Err(never("the IPv6 address has no closing `]`")),
+        },
+        None => rest.split_once(':').map(|(_, port)| port),
+    };
+    if let Some(port) = port
+        && port.parse::<u16>().is_err()
+    {
+        return Err(never("the port is not a number from 0 to 65535"));
+    }
+    Ok(())
+}
