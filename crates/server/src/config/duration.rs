@@ -96,7 +96,11 @@ mod tests {
 
     #[test]
     fn format_round_trips() {
-        for d in [Duration::from_secs(30), Duration::from_millis(1500), Duration::ZERO] {
+        for d in [
+            Duration::from_secs(30),
+            Duration::from_millis(1500),
+            Duration::ZERO,
+        ] {
             assert_eq!(parse(&format(d)), Ok(d));
         }
     }

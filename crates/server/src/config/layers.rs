@@ -89,14 +89,13 @@ pub fn load_str(
     }
     apply(&mut table, &aliases);
     apply(&mut table, overrides);
-    let config: Config =
-        serde_path_to_error::deserialize(Value::Table(table)).map_err(|err| {
-            let key = err.path().to_string();
-            ConfigError::Syntax {
-                origin: origin.to_owned(),
-                message: format!("`{key}`: {}", err.into_inner()),
-            }
-        })?;
+    let config: Config = serde_path_to_error::deserialize(Value::Table(table)).map_err(|err| {
+        let key = err.path().to_string();
+        ConfigError::Syntax {
+            origin: origin.to_owned(),
+            message: format!("`{key}`: {}", err.into_inner()),
+        }
+    })?;
     config.validate()?;
     Ok((config, warnings))
 }
@@ -121,7 +120,11 @@ fn apply(table: &mut Table, overrides: &Overrides) {
     }
     if let Some(stream) = &overrides.stream {
         let jetstream = table.get("backend").and_then(Value::as_str) == Some("jetstream");
-        let key = if jetstream { "jetstream.stream" } else { "embedded.stream" };
+        let key = if jetstream {
+            "jetstream.stream"
+        } else {
+            "embedded.stream"
+        };
         set(table, key, string(stream));
     }
 }
@@ -184,7 +187,11 @@ fn known_keys() -> Vec<(String, Kind)> {
 
 fn collect(table: &Table, prefix: &str, out: &mut Vec<(String, Kind)>) {
     for (name, value) in table {
-        let key = if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
+        let key = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}.{name}")
+        };
         match value {
             Value::Table(inner) => collect(inner, &key, out),
             // Arrays of tables (declared streams) can only come from the file.
@@ -197,7 +204,10 @@ fn collect(table: &Table, prefix: &str, out: &mut Vec<(String, Kind)>) {
 /// The dotted key an environment variable name (without `SLUICE_`) stands for.
 fn env_key(rest: &str, known: &[(String, Kind)]) -> Option<(String, Kind)> {
     let wanted = rest.to_ascii_lowercase();
-    if let Some((key, kind)) = known.iter().find(|(key, _)| key.replace('.', "_") == wanted) {
+    if let Some((key, kind)) = known
+        .iter()
+        .find(|(key, _)| key.replace('.', "_") == wanted)
+    {
         return Some((key.clone(), *kind));
     }
     // The JetStream section is validated by its own type; these are its non-text keys.
@@ -223,7 +233,9 @@ fn set(table: &mut Table, key: &str, value: Value) {
         if !entry.is_table() {
             *entry = Value::Table(Table::new());
         }
-        let Value::Table(inner) = entry else { unreachable!("just made a table") };
+        let Value::Table(inner) = entry else {
+            unreachable!("just made a table")
+        };
         current = inner;
     }
     current.insert(last.to_owned(), value);

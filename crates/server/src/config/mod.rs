@@ -49,7 +49,11 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    fn invalid(key: impl Into<String>, value: impl std::fmt::Debug, reason: impl Into<String>) -> Self {
+    fn invalid(
+        key: impl Into<String>,
+        value: impl std::fmt::Debug,
+        reason: impl Into<String>,
+    ) -> Self {
         Self::Invalid {
             key: key.into(),
             value: format!("{value:?}"),

@@ -22,7 +22,10 @@ fn defaults_are_the_documented_ones_and_valid() {
     assert_eq!(config.backend, BackendKind::Embedded);
     assert_eq!(config.embedded.data_dir, PathBuf::from("./sluice-data"));
     assert_eq!(config.embedded.stream, "sluice");
-    assert_eq!(config.served_stream().expect("declared").subjects, vec![">"]);
+    assert_eq!(
+        config.served_stream().expect("declared").subjects,
+        vec![">"]
+    );
     assert_eq!(config.limits.max_topics_per_subscription, 32);
     assert_eq!(config, Config::default());
 }
@@ -50,7 +53,10 @@ fn flags_win_over_env_which_wins_over_the_file() {
 
 #[test]
 fn flag_aliases_reach_nested_keys() {
-    let vars = env(&[("SLUICE_DATA_DIR", "/tmp/env-data"), ("SLUICE_STREAM", "other")]);
+    let vars = env(&[
+        ("SLUICE_DATA_DIR", "/tmp/env-data"),
+        ("SLUICE_STREAM", "other"),
+    ]);
     let file = "[embedded]\nstreams = [{ name = \"other\", subjects = [\"x.>\"] }]\n";
     let (config, _) = load_str(file, "f", vars, &Overrides::default()).expect("loads");
     assert_eq!(config.embedded.data_dir, PathBuf::from("/tmp/env-data"));
@@ -67,7 +73,10 @@ fn unknown_keys_are_errors_naming_the_key() {
 fn unknown_environment_variables_are_reported() {
     let (_, warnings) =
         load_str("", "f", env(&[("SLUICE_NOPE", "1")]), &Overrides::default()).expect("loads");
-    assert_eq!(warnings, vec!["ignoring unknown environment variable SLUICE_NOPE"]);
+    assert_eq!(
+        warnings,
+        vec!["ignoring unknown environment variable SLUICE_NOPE"]
+    );
 }
 
 #[test]
@@ -80,13 +89,19 @@ fn bad_environment_values_name_the_variable_and_value() {
     )
     .expect_err("rejected")
     .to_string();
-    assert!(err.contains("SLUICE_LIMITS_MAX_CONNECTIONS") && err.contains("many"), "{err}");
+    assert!(
+        err.contains("SLUICE_LIMITS_MAX_CONNECTIONS") && err.contains("many"),
+        "{err}"
+    );
 }
 
 #[test]
 fn bad_durations_name_key_and_value() {
     let message = error_text("[sse]\nheartbeat = \"-3s\"\n");
-    assert!(message.contains("sse.heartbeat") && message.contains("-3s"), "{message}");
+    assert!(
+        message.contains("sse.heartbeat") && message.contains("-3s"),
+        "{message}"
+    );
     let message = error_text("[sse]\nwrite_timeout = \"0s\"\n");
     assert!(message.contains("sse.write_timeout"), "{message}");
     let message = error_text("[replay]\nwindow = \"0s\"\n");
@@ -106,7 +121,12 @@ fn origins_that_can_never_match_are_rejected() {
         let message = error_text(&format!("[cors]\nallowed_origins = [{origin:?}]\n"));
         assert!(message.contains(origin), "{origin}: {message}");
     }
-    for origin in ["*", "https://app.example.com", "http://127.0.0.1:8080", "http://[::1]:3000"] {
+    for origin in [
+        "*",
+        "https://app.example.com",
+        "http://127.0.0.1:8080",
+        "http://[::1]:3000",
+    ] {
         load_text(&format!("[cors]\nallowed_origins = [{origin:?}]\n")).expect(origin);
     }
 }
@@ -114,25 +134,39 @@ fn origins_that_can_never_match_are_rejected() {
 #[test]
 fn hub_url_needs_an_http_scheme() {
     let message = error_text("hub_url = \"ftp://hub\"\n");
-    assert!(message.contains("hub_url") && message.contains("ftp://hub"), "{message}");
+    assert!(
+        message.contains("hub_url") && message.contains("ftp://hub"),
+        "{message}"
+    );
 }
 
 #[test]
 fn bad_listen_address_is_named() {
     let message = error_text("listen = \"localhost\"\n");
-    assert!(message.contains("listen") && message.contains("localhost"), "{message}");
+    assert!(
+        message.contains("listen") && message.contains("localhost"),
+        "{message}"
+    );
 }
 
 #[test]
 fn declared_streams_are_checked() {
     let message = error_text("[embedded]\nstream = \"missing\"\n");
-    assert!(message.contains("embedded.stream") && message.contains("missing"), "{message}");
-    let message =
-        error_text("[embedded]\nstreams = [{ name = \"a/b\", subjects = [\">\"] }]\nstream = \"a/b\"\n");
+    assert!(
+        message.contains("embedded.stream") && message.contains("missing"),
+        "{message}"
+    );
+    let message = error_text(
+        "[embedded]\nstreams = [{ name = \"a/b\", subjects = [\">\"] }]\nstream = \"a/b\"\n",
+    );
     assert!(message.contains("embedded.streams[0].name"), "{message}");
-    let message =
-        error_text("[embedded]\nstreams = [{ name = \"s\", subjects = [\"a..b\"] }]\nstream = \"s\"\n");
-    assert!(message.contains("embedded.streams[0].subjects[0]"), "{message}");
+    let message = error_text(
+        "[embedded]\nstreams = [{ name = \"s\", subjects = [\"a..b\"] }]\nstream = \"s\"\n",
+    );
+    assert!(
+        message.contains("embedded.streams[0].subjects[0]"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -16,7 +16,9 @@ const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 pub fn socket_addr<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SocketAddr, D::Error> {
     let text = String::deserialize(deserializer)?;
     text.parse().map_err(|_| {
-        de::Error::custom(format!("{text:?} is not an address like \"127.0.0.1:8080\""))
+        de::Error::custom(format!(
+            "{text:?} is not an address like \"127.0.0.1:8080\""
+        ))
     })
 }
 
@@ -103,7 +105,11 @@ fn limits(config: &Config) -> Result<(), ConfigError> {
 fn embedded(config: &Config) -> Result<(), ConfigError> {
     let embedded = &config.embedded;
     if embedded.data_dir.as_os_str().is_empty() {
-        return Err(ConfigError::invalid("embedded.data_dir", "", "must not be empty"));
+        return Err(ConfigError::invalid(
+            "embedded.data_dir",
+            "",
+            "must not be empty",
+        ));
     }
     let mut names = HashSet::new();
     for (index, stream) in embedded.streams.iter().enumerate() {
@@ -147,9 +153,9 @@ fn stream_decl(key: &str, stream: &StreamDecl) -> Result<(), ConfigError> {
 pub fn stream_name(key: &str, name: &str) -> Result<(), ConfigError> {
     let bad = name.is_empty()
         || name.len() > 255
-        || name
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '.' | '*' | '>' | '/' | '\\'));
+        || name.chars().any(|c| {
+            c.is_whitespace() || c.is_control() || matches!(c, '.' | '*' | '>' | '/' | '\\')
+        });
     if bad {
         return Err(ConfigError::invalid(
             key,
@@ -173,8 +179,15 @@ fn http_url(key: &str, url: &str) -> Result<(), ConfigError> {
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))
         .ok_or_else(|| ConfigError::invalid(key, url, "must start with http:// or https://"))?;
-    if rest.is_empty() || rest.starts_with('/') || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(ConfigError::invalid(key, url, "must be an absolute URL with a host"));
+    if rest.is_empty()
+        || rest.starts_with('/')
+        || url.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(ConfigError::invalid(
+            key,
+            url,
+            "must be an absolute URL with a host",
+        ));
     }
     Ok(())
 }
@@ -186,7 +199,13 @@ fn allowed_origin(key: &str, origin: &str) -> Result<(), ConfigError> {
     if origin == "*" {
         return Ok(());
     }
-    let never = |why: &str| ConfigError::invalid(key, origin, format!("can never match a browser Origin: {why}"));
+    let never = |why: &str| {
+        ConfigError::invalid(
+            key,
+            origin,
+            format!("can never match a browser Origin: {why}"),
+        )
+    };
     let rest = origin
         .strip_prefix("https://")
         .or_else(|| origin.strip_prefix("http://"))
@@ -200,7 +219,10 @@ fn allowed_origin(key: &str, origin: &str) -> Result<(), ConfigError> {
     if rest.contains('*') {
         return Err(never("wildcards are only allowed as the whole value `*`"));
     }
-    if origin.chars().any(|c| c.is_ascii_uppercase() || c.is_whitespace() || c.is_control()) {
+    if origin
+        .chars()
+        .any(|c| c.is_ascii_uppercase() || c.is_whitespace() || c.is_control())
+    {
         return Err(never("browsers send it lower-case without whitespace"));
     }
     if rest.contains('@') {
