@@ -10,6 +10,8 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use sluice_protocol::headers::Headers;
 
+pub mod jetstream;
+
 /// A message read from the stream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BackendMessage {

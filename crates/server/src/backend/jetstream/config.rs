@@ -1,0 +1,565 @@
+//! Configuration of the NATS JetStream backend: where the servers are, which stream to use,
+//! how to authenticate, TLS, and connection timing.
+//!
+//! Secrets (token, password, credentials embedded in URLs) never appear in `Debug` output or
+//! in error messages.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::config::{ConfigError, duration};
+
+/// Builds the error for `key` (relative to the `[jetstream]` section) and `value`.
+fn invalid(
+    key: impl AsRef<str>,
+    value: impl fmt::Display,
+    reason: impl Into<String>,
+) -> ConfigError {
+    ConfigError::Invalid {
+        key: format!("jetstream.{}", key.as_ref()),
+        value: format!("{:?}", value.to_string()),
+        reason: reason.into(),
+    }
+}
+
+/// Shown instead of a secret.
+const REDACTED: &str = "<redacted>";
+
+/// How the JetStream backend connects and which stream it serves.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JetStreamConfig {
+    /// Server URLs (`nats://`, `tls://`, `ws://`, `wss://`); tried in turn.
+    #[serde(default = "default_urls")]
+    pub urls: Vec<String>,
+    /// The JetStream stream that holds the messages; it must already exist.
+    pub stream: String,
+    /// The client connection name shown by the server's monitoring.
+    #[serde(default = "default_name")]
+    pub name: String,
+    /// A NATS credentials file (user JWT + nkey seed).
+    #[serde(default)]
+    pub creds_file: Option<PathBuf>,
+    /// A token for token authentication.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// User name for user/password authentication (requires `password`).
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Password for user/password authentication (requires `user`).
+    #[serde(default)]
+    pub password: Option<String>,
+    /// A file holding an nkey seed (`SU…`).
+    #[serde(default)]
+    pub nkey_seed_file: Option<PathBuf>,
+    /// PEM file of CA certificates that sign the server's certificate.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// PEM client certificate for mutual TLS (requires `client_key`).
+    #[serde(default)]
+    pub client_cert: Option<PathBuf>,
+    /// PEM private key of `client_cert`.
+    #[serde(default)]
+    pub client_key: Option<PathBuf>,
+    /// Accept any server certificate. For tests only; rejected together with `ca_file`.
+    #[serde(default)]
+    pub tls_insecure_skip_verify: bool,
+    /// How long one connection attempt may take.
+    #[serde(default = "default_connect_timeout", with = "duration")]
+    pub connect_timeout: Duration,
+    /// Pause between reconnection attempts.
+    #[serde(default = "default_reconnect_wait", with = "duration")]
+    pub reconnect_wait: Duration,
+    /// Reconnection attempts before giving up; -1 (the default) retries forever.
+    #[serde(default = "default_max_reconnects")]
+    pub max_reconnects: i64,
+    /// Upper bound on every JetStream API request (stream info, consumer create, publish).
+    #[serde(default = "default_request_timeout", with = "duration")]
+    pub request_timeout: Duration,
+    /// Idle heartbeat asked of consumers; two missed heartbeats mean the consumer is lost
+    /// and is recreated.
+    #[serde(default = "default_idle_heartbeat", with = "duration")]
+    pub idle_heartbeat: Duration,
+}
+
+fn default_urls() -> Vec<String> {
+    vec!["nats://127.0.0.1:4222".to_owned()]
+}
+fn default_name() -> String {
+    "sluice".to_owned()
+}
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_reconnect_wait() -> Duration {
+    Duration::from_secs(2)
+}
+fn default_max_reconnects() -> i64 {
+    -1
+}
+fn default_request_timeout() -> Duration {
+    Duration::from_secs(2)
+}
+fn default_idle_heartbeat() -> Duration {
+    Duration::from_secs(5)
+}
+
+/// The longest accepted heartbeat, so a lost consumer is noticed within two minutes.
+const MAX_IDLE_HEARTBEAT: Duration = Duration::from_secs(60);
+/// The longest accepted request or connect timeout.
+const MAX_TIMEOUT: Duration = Duration::from_secs(300);
+
+impl JetStreamConfig {
+    /// A configuration with every default for `stream` on `url`.
+    pub fn new(url: impl Into<String>, stream: impl Into<String>) -> Self {
+        Self {
+            urls: vec![url.into()],
+            stream: stream.into(),
+            name: default_name(),
+            creds_file: None,
+            token: None,
+            user: None,
+            password: None,
+            nkey_seed_file: None,
+            ca_file: None,
+            client_cert: None,
+            client_key: None,
+            tls_insecure_skip_verify: false,
+            connect_timeout: default_connect_timeout(),
+            reconnect_wait: default_reconnect_wait(),
+            max_reconnects: default_max_reconnects(),
+            request_timeout: default_request_timeout(),
+            idle_heartbeat: default_idle_heartbeat(),
+        }
+    }
+
+    /// Checks every value; the error names the key and the value (secrets redacted).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_urls()?;
+        validate_stream_name(&self.stream)?;
+        if self.name.is_empty() || self.name.chars().any(char::is_control) {
+            return Err(invalid(
+                "name",
+                &self.name,
+                "must be non-empty without control characters",
+            ));
+        }
+        self.validate_auth()?;
+        self.validate_tls()?;
+        self.validate_timing()
+    }
+
+    /// The server URLs with any embedded password replaced, for logs and errors.
+    pub fn redacted_urls(&self) -> String {
+        self.urls
+            .iter()
+            .map(|url| redact_url(url))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn validate_urls(&self) -> Result<(), ConfigError> {
+        if self.urls.is_empty() {
+            return Err(invalid("urls", "[]", "at least one server URL is required"));
+        }
+        let mut websocket = None;
+        for (index, url) in self.urls.iter().enumerate() {
+            let key = format!("urls[{index}]");
+            let shown = redact_url(url);
+            let addr: async_nats::ServerAddr = url.parse().map_err(|err: std::io::Error| {
+                invalid(
+                    &key,
+                    &shown,
+                    format!("{err}; schemes are nats, tls, ws, wss"),
+                )
+            })?;
+            if addr.host().is_empty() {
+                return Err(invalid(&key, &shown, "has no host"));
+            }
+            let is_websocket = addr.is_websocket();
+            if *websocket.get_or_insert(is_websocket) != is_websocket {
+                return Err(invalid(
+                    &key,
+                    &shown,
+                    "cannot mix WebSocket (ws, wss) and plain (nats, tls) URLs",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_auth(&self) -> Result<(), ConfigError> {
+        match (&self.user, &self.password) {
+            (Some(user), None) => {
+                return Err(invalid("user", user, "`password` is required with `user`"));
+            }
+            (None, Some(_)) => {
+                return Err(invalid(
+                    "password",
+                    REDACTED,
+                    "`user` is required with `password`",
+                ));
+            }
+            (Some(user), Some(_)) if user.is_empty() => {
+                return Err(invalid("user", user, "must not be empty"));
+            }
+            _ => {}
+        }
+        if self.token.as_deref() == Some("") {
+            return Err(invalid("token", "", "must not be empty"));
+        }
+        let methods: Vec<&str> = [
+            ("creds_file", self.creds_file.is_some()),
+            ("token", self.token.is_some()),
+            ("user", self.user.is_some()),
+            ("nkey_seed_file", self.nkey_seed_file.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect();
+        if methods.len() > 1 {
+            return Err(invalid(
+                methods[1],
+                methods.join(", "),
+                "choose at most one of creds_file, token, user+password, nkey_seed_file",
+            ));
+        }
+        check_file("creds_file", self.creds_file.as_deref())?;
+        check_file("nkey_seed_file", self.nkey_seed_file.as_deref())
+    }
+
+    fn validate_tls(&self) -> Result<(), ConfigError> {
+        if self.tls_insecure_skip_verify
+            && let Some(ca) = &self.ca_file
+        {
+            return Err(invalid(
+                "tls_insecure_skip_verify",
+                "true",
+                format!(
+                    "contradicts ca_file = \"{}\"; use one or the other",
+                    ca.display()
+                ),
+            ));
+        }
+        match (&self.client_cert, &self.client_key) {
+            (Some(cert), None) => {
+                return Err(invalid(
+                    "client_cert",
+                    cert.display(),
+                    "`client_key` is required with `client_cert`",
+                ));
+            }
+            (None, Some(key)) => {
+                return Err(invalid(
+                    "client_key",
+                    key.display(),
+                    "`client_cert` is required with `client_key`",
+                ));
+            }
+            _ => {}
+        }
+        check_file("ca_file", self.ca_file.as_deref())?;
+        check_file("client_cert", self.client_cert.as_deref())?;
+        check_file("client_key", self.client_key.as_deref())
+    }
+
+    fn validate_timing(&self) -> Result<(), ConfigError> {
+        for (key, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("request_timeout", self.request_timeout),
+        ] {
+            if value.is_zero() || value > MAX_TIMEOUT {
+                return Err(invalid(
+                    key,
+                    duration::format(value),
+                    format!(
+                        "must be above 0 and at most {}",
+                        duration::format(MAX_TIMEOUT)
+                    ),
+                ));
+            }
+        }
+        if self.idle_heartbeat < Duration::from_millis(100)
+            || self.idle_heartbeat > MAX_IDLE_HEARTBEAT
+        {
+            return Err(invalid(
+                "idle_heartbeat",
+                duration::format(self.idle_heartbeat),
+                format!(
+                    "must be between 100ms and {}",
+                    duration::format(MAX_IDLE_HEARTBEAT)
+                ),
+            ));
+        }
+        if self.reconnect_wait > MAX_TIMEOUT {
+            return Err(invalid(
+                "reconnect_wait",
+                duration::format(self.reconnect_wait),
+                format!("must be at most {}", duration::format(MAX_TIMEOUT)),
+            ));
+        }
+        if self.max_reconnects == 0 || self.max_reconnects < -1 {
+            return Err(invalid(
+                "max_reconnects",
+                self.max_reconnects,
+                "must be -1 (retry forever) or a positive count",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for JetStreamConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secret = |value: &Option<String>| value.as_ref().map(|_| REDACTED);
+        f.debug_struct("JetStreamConfig")
+            .field("urls", &self.redacted_urls())
+            .field("stream", &self.stream)
+            .field("name", &self.name)
+            .field("creds_file", &self.creds_file)
+            .field("token", &secret(&self.token))
+            .field("user", &self.user)
+            .field("password", &secret(&self.password))
+            .field("nkey_seed_file", &self.nkey_seed_file)
+            .field("ca_file", &self.ca_file)
+            .field("client_cert", &self.client_cert)
+            .field("client_key", &self.client_key)
+            .field("tls_insecure_skip_verify", &self.tls_insecure_skip_verify)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("reconnect_wait", &self.reconnect_wait)
+            .field("max_reconnects", &self.max_reconnects)
+            .field("request_timeout", &self.request_timeout)
+            .field("idle_heartbeat", &self.idle_heartbeat)
+            .finish()
+    }
+}
+
+/// `url` with any password replaced by `<redacted>`; unparsable input is redacted after any
+/// `user:pass@` part it seems to carry.
+pub fn redact_url(url: &str) -> String {
+    match url.parse::<async_nats::ServerAddr>() {
+        Ok(addr) => {
+            let mut parsed = addr.into_inner();
+            if parsed.password().is_some() {
+                // Setting a password only fails for URLs without a host, which parsing rejected.
+                let _ = parsed.set_password(Some(REDACTED));
+            } else if !parsed.username().is_empty() {
+                // A lone user part may be a token (`nats://token@host`).
+                let _ = parsed.set_username(REDACTED);
+            }
+            parsed.to_string()
+        }
+        Err(_) => match url.rfind('@') {
+            Some(at) => {
+                let scheme_end = url.find("://").map_or(0, |i| i + 3);
+                format!("{}{REDACTED}{}", &url[..scheme_end.min(at)], &url[at..])
+            }
+            None => url.to_owned(),
+        },
+    }
+}
+
+fn validate_stream_name(stream: &str) -> Result<(), ConfigError> {
+    let bad = stream.is_empty()
+        || stream.len() > 255
+        || stream.chars().any(|c| {
+            c.is_whitespace() || c.is_control() || matches!(c, '.' | '*' | '>' | '/' | '\\')
+        });
+    if bad {
+        return Err(invalid(
+            "stream",
+            stream,
+            "must be 1-255 characters without whitespace, '.', '*', '>', '/' or '\\'",
+        ));
+    }
+    Ok(())
+}
+
+fn check_file(key: &str, path: Option<&Path>) -> Result<(), ConfigError> {
+    let Some(path) = path else { return Ok(()) };
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(_) => Err(invalid(key, path.display(), "is not a regular file")),
+        Err(err) => Err(invalid(
+            key,
+            path.display(),
+            format!("cannot be read: {err}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<JetStreamConfig, String> {
+        toml::from_str(text).map_err(|err| err.to_string())
+    }
+
+    /// The key and value of the validation error, without the section prefix.
+    fn rejected(config: &JetStreamConfig) -> (String, String) {
+        match config.validate().unwrap_err() {
+            ConfigError::Invalid { key, value, .. } => {
+                (key.strip_prefix("jetstream.").unwrap().to_owned(), value)
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+
+    fn valid() -> JetStreamConfig {
+        JetStreamConfig::new("nats://127.0.0.1:4222", "EVENTS")
+    }
+
+    #[test]
+    fn defaults_fill_everything_but_the_stream() {
+        let config = parse("stream = \"EVENTS\"").unwrap();
+        assert_eq!(
+            config,
+            JetStreamConfig::new("nats://127.0.0.1:4222", "EVENTS")
+        );
+        assert_eq!(config.request_timeout, Duration::from_secs(2));
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn durations_parse_from_strings_and_seconds() {
+        let config = parse(
+            "stream = \"S\"\nrequest_timeout = \"500ms\"\nconnect_timeout = 3\nidle_heartbeat = \"1m\"",
+        )
+        .unwrap();
+        assert_eq!(config.request_timeout, Duration::from_millis(500));
+        assert_eq!(config.connect_timeout, Duration::from_secs(3));
+        assert_eq!(config.idle_heartbeat, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn negative_durations_are_rejected_with_the_value() {
+        let err = parse("stream = \"S\"\nreconnect_wait = \"-2s\"").unwrap_err();
+        assert!(err.contains("-2s") && err.contains("negative"), "{err}");
+        let err = parse("stream = \"S\"\nreconnect_wait = -3").unwrap_err();
+        assert!(err.contains("-3") && err.contains("negative"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let err = parse("stream = \"S\"\ntopic_prefix = \"x\"").unwrap_err();
+        assert!(err.contains("topic_prefix"), "{err}");
+    }
+
+    #[test]
+    fn url_schemes_are_limited() {
+        let mut config = valid();
+        config.urls = vec!["nats://a:4222".into(), "http://user:secret@b:80".into()];
+        let err = config.validate().unwrap_err().to_string();
+        assert_eq!(rejected(&config).0, "urls[1]");
+        assert!(err.contains("http://<redacted>@b:80"), "{err}");
+        assert!(!err.contains("secret"), "{err}");
+        for ok in ["nats://h:1", "tls://h:1", "h:4222"] {
+            config.urls = vec![ok.into()];
+            config.validate().unwrap();
+        }
+        config.urls = vec!["ws://h:1".into(), "wss://h:2".into()];
+        config.validate().unwrap();
+        config.urls = vec!["ws://h:1".into(), "nats://h:2".into()];
+        assert_eq!(rejected(&config).0, "urls[1]");
+        config.urls = vec![];
+        assert_eq!(rejected(&config).0, "urls");
+    }
+
+    #[test]
+    fn stream_names_with_subject_characters_are_rejected() {
+        for bad in ["", "a.b", "a b", "a*", "a>", "a/b"] {
+            let mut config = valid();
+            config.stream = bad.into();
+            let (key, value) = rejected(&config);
+            assert_eq!(key, "stream");
+            assert!(value.contains(bad));
+        }
+    }
+
+    #[test]
+    fn at_most_one_auth_method() {
+        let mut config = valid();
+        config.token = Some("t0ken".into());
+        config.user = Some("u".into());
+        config.password = Some("hunter2".into());
+        let err = config.validate().unwrap_err();
+        assert!(err.to_string().contains("token, user"), "{err}");
+        assert!(!err.to_string().contains("hunter2") && !err.to_string().contains("t0ken"));
+        config.token = None;
+        config.validate().unwrap();
+        config.password = None;
+        assert_eq!(rejected(&config).0, "user");
+        config.user = None;
+        config.password = Some("hunter2".into());
+        assert_eq!(rejected(&config).0, "password");
+        assert!(
+            !config
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("hunter2")
+        );
+    }
+
+    #[test]
+    fn missing_files_are_named() {
+        let mut config = valid();
+        config.creds_file = Some("/nonexistent/user.creds".into());
+        let (key, value) = rejected(&config);
+        assert_eq!(key, "creds_file");
+        assert!(value.contains("/nonexistent/user.creds"));
+    }
+
+    #[test]
+    fn insecure_skip_verify_contradicts_a_ca() {
+        let ca = tempfile::NamedTempFile::new().unwrap();
+        let mut config = valid();
+        config.ca_file = Some(ca.path().to_owned());
+        config.validate().unwrap();
+        config.tls_insecure_skip_verify = true;
+        assert_eq!(rejected(&config).0, "tls_insecure_skip_verify");
+        config.ca_file = None;
+        config.validate().unwrap();
+        config.client_cert = Some(ca.path().to_owned());
+        assert_eq!(rejected(&config).0, "client_cert");
+    }
+
+    #[test]
+    fn timing_bounds_name_the_key() {
+        let mut config = valid();
+        config.request_timeout = Duration::ZERO;
+        assert_eq!(rejected(&config).0, "request_timeout");
+        config = valid();
+        config.idle_heartbeat = Duration::from_millis(10);
+        let (key, value) = rejected(&config);
+        assert_eq!(
+            (key.as_str(), value.as_str()),
+            ("idle_heartbeat", "\"10ms\"")
+        );
+        config = valid();
+        config.max_reconnects = 0;
+        assert_eq!(rejected(&config).0, "max_reconnects");
+        config.max_reconnects = 5;
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn debug_never_shows_secrets() {
+        let mut config = valid();
+        config.urls = vec![
+            "nats://alice:s3cret@h:4222".into(),
+            "nats://tok3n@h:4223".into(),
+        ];
+        config.token = Some("t0ken".into());
+        config.password = Some("hunter2".into());
+        let shown = format!("{config:?}");
+        for secret in ["s3cret", "tok3n", "t0ken", "hunter2"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("alice"), "{shown}");
+    }
+}
