@@ -1,2 +1,30 @@
 //! Test bed for sluice: real `nats-server` and `sluice` processes on loopback ports, a strict
-//! Server-Sent Events client and a headless Chromium driver.
+//! Server-Sent Events client, a JSON HTTP client and a headless Chromium driver.
+//!
+//! Every process is killed when its handle is dropped, also while a failing test unwinds, and
+//! every wait has a deadline. A process that does not start gives a [`StartError`] naming the
+//! binary, the address and the last lines of its output.
+
+mod child;
+pub mod http;
+mod nats;
+mod sluice;
+mod sse;
+
+use std::path::PathBuf;
+
+pub use child::StartError;
+pub use http::HttpResponse;
+pub use nats::{NatsOptions, NatsServer, debian_nats_server_binary, nats_server_binary};
+pub use sluice::SluiceProcess;
+pub use sluice_sse::Frame;
+pub use sse::{DEFAULT_FRAME_TIMEOUT, SseClient};
+
+/// The root of the sluice repository (where `.venv` and `Cargo.toml` live).
+pub fn repo_root() -> PathBuf {
+    // This crate lives at <root>/crates/test-support.
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")))
+}

@@ -1,0 +1,151 @@
+//! The `sluice` binary as a child process on a free loopback port.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
+
+use crate::child::{ManagedChild, StartError};
+
+/// How long the binary may take to print its listening line.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// The line the binary prints on stdout once it accepts connections (its contract with tests).
+const LISTENING_PREFIX: &str = "sluice listening on http://";
+/// The listen address the process is started with.
+const LISTEN: &str = "127.0.0.1:0";
+
+/// A running `sluice` process. Killed when dropped (also when the test panics).
+pub struct SluiceProcess {
+    process: ManagedChild,
+    addr: SocketAddr,
+}
+
+impl SluiceProcess {
+    /// Starts `binary args… --listen 127.0.0.1:0` and waits for its stdout line
+    /// `sluice listening on http://<addr>`. Typical `args`: `["serve", "--data-dir", dir]`.
+    ///
+    /// # Errors
+    /// A [`StartError`] naming the binary, the listen address and its last lines of output.
+    pub async fn start(
+        binary: impl AsRef<Path>,
+        args: impl IntoIterator<Item = impl Into<OsString>>,
+    ) -> Result<Self, StartError> {
+        Self::start_configured(binary, args, |_| {}).await
+    }
+
+    /// Like [`SluiceProcess::start`], letting `configure` adjust the command first (environment
+    /// variables such as `SLUICE_…`, the working directory).
+    ///
+    /// # Errors
+    /// A [`StartError`] naming the binary, the listen address and its last lines of output.
+    pub async fn start_configured(
+        binary: impl AsRef<Path>,
+        args: impl IntoIterator<Item = impl Into<OsString>>,
+        configure: impl FnOnce(&mut Command),
+    ) -> Result<Self, StartError> {
+        let binary = binary.as_ref();
+        let mut args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        args.extend(["--listen", LISTEN].map(OsString::from));
+        let mut process =
+            ManagedChild::spawn(binary, args, configure).map_err(|err| StartError {
+                binary: binary.to_owned(),
+                address: LISTEN.to_owned(),
+                reason: format!("could not be started: {err}"),
+                log_tail: String::new(),
+            })?;
+        let listening = process
+            .wait_for_line(READY_TIMEOUT, |line| {
+                let addr = line.strip_prefix(LISTENING_PREFIX)?;
+                Some(addr.trim().trim_end_matches('/').parse::<SocketAddr>())
+            })
+            .await;
+        match listening {
+            Ok(Ok(addr)) => Ok(Self { process, addr }),
+            Ok(Err(err)) => Err(process.start_error(
+                LISTEN,
+                format!("printed an unparsable listening address: {err}"),
+            )),
+            Err(err) => Err(process.start_error(LISTEN, err)),
+        }
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://<addr>`, without a trailing slash.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `base_url()` followed by `path` (which starts with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url())
+    }
+
+    /// The binary this process runs.
+    pub fn binary(&self) -> &Path {
+        self.process.binary()
+    }
+
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.id()
+    }
+
+    /// The last `count` lines of its output (stdout and stderr interleaved).
+    pub fn log_tail(&self, count: usize) -> String {
+        self.process.log_tail(count)
+    }
+
+    /// Waits until a line of its output (since the start) contains `needle`, and returns it.
+    ///
+    /// # Errors
+    /// When `timeout` passes first or the process exits.
+    pub async fn wait_for_log(
+        &mut self,
+        needle: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<String> {
+        let found = self
+            .process
+            .wait_for_line(timeout, |line| {
+                line.contains(needle).then(|| line.to_owned())
+            })
+            .await;
+        found.map_err(|err| {
+            anyhow::anyhow!(
+                "{} {err} (looking for {needle:?})\n--- last lines of its output ---\n{}",
+                self.binary().display(),
+                self.log_tail(crate::child::TAIL_LINES)
+            )
+        })
+    }
+
+    /// Sends SIGTERM and waits up to `grace` for it to exit (then kills it); returns how it
+    /// exited, or `None` if it had already been stopped.
+    ///
+    /// # Errors
+    /// When the process cannot be signalled or waited for.
+    pub async fn terminate(&mut self, grace: Duration) -> std::io::Result<Option<ExitStatus>> {
+        self.process.terminate(grace).await
+    }
+
+    /// Kills it at once (SIGKILL), as a crash would.
+    ///
+    /// # Errors
+    /// When the process cannot be killed or waited for.
+    pub fn kill(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        self.process.kill()
+    }
+
+    /// Its exit status if it has exited on its own, without waiting.
+    ///
+    /// # Errors
+    /// When the process cannot be queried.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        self.process.try_wait()
+    }
+}
