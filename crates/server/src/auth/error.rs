@@ -1,0 +1,113 @@
+//! Why a request was refused, as an HTTP answer and as a metric label.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+/// The realm named in every `WWW-Authenticate` challenge.
+pub const REALM: &str = "sluice";
+
+/// Why a request was not let in. Messages describe the rule broken and name nothing secret
+/// (no key, no claim value, no grant).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No token in any accepted place, and anonymous access is not allowed.
+    #[error("a token is required")]
+    MissingToken,
+    /// The `Authorization` header is present but not `Bearer <token>`.
+    #[error("the Authorization header must be `Bearer <token>`")]
+    MalformedHeader,
+    /// The token or its claim is over a configured limit.
+    #[error("the {what} is over the limit of {limit}")]
+    TooLarge {
+        /// What is too large: `token` (bytes) or `sluice claim` (filters).
+        what: &'static str,
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The token is not a well-formed JWT or its claims have the wrong shape.
+    #[error("the token is malformed: {0}")]
+    InvalidToken(&'static str),
+    /// The token's `exp` is past (beyond the leeway).
+    #[error("the token has expired")]
+    Expired,
+    /// The token's `nbf` is in the future (beyond the leeway).
+    #[error("the token is not valid yet")]
+    NotYetValid,
+    /// The token's algorithm is not allowed, or no configured key can verify it.
+    #[error("the token's signature algorithm is not accepted")]
+    WrongAlgorithm,
+    /// No configured key verifies the token's signature.
+    #[error("the token's signature does not verify")]
+    BadSignature,
+    /// The token's `aud` does not name this hub.
+    #[error("the token is meant for another audience")]
+    WrongAudience,
+    /// The token's `iss` is not the configured issuer.
+    #[error("the token comes from another issuer")]
+    WrongIssuer,
+    /// The token is valid but does not grant this topic.
+    #[error("topic {topic:?} is not granted")]
+    ForbiddenTopic {
+        /// The topic or filter the client asked for (its own input, not a grant).
+        topic: String,
+    },
+}
+
+impl AuthError {
+    /// 403 for a forbidden topic, 401 for everything else.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            AuthError::ForbiddenTopic { .. } => StatusCode::FORBIDDEN,
+            _ => StatusCode::UNAUTHORIZED,
+        }
+    }
+
+    /// A short, stable label for metrics and logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AuthError::MissingToken => "missing_token",
+            AuthError::MalformedHeader => "malformed_header",
+            AuthError::TooLarge { .. } => "too_large",
+            AuthError::InvalidToken(_) => "invalid_token",
+            AuthError::Expired => "expired",
+            AuthError::NotYetValid => "not_yet_valid",
+            AuthError::WrongAlgorithm => "wrong_algorithm",
+            AuthError::BadSignature => "bad_signature",
+            AuthError::WrongAudience => "wrong_audience",
+            AuthError::WrongIssuer => "wrong_issuer",
+            AuthError::ForbiddenTopic { .. } => "forbidden_topic",
+        }
+    }
+
+    /// The RFC 6750 `WWW-Authenticate` challenge for this refusal.
+    ///
+    /// A missing token gets the bare challenge; other refusals add an `error` code, and for a
+    /// bad token an `error_description` (fixed text, never echoing request input).
+    pub fn www_authenticate(&self) -> HeaderValue {
+        let challenge = match self {
+            AuthError::MissingToken => format!("Bearer realm=\"{REALM}\""),
+            AuthError::ForbiddenTopic { .. } => {
+                format!("Bearer realm=\"{REALM}\", error=\"insufficient_scope\"")
+            }
+            AuthError::MalformedHeader => format!(
+                "Bearer realm=\"{REALM}\", error=\"invalid_request\", error_description=\"{self}\""
+            ),
+            _ => format!(
+                "Bearer realm=\"{REALM}\", error=\"invalid_token\", error_description=\"{self}\""
+            ),
+        };
+        // Built only from fixed ASCII text without quotes or control characters.
+        HeaderValue::from_str(&challenge)
+            .unwrap_or_else(|_| HeaderValue::from_static("Bearer realm=\"sluice\""))
+    }
+}
+
+impl IntoResponse for AuthError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status(), format!("{self}\n")).into_response();
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, self.www_authenticate());
+        response
+    }
+}

@@ -1,0 +1,221 @@
+//! Loading verification keys from the configuration and its files.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use jsonwebtoken::jwk::{JwkSet, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey};
+
+use super::config::{AuthConfigError, KeyConfig, MIN_HMAC_SECRET_BYTES};
+
+/// Largest PEM or secret file read.
+const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
+/// Largest JWKS file read.
+const MAX_JWKS_FILE_BYTES: u64 = 1024 * 1024;
+/// Most keys one direction may hold, so a token without `kid` costs a bounded number of checks.
+pub(crate) const MAX_KEYS: usize = 64;
+
+/// One key a token signature may be checked against.
+pub(crate) struct VerifyingKey {
+    /// The key id a token's `kid` header must name, when the key has one.
+    pub id: Option<String>,
+    /// The only algorithm this key may verify, when its JWKS entry says so.
+    pub algorithm: Option<Algorithm>,
+    /// The key material; its family (HMAC, RSA, EC, Ed) fixes which algorithms apply.
+    pub key: DecodingKey,
+}
+
+impl VerifyingKey {
+    /// Whether a token signed with `alg` and naming `kid` may be checked against this key.
+    ///
+    /// The family check is what stops algorithm confusion: an `HS256` token is never checked
+    /// against the bytes of an RSA public key.
+    pub fn fits(&self, alg: Algorithm, kid: Option<&str>) -> bool {
+        self.key.family() == alg.family()
+            && self.algorithm.is_none_or(|a| a == alg)
+            && match (kid, &self.id) {
+                (Some(kid), Some(id)) => kid == id,
+                _ => true,
+            }
+    }
+}
+
+/// Every key of one direction, as loaded at start-up or at the last successful reload.
+pub(crate) struct KeySet {
+    pub keys: Vec<VerifyingKey>,
+}
+
+impl KeySet {
+    /// Reads every key of one direction; `prefix` is its dotted key, e.g. `auth.subscribe`.
+    pub fn load(prefix: &str, configs: &[KeyConfig]) -> Result<Self, AuthConfigError> {
+        let mut keys = Vec::new();
+        for (i, config) in configs.iter().enumerate() {
+            let key = format!("{prefix}.keys[{i}]");
+            match config {
+                KeyConfig::Hmac {
+                    id,
+                    secret,
+                    secret_file,
+                } => {
+                    let bytes = match (secret, secret_file) {
+                        (Some(secret), _) => secret.expose().to_vec(),
+                        (None, Some(path)) => read_secret_file(&key, path)?,
+                        (None, None) => {
+                            return Err(AuthConfigError::invalid(
+                                format!("{key}.secret"),
+                                "(missing)",
+                                "an HMAC key needs secret or secret_file",
+                            ));
+                        }
+                    };
+                    if bytes.len() < MIN_HMAC_SECRET_BYTES {
+                        tracing::warn!(
+                            key = %key,
+                            bytes = bytes.len(),
+                            "HMAC secret is shorter than {MIN_HMAC_SECRET_BYTES} bytes; use a longer random secret"
+                        );
+                    }
+                    let decoding = DecodingKey::from_secret(&bytes).map_err(|e| {
+                        AuthConfigError::invalid(format!("{key}.secret"), "(hidden)", e.to_string())
+                    })?;
+                    keys.push(VerifyingKey {
+                        id: id.clone(),
+                        algorithm: None,
+                        key: decoding,
+                    });
+                }
+                KeyConfig::Rsa(pem) => keys.push(load_pem(
+                    &key,
+                    pem,
+                    "RSA public key in PEM",
+                    DecodingKey::from_rsa_pem,
+                )?),
+                KeyConfig::Ec(pem) => keys.push(load_pem(
+                    &key,
+                    pem,
+                    "EC public key in PEM",
+                    DecodingKey::from_ec_pem,
+                )?),
+                KeyConfig::Eddsa(pem) => keys.push(load_pem(
+                    &key,
+                    pem,
+                    "Ed25519 public key in PEM",
+                    DecodingKey::from_ed_pem,
+                )?),
+                KeyConfig::Jwks { file } => keys.extend(load_jwks(&key, file)?),
+            }
+        }
+        if keys.len() > MAX_KEYS {
+            return Err(AuthConfigError::invalid(
+                format!("{prefix}.keys"),
+                format!("{} keys", keys.len()),
+                format!("at most {MAX_KEYS} keys (JWKS entries included)"),
+            ));
+        }
+        Ok(Self { keys })
+    }
+}
+
+fn load_pem(
+    key: &str,
+    pem: &super::config::PemKey,
+    what: &'static str,
+    parse: fn(&[u8]) -> jsonwebtoken::errors::Result<DecodingKey>,
+) -> Result<VerifyingKey, AuthConfigError> {
+    let bytes = read_bounded(key, &pem.pem_file, MAX_KEY_FILE_BYTES)?;
+    let decoding = parse(&bytes).map_err(|e| AuthConfigError::BadKey {
+        key: key.to_owned(),
+        path: pem.pem_file.clone(),
+        what,
+        detail: e.to_string(),
+    })?;
+    Ok(VerifyingKey {
+        id: pem.id.clone(),
+        algorithm: None,
+        key: decoding,
+    })
+}
+
+/// Reads a JWKS file. Keys meant for encryption, or of a type this build cannot verify, are
+/// skipped with a warning; a file with no usable key at all is an error.
+fn load_jwks(key: &str, path: &Path) -> Result<Vec<VerifyingKey>, AuthConfigError> {
+    let bad = |detail: String| AuthConfigError::BadKey {
+        key: key.to_owned(),
+        path: path.to_owned(),
+        what: "JWKS",
+        detail,
+    };
+    let bytes = read_bounded(key, path, MAX_JWKS_FILE_BYTES)?;
+    let set: JwkSet = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+    let mut keys = Vec::new();
+    for (i, jwk) in set.keys.iter().enumerate() {
+        let common = &jwk.common;
+        if matches!(common.public_key_use, Some(ref u) if *u != PublicKeyUse::Signature) {
+            continue;
+        }
+        let algorithm = match common.key_algorithm.map(Algorithm::try_from) {
+            None => None,
+            Some(Ok(alg)) => Some(alg),
+            Some(Err(_)) => {
+                tracing::warn!(key = %key, index = i, "JWKS key has a non-signature algorithm; skipped");
+                continue;
+            }
+        };
+        match DecodingKey::from_jwk(jwk) {
+            Ok(decoding) => keys.push(VerifyingKey {
+                id: common.key_id.clone(),
+                algorithm,
+                key: decoding,
+            }),
+            Err(e) => {
+                tracing::warn!(key = %key, index = i, error = %e, "JWKS key is not usable; skipped");
+            }
+        }
+    }
+    if keys.is_empty() {
+        return Err(bad("no signature verification key in the set".to_owned()));
+    }
+    Ok(keys)
+}
+
+/// Reads an HMAC secret file; one trailing newline (as left by `echo` or an editor) is dropped.
+fn read_secret_file(key: &str, path: &Path) -> Result<Vec<u8>, AuthConfigError> {
+    let mut bytes = read_bounded(key, path, MAX_KEY_FILE_BYTES)?;
+    if bytes.ends_with(b"\r\n") {
+        bytes.truncate(bytes.len() - 2);
+    } else if bytes.ends_with(b"\n") {
+        bytes.truncate(bytes.len() - 1);
+    }
+    if bytes.is_empty() {
+        return Err(AuthConfigError::BadKey {
+            key: key.to_owned(),
+            path: path.to_owned(),
+            what: "HMAC secret",
+            detail: "the file is empty".to_owned(),
+        });
+    }
+    Ok(bytes)
+}
+
+/// Reads a whole file, refusing one larger than `limit` bytes without reading past it.
+fn read_bounded(key: &str, path: &Path, limit: u64) -> Result<Vec<u8>, AuthConfigError> {
+    let read_error = |source| AuthConfigError::ReadFile {
+        key: key.to_owned(),
+        path: path.to_owned(),
+        source,
+    };
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
+        .map_err(read_error)?;
+    if bytes.len() as u64 > limit {
+        return Err(AuthConfigError::BadKey {
+            key: key.to_owned(),
+            path: path.to_owned(),
+            what: "key file",
+            detail: format!("larger than {limit} bytes"),
+        });
+    }
+    Ok(bytes)
+}

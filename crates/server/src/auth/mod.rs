@@ -1,0 +1,167 @@
+//! Who may subscribe and who may publish: JWT bearer tokens checked per direction.
+//!
+//! Per request the hub calls [`Authenticator::authenticate`] with the direction, the request
+//! headers and the raw query string, gets a [`Grant`] (or an [`AuthError`] that is already an
+//! HTTP answer), checks every requested topic with [`Grant::check_subscribe`] or
+//! [`Grant::check_publish`] before any backend work, and ends a stream when
+//! [`Grant::expires_in`] elapses. [`Authenticator::reload`] re-reads key files (on SIGHUP, see
+//! [`Authenticator::reload_on_sighup`]). The configuration and claim format are described in
+//! docs/AUTH.md.
+
+mod claims;
+mod config;
+mod error;
+mod extract;
+mod grant;
+mod keys;
+mod token;
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use axum::http::HeaderMap;
+use sluice_protocol::subject::FilterSet;
+
+pub use claims::{FilterList, SluiceClaim, TokenClaims};
+pub use config::{
+    AuthConfig, AuthConfigError, DEFAULT_LEEWAY_SECS, DEFAULT_MAX_FILTERS, DEFAULT_MAX_TOKEN_BYTES,
+    DirectionConfig, KeyConfig, MAX_LEEWAY_SECS, MIN_HMAC_SECRET_BYTES, PemKey, Secret,
+};
+pub use error::{AuthError, REALM};
+pub use extract::{FoundToken, TokenPlaces, TokenSource, extract_token};
+pub use grant::{Direction, Grant};
+
+use keys::KeySet;
+use token::TokenRules;
+
+/// Checks requests against the configured tokens and keys; shared by all requests.
+pub struct Authenticator {
+    subscribe: Option<DirectionAuth>,
+    publish: Option<DirectionAuth>,
+}
+
+/// One configured direction: fixed rules plus keys that [`Authenticator::reload`] swaps.
+struct DirectionAuth {
+    prefix: String,
+    config: DirectionConfig,
+    rules: TokenRules,
+    anonymous: FilterSet,
+    keys: RwLock<Arc<KeySet>>,
+}
+
+impl Authenticator {
+    /// Validates the configuration and reads every key file.
+    pub fn new(config: &AuthConfig) -> Result<Self, AuthConfigError> {
+        config.validate()?;
+        let load = |name: &str, d: &Option<DirectionConfig>| {
+            d.as_ref().map(|d| DirectionAuth::new(name, d)).transpose()
+        };
+        Ok(Self {
+            subscribe: load("subscribe", &config.subscribe)?,
+            publish: load("publish", &config.publish)?,
+        })
+    }
+
+    /// Whether `direction` requires authorization at all.
+    pub fn is_enabled(&self, direction: Direction) -> bool {
+        self.direction(direction).is_some()
+    }
+
+    /// Authenticates one request for `direction`.
+    ///
+    /// `query` is the raw query string (`uri.query()`). Without authorization configured for
+    /// the direction, everything is granted. A request without a token gets the anonymous
+    /// grant when one is configured; a request with a bad token is refused even then.
+    pub fn authenticate(
+        &self,
+        direction: Direction,
+        headers: &HeaderMap,
+        query: Option<&str>,
+    ) -> Result<Grant, AuthError> {
+        let Some(auth) = self.direction(direction) else {
+            return Ok(Grant::unrestricted(direction));
+        };
+        let places = TokenPlaces {
+            cookie_name: auth.config.cookie_name.as_deref(),
+            query_param: auth.config.query_param.as_deref(),
+        };
+        match extract_token(headers, query, places)? {
+            Some(found) => {
+                let keys = Arc::clone(&auth.keys.read().unwrap_or_else(PoisonError::into_inner));
+                auth.rules.verify(found.token, &keys, direction)
+            }
+            None if auth.anonymous.is_empty() => Err(AuthError::MissingToken),
+            None => Ok(Grant::limited(
+                direction,
+                auth.anonymous.clone(),
+                None,
+                None,
+            )),
+        }
+    }
+
+    /// Re-reads every key (inline secrets, PEM files, JWKS files) of both directions.
+    ///
+    /// All or nothing: when any key fails to load, the error is returned and the keys in use
+    /// stay as they were. Requests in flight keep the keys they started with.
+    pub fn reload(&self) -> Result<(), AuthConfigError> {
+        let directions: Vec<&DirectionAuth> = [&self.subscribe, &self.publish]
+            .into_iter()
+            .flatten()
+            .collect();
+        let fresh = directions
+            .iter()
+            .map(|d| KeySet::load(&d.prefix, &d.config.keys))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (direction, keys) in directions.into_iter().zip(fresh) {
+            tracing::info!(direction = %direction.prefix, keys = keys.keys.len(), "auth keys reloaded");
+            *direction
+                .keys
+                .write()
+                .unwrap_or_else(PoisonError::into_inner) = Arc::new(keys);
+        }
+        Ok(())
+    }
+
+    /// Reloads the keys every time the process receives SIGHUP, until the returned task is
+    /// aborted. A failed reload is logged and the previous keys stay in use.
+    ///
+    /// Must be called inside a Tokio runtime; fails when the signal handler cannot be
+    /// installed.
+    #[cfg(unix)]
+    pub fn reload_on_sighup(self: &Arc<Self>) -> std::io::Result<tokio::task::JoinHandle<()>> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangups = signal(SignalKind::hangup())?;
+        let auth = Arc::clone(self);
+        Ok(tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                if let Err(e) = auth.reload() {
+                    tracing::error!(error = %e, "auth key reload failed; keeping the previous keys");
+                }
+            }
+        }))
+    }
+
+    fn direction(&self, direction: Direction) -> Option<&DirectionAuth> {
+        match direction {
+            Direction::Subscribe => self.subscribe.as_ref(),
+            Direction::Publish => self.publish.as_ref(),
+        }
+    }
+}
+
+impl DirectionAuth {
+    fn new(name: &str, config: &DirectionConfig) -> Result<Self, AuthConfigError> {
+        let prefix = format!("auth.{name}");
+        let keys = KeySet::load(&prefix, &config.keys)?;
+        let anonymous = FilterSet::new(config.anonymous.iter().cloned()).map_err(|e| {
+            AuthConfigError::invalid(format!("{prefix}.anonymous"), "(list)", e.to_string())
+        })?;
+        Ok(Self {
+            rules: TokenRules::new(config),
+            anonymous,
+            keys: RwLock::new(Arc::new(keys)),
+            config: config.clone(),
+            prefix,
+        })
+    }
+}
