@@ -6,8 +6,17 @@
 //!
 //! - [`subject`]: subjects, filters (`*`, `>`), matching, subset and overlap, [`subject::FilterSet`];
 //! - [`headers`]: message headers and the `NATS/1.0` header block, well-known header names;
-//! - [`error`]: JetStream API errors with their codes.
+//! - [`error`]: JetStream API errors with their codes;
+//! - [`duration`]: Go-style durations (`1h2m3.5s`);
+//! - [`ttl`]: the `Nats-TTL` header;
+//! - [`schedule`]: the `Nats-Schedule` header (`@at`, `@every`, cron) and its next run.
+//!
+//! Every error names the offending value and says what is wrong with it; no input makes any
+//! function here panic.
 
+pub mod duration;
 pub mod error;
 pub mod headers;
+pub mod schedule;
 pub mod subject;
+pub mod ttl;
