@@ -2,4 +2,52 @@
 //!
 //! Streams follow JetStream's model (subjects, sequences, limits, TTL, schedules, dedupe,
 //! sourcing) and live in append-only, checksummed block files laid out like nats-server's
-//! file store.
+//! file store. See `FORMAT.md` for the on-disk formats.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), sluice_store::StoreError> {
+//! use sluice_store::{Store, StoreOptions, StreamConfig, Headers};
+//! let (store, _reports) = Store::open("/var/lib/sluice", StoreOptions::default())?;
+//! let orders = store.create_stream(StreamConfig::new("ORDERS", ["orders.>"]))?;
+//! let ack = orders.publish("orders.new", Headers::new(), "hello").await?;
+//! assert_eq!(orders.get(ack.seq)?.unwrap().payload, "hello");
+//! # Ok(()) }
+//! ```
+
+mod block;
+mod config;
+mod dedupe;
+mod error;
+mod fsutil;
+mod index;
+mod limits;
+mod meta;
+mod persist;
+mod proto;
+mod purge;
+mod record;
+mod recovery;
+mod rules;
+mod sidecar;
+mod state;
+mod store;
+mod stream;
+mod subscribe;
+mod table;
+mod ttl;
+mod types;
+mod writer;
+
+pub use block::DEFAULT_BLOCK_SIZE;
+pub use config::{
+    DiscardPolicy, SourceConfig, StorageType, StreamConfig, SubjectTransform, SyncPolicy,
+    validate_stream_name,
+};
+pub use error::{ApiError, Result, StoreError};
+pub use proto::{FilterSet, Headers};
+pub use store::{Store, StoreOptions};
+pub use stream::StreamHandle;
+pub use types::{
+    PubAck, PurgeRequest, RecoveryPath, RecoveryReport, StoredMessage, StreamInfo, StreamState,
+    Truncation, WriteStats,
+};

@@ -1,0 +1,290 @@
+//! Block files: `msgs/<n>.blk`, append-only, rolled over at a configured size. The memory
+//! storage mode keeps the same blocks in byte vectors, so both modes share one code path.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Result, StoreError};
+use crate::record::{Kind, RecordRef};
+
+/// Default block size before rollover.
+pub const DEFAULT_BLOCK_SIZE: u64 = 8 << 20;
+
+/// Where a record lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loc {
+    /// Block id.
+    pub block: u32,
+    /// Byte offset of the record in the block.
+    pub offset: u32,
+    /// Encoded record length.
+    pub len: u32,
+}
+
+enum Body {
+    File(Arc<File>),
+    Memory(Vec<u8>),
+}
+
+struct Block {
+    /// Bytes written (flushed) to the block.
+    size: u64,
+    body: Body,
+    /// Written since the last fsync.
+    dirty: bool,
+}
+
+/// The blocks of one stream, with a pending buffer for the group-commit batch.
+pub struct Blocks {
+    dir: Option<PathBuf>,
+    blocks: BTreeMap<u32, Block>,
+    pending: Vec<u8>,
+    max_size: u64,
+    /// Checksum of the last record appended.
+    last_sum: u64,
+}
+
+/// The path of block `id` in `msgs_dir`.
+pub fn block_path(msgs_dir: &Path, id: u32) -> PathBuf {
+    msgs_dir.join(format!("{id}.blk"))
+}
+
+/// The block ids present in `msgs_dir`, ascending; files not named `<n>.blk` are ignored.
+pub fn list_block_files(msgs_dir: &Path) -> Result<Vec<u32>> {
+    let mut ids = Vec::new();
+    for entry in fs::read_dir(msgs_dir).map_err(StoreError::io(msgs_dir))? {
+        let entry = entry.map_err(StoreError::io(msgs_dir))?;
+        let name = entry.file_name();
+        if let Some(id) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".blk"))
+            .and_then(|n| n.parse::<u32>().ok())
+        {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+impl Blocks {
+    /// Blocks kept in memory.
+    pub fn memory(max_size: u64) -> Self {
+        Self {
+            dir: None,
+            blocks: BTreeMap::new(),
+            pending: Vec::new(),
+            max_size,
+            last_sum: 0,
+        }
+    }
+
+    /// Blocks in `msgs_dir`, adopting the existing (already recovered) blocks `existing`
+    /// as `(id, size)`.
+    pub fn file(msgs_dir: PathBuf, max_size: u64, existing: &[(u32, u64)]) -> Result<Self> {
+        fs::create_dir_all(&msgs_dir).map_err(StoreError::io(&msgs_dir))?;
+        let mut blocks = BTreeMap::new();
+        for &(id, size) in existing {
+            let path = block_path(&msgs_dir, id);
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .map_err(StoreError::io(&path))?;
+            blocks.insert(
+                id,
+                Block {
+                    size,
+                    body: Body::File(Arc::new(file)),
+                    dirty: false,
+                },
+            );
+        }
+        Ok(Self {
+            dir: Some(msgs_dir),
+            blocks,
+            pending: Vec::new(),
+            max_size,
+            last_sum: 0,
+        })
+    }
+
+    /// The active (last) block id, if any block exists.
+    pub fn active(&self) -> Option<u32> {
+        self.blocks.keys().next_back().copied()
+    }
+
+    /// Every block id, ascending.
+    pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.blocks.keys().copied()
+    }
+
+    /// Checksum of the last record appended (and the block it went to).
+    pub fn last_checksum(&self) -> u64 {
+        self.last_sum
+    }
+
+    /// Sets the last checksum after recovery.
+    pub fn set_last_checksum(&mut self, sum: u64) {
+        self.last_sum = sum;
+    }
+
+    /// Flushed size of a block.
+    pub fn size(&self, id: u32) -> Option<u64> {
+        self.blocks.get(&id).map(|b| b.size)
+    }
+
+    /// Appends a record to the pending batch, rolling to a new block first when the active one
+    /// is full. A new block starts with a `LastSeq` marker holding `last_seq`, so the stream's
+    /// last sequence survives the removal of every older block. Returns the record's location
+    /// and checksum, and the new block's marker location when a roll happened.
+    pub fn append(
+        &mut self,
+        rec: &RecordRef<'_>,
+        last_seq: u64,
+        ts: i64,
+    ) -> Result<(Loc, u64, Option<Loc>)> {
+        let len = rec.encoded_len() as u64;
+        let mut marker = None;
+        let used = self
+            .active()
+            .map(|id| self.blocks[&id].size + self.pending.len() as u64);
+        if used.is_none_or(|u| u > 0 && u + len > self.max_size) {
+            marker = Some(self.roll(last_seq, ts)?);
+        }
+        let loc = self.push(rec);
+        Ok((loc, self.last_sum, marker))
+    }
+
+    fn push(&mut self, rec: &RecordRef<'_>) -> Loc {
+        let id = self.active().unwrap_or(0);
+        let offset = self.blocks.get(&id).map_or(0, |b| b.size) + self.pending.len() as u64;
+        let start = self.pending.len();
+        self.last_sum = rec.encode_into(&mut self.pending);
+        Loc {
+            block: id,
+            offset: offset as u32,
+            len: (self.pending.len() - start) as u32,
+        }
+    }
+
+    /// Flushes pending bytes and starts a new block beginning with a `LastSeq` marker.
+    pub fn roll(&mut self, last_seq: u64, ts: i64) -> Result<Loc> {
+        self.flush()?;
+        let id = self.active().map_or(1, |id| id + 1);
+        let body = match &self.dir {
+            Some(dir) => {
+                let path = block_path(dir, id);
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .map_err(StoreError::io(&path))?;
+                Body::File(Arc::new(file))
+            }
+            None => Body::Memory(Vec::new()),
+        };
+        self.blocks.insert(
+            id,
+            Block {
+                size: 0,
+                body,
+                dirty: true,
+            },
+        );
+        let marker = RecordRef {
+            kind: Kind::LastSeq,
+            flags: 0,
+            seq: last_seq,
+            ts,
+            subject: &[],
+            headers: &[],
+            payload: &[],
+        };
+        Ok(self.push(&marker))
+    }
+
+    /// Writes the pending batch to the active block (one write call).
+    pub fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let Some(id) = self.active() else {
+            return Ok(());
+        };
+        let dir = self.dir.clone();
+        let block = self.blocks.get_mut(&id).expect("active block exists");
+        match &mut block.body {
+            Body::File(f) => f
+                .write_all_at(&self.pending, block.size)
+                .map_err(|source| StoreError::Io {
+                    path: block_path(dir.as_deref().unwrap_or(Path::new("")), id),
+                    source,
+                })?,
+            Body::Memory(v) => v.extend_from_slice(&self.pending),
+        }
+        block.size += self.pending.len() as u64;
+        block.dirty = true;
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// The files written since their last fsync, to be synced outside the stream lock.
+    pub fn take_unsynced(&mut self) -> Vec<(PathBuf, Arc<File>)> {
+        let Some(dir) = &self.dir else {
+            return Vec::new();
+        };
+        self.blocks
+            .iter_mut()
+            .filter_map(|(id, b)| std::mem::take(&mut b.dirty).then_some((id, &*b)))
+            .filter_map(|(id, b)| match &b.body {
+                Body::File(f) => Some((block_path(dir, *id), f.clone())),
+                Body::Memory(_) => None,
+            })
+            .collect()
+    }
+
+    /// Reads one record's bytes.
+    pub fn read(&self, loc: Loc) -> Result<Vec<u8>> {
+        let block = self.blocks.get(&loc.block).ok_or_else(|| StoreError::Io {
+            path: self.path(loc.block),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "block removed"),
+        })?;
+        let end = loc.offset as u64 + loc.len as u64;
+        match &block.body {
+            Body::Memory(v) => Ok(v
+                .get(loc.offset as usize..end as usize)
+                .unwrap_or_default()
+                .to_vec()),
+            Body::File(f) => {
+                let mut buf = vec![0; loc.len as usize];
+                f.read_exact_at(&mut buf, loc.offset as u64)
+                    .map_err(StoreError::io(self.path(loc.block)))?;
+                Ok(buf)
+            }
+        }
+    }
+
+    /// The path of a block (empty for memory blocks).
+    pub fn path(&self, id: u32) -> PathBuf {
+        self.dir
+            .as_deref()
+            .map(|d| block_path(d, id))
+            .unwrap_or_default()
+    }
+
+    /// Removes a block and its file.
+    pub fn remove(&mut self, id: u32) -> Result<()> {
+        if let Some(b) = self.blocks.remove(&id)
+            && let Body::File(_) = b.body
+        {
+            let path = self.path(id);
+            fs::remove_file(&path).map_err(StoreError::io(&path))?;
+        }
+        Ok(())
+    }
+}

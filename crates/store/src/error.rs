@@ -1,0 +1,73 @@
+//! The store's error type.
+
+use std::path::PathBuf;
+
+pub use crate::proto::ApiError;
+
+/// Everything a store operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A JetStream-coded rejection (status + code + description), e.g. 400/10071.
+    #[error("{0}")]
+    Api(ApiError),
+    /// A stream name that could escape the data directory or is otherwise unusable.
+    #[error("invalid stream name {name:?}: {reason}")]
+    InvalidName {
+        /// The rejected name.
+        name: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// An invalid stream configuration.
+    #[error("invalid stream configuration: {0}")]
+    InvalidConfig(String),
+    /// An invalid subject or filter.
+    #[error("{0}")]
+    InvalidSubject(String),
+    /// The stream does not exist (any more).
+    #[error("stream {0:?} not found")]
+    StreamNotFound(String),
+    /// The stream is closed or failed on a write; reopen the store.
+    #[error("stream {0:?} is closed")]
+    Closed(String),
+    /// A stored record failed verification when read.
+    #[error("corrupt record for sequence {seq} in {path}")]
+    Corrupt {
+        /// The sequence being read.
+        seq: u64,
+        /// The file holding it.
+        path: PathBuf,
+    },
+    /// An I/O failure, with the path it concerned.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+impl StoreError {
+    /// The JetStream API error, if this is a coded rejection.
+    pub fn api(&self) -> Option<&ApiError> {
+        match self {
+            Self::Api(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| Self::Io { path, source }
+    }
+}
+
+impl From<ApiError> for StoreError {
+    fn from(e: ApiError) -> Self {
+        Self::Api(e)
+    }
+}
+
+/// Short for `Result<T, StoreError>`.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,0 +1,131 @@
+//! Small file-system helpers: atomic replace and little-endian varints.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Result, StoreError};
+
+/// Replaces `path` with `bytes` atomically: write a temp file, fsync it, rename it over the
+/// target, fsync the directory.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = File::create(&tmp).map_err(StoreError::io(&tmp))?;
+    f.write_all(bytes).map_err(StoreError::io(&tmp))?;
+    f.sync_all().map_err(StoreError::io(&tmp))?;
+    fs::rename(&tmp, path).map_err(StoreError::io(path))?;
+    if let Some(dir) = path.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// fsyncs a directory so that entries created or renamed in it survive a crash.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(StoreError::io(dir))
+}
+
+/// Appends an unsigned LEB128 varint.
+pub fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends a zigzag-encoded signed varint.
+pub fn put_varint(out: &mut Vec<u8>, v: i64) {
+    put_uvarint(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+/// A bounds-checked reader over a byte slice; every read fails cleanly past the end.
+pub struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    /// Reads from `buf`.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Self { buf }
+    }
+
+    /// Bytes left.
+    pub fn remaining(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Takes `n` bytes.
+    pub fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        if n > self.buf.len() {
+            return None;
+        }
+        let (head, tail) = self.buf.split_at(n);
+        self.buf = tail;
+        Some(head)
+    }
+
+    /// A u8.
+    pub fn u8(&mut self) -> Option<u8> {
+        self.bytes(1).map(|b| b[0])
+    }
+
+    /// A little-endian u64.
+    pub fn u64(&mut self) -> Option<u64> {
+        self.bytes(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    }
+
+    /// An unsigned varint.
+    pub fn uvarint(&mut self) -> Option<u64> {
+        let mut v: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    /// A zigzag signed varint.
+    pub fn varint(&mut self) -> Option<i64> {
+        let u = self.uvarint()?;
+        Some(((u >> 1) as i64) ^ -((u & 1) as i64))
+    }
+
+    /// A count of entries that each take at least `min_entry` bytes, capped by what remains.
+    pub fn count(&mut self, min_entry: usize) -> Option<usize> {
+        let n = usize::try_from(self.uvarint()?).ok()?;
+        (n <= self.remaining() / min_entry.max(1)).then_some(n)
+    }
+
+    /// A length-prefixed UTF-8 string.
+    pub fn string(&mut self) -> Option<&'a str> {
+        let n = usize::try_from(self.uvarint()?).ok()?;
+        std::str::from_utf8(self.bytes(n)?).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn varints_round_trip(u in any::<u64>(), i in any::<i64>()) {
+            let mut out = Vec::new();
+            put_uvarint(&mut out, u);
+            put_varint(&mut out, i);
+            let mut r = Reader::new(&out);
+            prop_assert_eq!(r.uvarint(), Some(u));
+            prop_assert_eq!(r.varint(), Some(i));
+            prop_assert_eq!(r.remaining(), 0);
+        }
+    }
+}

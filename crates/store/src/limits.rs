@@ -1,0 +1,127 @@
+//! Retention: message, byte, per-subject and age limits, and TTL expiry.
+
+use crate::config::{DiscardPolicy, limit};
+use crate::error::{ApiError, Result};
+use crate::proto::names;
+use crate::record::flags;
+use crate::state::State;
+use crate::table::MsgMeta;
+
+/// Rejects a new message that would exceed a limit under discard `new`.
+pub fn check_discard_new(st: &State, subject: &str, record_len: u64) -> Result<(), ApiError> {
+    let c = &st.config;
+    let t = &st.table;
+    if c.discard == DiscardPolicy::New {
+        if limit(c.max_msgs).is_some_and(|m| t.count() + 1 > m) {
+            return Err(ApiError::store_failed("messages"));
+        }
+        if limit(c.max_bytes).is_some_and(|m| t.bytes() + record_len > m) {
+            return Err(ApiError::store_failed("bytes"));
+        }
+        if c.discard_new_per_subject
+            && limit(c.max_msgs_per_subject).is_some_and(|m| t.subject_count(subject) + 1 > m)
+        {
+            return Err(ApiError::store_failed("messages per subject"));
+        }
+    }
+    Ok(())
+}
+
+/// Removes the oldest messages beyond the message, byte and per-subject limits
+/// (after a publish on `subject`, or for every subject after a config change).
+pub fn enforce(st: &mut State, subject: Option<&str>) -> Result<()> {
+    let mut doomed = Vec::new();
+    if let Some(max) = limit(st.config.max_msgs_per_subject) {
+        let subjects: Vec<String> = match subject {
+            Some(s) => vec![s.to_string()],
+            None => st
+                .table
+                .subject_counts(&crate::proto::FilterSet::all())
+                .into_keys()
+                .collect(),
+        };
+        for s in subjects {
+            let excess = st.table.subject_count(&s).saturating_sub(max) as usize;
+            doomed.extend(st.table.subject_seqs(&s).take(excess));
+        }
+    }
+    st.remove(&doomed)?;
+    let max_msgs = limit(st.config.max_msgs).unwrap_or(u64::MAX);
+    let max_bytes = limit(st.config.max_bytes).unwrap_or(u64::MAX);
+    let (mut count, mut bytes) = (st.table.count(), st.table.bytes());
+    let mut front = Vec::new();
+    let mut seqs = st.table.seqs_in(0, st.table.last_seq);
+    #[allow(clippy::while_let_loop)]
+    while count > max_msgs || bytes > max_bytes {
+        let Some(seq) = seqs.next() else { break };
+        let len = st.table.get(seq).map_or(0, |m| m.loc.len as u64);
+        front.push(seq);
+        count -= 1;
+        bytes -= len;
+    }
+    drop(seqs);
+    st.remove(&front)?;
+    Ok(())
+}
+
+/// Removes messages older than `max_age` (except TTL `never` ones) and those whose TTL is due;
+/// returns the age-removed messages that were the last of their subject (for delete markers).
+pub fn expire(st: &mut State, now: i64) -> Result<Vec<MsgMeta>> {
+    let mut doomed = st.ttl.due(now);
+    let max_age = st.config.max_age.as_nanos() as i64;
+    if max_age > 0 {
+        let cutoff = now - max_age;
+        doomed.extend(
+            st.table
+                .seqs_in(0, st.table.last_seq)
+                .map(|s| (s, st.table.get(s).expect("live")))
+                .take_while(|(_, m)| m.ts < cutoff)
+                .filter(|(_, m)| m.flags & flags::TTL_NEVER == 0)
+                .map(|(s, _)| s),
+        );
+    }
+    doomed.sort_unstable();
+    doomed.dedup();
+    let removed = st.remove(&doomed)?;
+    let mut orphaned = Vec::new();
+    if max_age > 0 && !st.config.subject_delete_marker_ttl.is_zero() {
+        for (_, meta) in removed {
+            // Markers carry a TTL; a message with a TTL leaves no marker, so markers never chain.
+            let last_of_subject = st.table.subject_count(&meta.subject) == 0;
+            if last_of_subject
+                && meta.flags & flags::TTL == 0
+                && !orphaned.iter().any(|m: &MsgMeta| m.subject == meta.subject)
+            {
+                orphaned.push(meta);
+            }
+        }
+    }
+    Ok(orphaned)
+}
+
+/// The header values of a subject delete marker.
+pub fn marker_headers(st: &State) -> crate::proto::Headers {
+    let mut h = crate::proto::Headers::new();
+    h.insert(names::MARKER_REASON, "MaxAge");
+    h.insert(
+        names::TTL,
+        format!("{}s", st.config.subject_delete_marker_ttl.as_secs().max(1)),
+    );
+    h.insert(names::ROLLUP, "sub");
+    h
+}
+
+/// When the next age or TTL expiry is due (ns), if any.
+pub fn next_due(st: &State) -> Option<i64> {
+    let max_age = st.config.max_age.as_nanos() as i64;
+    let age = (max_age > 0)
+        .then(|| {
+            st.table
+                .seqs_in(0, st.table.last_seq)
+                .map(|s| st.table.get(s).expect("live"))
+                .find(|m| m.flags & flags::TTL_NEVER == 0)
+        })
+        .flatten()
+        .map(|m| m.ts + max_age);
+    [age, st.ttl.next()].into_iter().flatten().min()
+}

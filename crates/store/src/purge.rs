@@ -1,0 +1,80 @@
+//! Purge and single-message delete.
+
+use crate::error::{ApiError, Result, StoreError};
+use crate::proto::FilterSet;
+use crate::state::State;
+use crate::types::PurgeRequest;
+
+/// Removes one message; `Ok(false)` when it did not exist.
+pub fn delete_msg(st: &mut State, seq: u64) -> Result<bool> {
+    if st.config.sealed {
+        return Err(ApiError::sealed().into());
+    }
+    if st.config.deny_delete {
+        return Err(ApiError::delete_denied().into());
+    }
+    Ok(!st.remove(&[seq])?.is_empty())
+}
+
+/// Purges per the request; returns how many messages were removed.
+pub fn purge(st: &mut State, req: &PurgeRequest) -> Result<u64> {
+    if st.config.sealed {
+        return Err(ApiError::sealed().into());
+    }
+    if st.config.deny_purge {
+        return Err(ApiError::purge_denied().into());
+    }
+    let filter = match &req.filter {
+        Some(f) => FilterSet::new([f.as_str()]).map_err(StoreError::InvalidSubject)?,
+        None => FilterSet::all(),
+    };
+    let upto = req
+        .up_to_seq
+        .map_or(st.table.last_seq, |s| s.saturating_sub(1));
+    let mut doomed: Vec<u64> = match filter.literal() {
+        Some(subject) => st
+            .table
+            .subject_seqs(subject)
+            .filter(|s| *s <= upto)
+            .collect(),
+        None => st
+            .table
+            .seqs_in(0, upto)
+            .filter(|s| st.table.get(*s).is_some_and(|m| filter.matches(&m.subject)))
+            .collect(),
+    };
+    if let Some(keep) = req.keep {
+        if req.filter.is_some() {
+            // Keep the newest `keep` per matching subject, as JetStream does.
+            let mut per_subject: std::collections::HashMap<std::sync::Arc<str>, u64> =
+                Default::default();
+            let mut kept = std::collections::HashSet::new();
+            for &s in doomed.iter().rev() {
+                let subj = st.table.get(s).expect("live").subject.clone();
+                let n = per_subject.entry(subj).or_default();
+                if *n < keep {
+                    *n += 1;
+                    kept.insert(s);
+                }
+            }
+            doomed.retain(|s| !kept.contains(s));
+        } else {
+            let cut = doomed.len().saturating_sub(keep as usize);
+            doomed.truncate(cut);
+        }
+    }
+    let everything = doomed.len() as u64 == st.table.count();
+    if everything && !doomed.is_empty() {
+        // Start a fresh block so every old one can go once the purge marker is durable.
+        st.roll()?;
+    }
+    let n = st.remove(&doomed)?.len() as u64;
+    if everything {
+        st.blocks.flush()?;
+        for (path, f) in st.blocks.take_unsynced() {
+            f.sync_data().map_err(StoreError::io(path))?;
+        }
+    }
+    st.drop_empty_blocks()?;
+    Ok(n)
+}

@@ -1,0 +1,426 @@
+//! Recovery on open: load index.db when it matches the blocks (then scan only what was
+//! appended after it), else rebuild from every block, verifying every record. A bad record
+//! cuts its block there; the sequences lost are worked out from the records that survive
+//! beyond the cut, reported, and never reused. Then per-message state (TTL) is recovered in one
+//! forward scan from the sidecar stamp over the blocks whose counters say they matter.
+
+use std::fs::{self, OpenOptions};
+use std::path::Path;
+
+use crate::block::{Blocks, block_path, list_block_files};
+use crate::error::{Result, StoreError};
+use crate::fsutil::Reader;
+use crate::index;
+use crate::persist::THW_VERSION;
+use crate::proto::{self, MsgTtl, names};
+use crate::record::{self, DecodeError, Kind, flags};
+use crate::sidecar;
+use crate::table::{MsgMeta, Table};
+use crate::ttl::TtlWheel;
+use crate::types::{RecoveryPath, RecoveryReport, Truncation};
+
+/// The recovered parts of a file stream.
+pub struct Recovered {
+    /// Message index.
+    pub table: Table,
+    /// Block files, ready for appends.
+    pub blocks: Blocks,
+    /// Last message id.
+    pub last_msg_id: Option<String>,
+    /// Pending TTL expiries.
+    pub ttl: TtlWheel,
+}
+
+/// Recovers the stream whose messages are in `msgs_dir`.
+pub fn recover(
+    name: &str,
+    msgs_dir: &Path,
+    block_size: u64,
+    report: &mut RecoveryReport,
+) -> Result<Recovered> {
+    fs::create_dir_all(msgs_dir).map_err(StoreError::io(msgs_dir))?;
+    let ids = list_block_files(msgs_dir)?;
+    let (mut table, mut last_msg_id, mut sizes, mut last_sum, scan_from) =
+        match try_index(msgs_dir, &ids) {
+            Ok(Some((snap, from))) => {
+                report.path = RecoveryPath::Index;
+                let sizes = snap
+                    .blocks
+                    .iter()
+                    .map(|b| (b.id, b.size))
+                    .collect::<Vec<_>>();
+                (
+                    snap.table,
+                    snap.last_msg_id,
+                    sizes,
+                    snap.last_checksum,
+                    from,
+                )
+            }
+            Ok(None) => {
+                report.path = RecoveryPath::Rebuild;
+                (
+                    Table::default(),
+                    None,
+                    Vec::new(),
+                    0,
+                    ids.first().map(|id| (*id, 0)),
+                )
+            }
+            Err(why) => {
+                report.path = RecoveryPath::Rebuild;
+                warn(
+                    report,
+                    name,
+                    format!("index.db ignored: {why}; rebuilding from blocks"),
+                );
+                (
+                    Table::default(),
+                    None,
+                    Vec::new(),
+                    0,
+                    ids.first().map(|id| (*id, 0)),
+                )
+            }
+        };
+    if let Some((from_id, from_offset)) = scan_from {
+        sizes.retain(|(id, _)| *id < from_id);
+        let mut pending_loss: Option<u64> = None;
+        for &id in ids.iter().filter(|id| **id >= from_id) {
+            let start = if id == from_id { from_offset } else { 0 };
+            let scan = scan_block(msgs_dir, id, start, &mut table, &mut last_msg_id, report)?;
+            if let Some(first_lost) = pending_loss.take() {
+                // The first record of the next block names the last sequence before it.
+                if table.last_seq >= first_lost {
+                    report.lost.push(
+                        first_lost
+                            ..=table
+                                .last_seq
+                                .min(scan.first_marker.unwrap_or(table.last_seq)),
+                    );
+                }
+            }
+            if let Some(sum) = scan.last_sum {
+                last_sum = sum;
+            }
+            sizes.push((id, scan.valid_end));
+            if let Some(lost_from) = scan.lost_from {
+                pending_loss = Some(lost_from);
+            }
+        }
+        if let Some(first_lost) = pending_loss
+            && table.last_seq >= first_lost
+        {
+            report.lost.push(first_lost..=table.last_seq);
+        }
+    }
+    for r in &report.lost {
+        tracing::warn!(
+            stream = name,
+            first = r.start(),
+            last = r.end(),
+            "sequences lost to a damaged block"
+        );
+    }
+    let mut blocks = Blocks::file(msgs_dir.to_path_buf(), block_size, &sizes)?;
+    blocks.set_last_checksum(last_sum);
+    let ttl = recover_ttl(name, msgs_dir, &table, &blocks, report);
+    Ok(Recovered {
+        table,
+        blocks,
+        last_msg_id: last_msg_id.take(),
+        ttl,
+    })
+}
+
+fn warn(report: &mut RecoveryReport, name: &str, msg: String) {
+    tracing::warn!(stream = name, "{msg}");
+    report.warnings.push(msg);
+}
+
+/// Where the forward scan of blocks starts: block id and offset.
+type ScanFrom = Option<(u32, u64)>;
+
+/// Loads index.db if it matches the blocks; returns it and where to scan from.
+fn try_index(msgs_dir: &Path, ids: &[u32]) -> Result<Option<(index::Snapshot, ScanFrom)>, String> {
+    let path = msgs_dir.join("index.db");
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let snap = index::decode(&bytes)?;
+    let claimed: Vec<u32> = snap.blocks.iter().map(|b| b.id).collect();
+    let last_claimed = claimed.last().copied();
+    let listed_then: Vec<u32> = ids
+        .iter()
+        .copied()
+        .filter(|id| last_claimed.is_some_and(|l| *id <= l))
+        .collect();
+    if listed_then != claimed {
+        return Err("it lists different blocks than the directory holds".into());
+    }
+    for b in &snap.blocks {
+        let len = fs::metadata(block_path(msgs_dir, b.id))
+            .map_err(|e| e.to_string())?
+            .len();
+        let is_last = Some(b.id) == last_claimed;
+        if len < b.size || (!is_last && len != b.size) {
+            return Err(format!(
+                "block {} is {len} bytes, index.db says {}",
+                b.id, b.size
+            ));
+        }
+    }
+    for seq in snap.table.seqs_in(0, snap.table.last_seq) {
+        let m = snap.table.get(seq).expect("live");
+        let fits = snap
+            .blocks
+            .iter()
+            .any(|b| b.id == m.loc.block && m.loc.offset as u64 + m.loc.len as u64 <= b.size);
+        if !fits {
+            return Err(format!("sequence {seq} points outside its block"));
+        }
+    }
+    if let Some(last) = snap.blocks.last().filter(|b| b.size >= 8) {
+        let file = fs::File::open(block_path(msgs_dir, last.id)).map_err(|e| e.to_string())?;
+        let mut sum = [0u8; 8];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut sum, last.size - 8)
+            .map_err(|e| e.to_string())?;
+        if u64::from_le_bytes(sum) != snap.last_checksum {
+            return Err("the last record's checksum does not match".into());
+        }
+    }
+    let from = match last_claimed {
+        Some(id) => Some((id, snap.blocks.last().map_or(0, |b| b.size))),
+        None => ids.first().map(|id| (*id, 0)),
+    };
+    Ok(Some((snap, from)))
+}
+
+struct BlockScan {
+    /// Length of the valid prefix (the file is cut there).
+    valid_end: u64,
+    /// Checksum of the last valid record.
+    last_sum: Option<u64>,
+    /// First sequence lost when the block was cut.
+    lost_from: Option<u64>,
+    /// The sequence of the block's leading last-sequence marker.
+    first_marker: Option<u64>,
+}
+
+/// Applies every valid record of block `id` from `start`; cuts the file at the first bad one.
+fn scan_block(
+    msgs_dir: &Path,
+    id: u32,
+    start: u64,
+    table: &mut Table,
+    last_msg_id: &mut Option<String>,
+    report: &mut RecoveryReport,
+) -> Result<BlockScan> {
+    let path = block_path(msgs_dir, id);
+    let data = fs::read(&path).map_err(StoreError::io(&path))?;
+    let mut off = usize::try_from(start).unwrap_or(usize::MAX).min(data.len());
+    let mut scan = BlockScan {
+        valid_end: 0,
+        last_sum: None,
+        lost_from: None,
+        first_marker: None,
+    };
+    while off < data.len() {
+        match record::decode(&data[off..]) {
+            Ok((rec, len, sum)) if apply(table, last_msg_id, id, off, len, &rec) => {
+                if off == 0 && rec.kind == Kind::LastSeq {
+                    scan.first_marker = Some(rec.seq);
+                }
+                off += len;
+                scan.last_sum = Some(sum);
+            }
+            result => {
+                let reason = match result {
+                    Err(DecodeError::Incomplete) => "torn record",
+                    Err(DecodeError::Corrupt) => "corrupt record",
+                    Ok(_) => "out-of-order record",
+                };
+                // Records beyond the damage still prove which sequences existed.
+                let evidence = resync_max_seq(&data[off + 1..]);
+                let first_lost = table.last_seq + 1;
+                if let Some(max) = evidence.filter(|m| *m >= first_lost) {
+                    table.raise_last(max);
+                }
+                scan.lost_from = Some(first_lost);
+                let dropped = (data.len() - off) as u64;
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(StoreError::io(&path))?;
+                f.set_len(off as u64)
+                    .and_then(|_| f.sync_all())
+                    .map_err(StoreError::io(&path))?;
+                let msg = format!(
+                    "{}: {reason} at offset {off}; cut {dropped} bytes",
+                    path.display()
+                );
+                tracing::warn!("{msg}");
+                report.warnings.push(msg);
+                report.truncated.push(Truncation {
+                    path: path.clone(),
+                    offset: off as u64,
+                    bytes_dropped: dropped,
+                });
+                break;
+            }
+        }
+    }
+    scan.valid_end = off as u64;
+    Ok(scan)
+}
+
+/// Applies one record to the table; false when it contradicts what came before.
+fn apply(
+    table: &mut Table,
+    last_msg_id: &mut Option<String>,
+    block: u32,
+    off: usize,
+    len: usize,
+    rec: &record::RecordRef<'_>,
+) -> bool {
+    match rec.kind {
+        Kind::Msg => {
+            if rec.seq <= table.last_seq {
+                return false;
+            }
+            let Ok(subject) = std::str::from_utf8(rec.subject) else {
+                return false;
+            };
+            let (Ok(offset), Ok(len)) = (u32::try_from(off), u32::try_from(len)) else {
+                return false;
+            };
+            *last_msg_id = if rec.flags & flags::MSG_ID != 0 {
+                proto::decode_headers(rec.headers)
+                    .and_then(|h| h.get(names::MSG_ID).map(str::to_string))
+            } else {
+                None
+            };
+            let loc = crate::block::Loc { block, offset, len };
+            table.insert(
+                rec.seq,
+                MsgMeta {
+                    subject: subject.into(),
+                    ts: rec.ts,
+                    loc,
+                    flags: rec.flags,
+                },
+            );
+        }
+        Kind::Tombstone => {
+            table.remove(rec.seq);
+            table.note_marker(block);
+            table.raise_last(rec.seq);
+        }
+        Kind::PurgeTo => {
+            let doomed: Vec<u64> = table.seqs_in(0, rec.seq.saturating_sub(1)).collect();
+            for s in doomed {
+                table.remove(s);
+            }
+            table.note_marker(block);
+            table.raise_last(rec.seq.saturating_sub(1));
+        }
+        Kind::LastSeq => {
+            table.note_marker(block);
+            table.raise_last(rec.seq);
+        }
+    }
+    true
+}
+
+/// The highest message sequence among valid records found at any offset of `data`.
+fn resync_max_seq(data: &[u8]) -> Option<u64> {
+    let mut max = None;
+    let mut off = 0;
+    while off + record::LEN_PREFIX < data.len() {
+        // Cheap filters first: a plausible length and kind before the checksum is computed.
+        let len =
+            u32::from_le_bytes([data[off], data[off + 1], data[off + 2], data[off + 3]]) as usize;
+        let plausible = len >= 28 && off + 4 + len <= data.len() && data[off + 4] <= 3;
+        if plausible && let Ok((rec, used, _)) = record::decode(&data[off..]) {
+            if rec.kind != Kind::PurgeTo {
+                max = max.max(Some(rec.seq));
+            }
+            off += used;
+            continue;
+        }
+        off += 1;
+    }
+    max
+}
+
+/// Recovers TTL state: entries from thw.db, then one forward scan from its stamp over the
+/// blocks that hold TTL'd messages at or above it.
+fn recover_ttl(
+    name: &str,
+    msgs_dir: &Path,
+    table: &Table,
+    blocks: &Blocks,
+    report: &mut RecoveryReport,
+) -> TtlWheel {
+    let mut wheel = TtlWheel::default();
+    let path = msgs_dir.join("thw.db");
+    let stamp = match fs::read(&path) {
+        Ok(bytes) => match sidecar::decode(&bytes, THW_VERSION)
+            .and_then(|s| read_thw(&s, table, &mut wheel).map(|_| s.stamp))
+        {
+            Ok(stamp) => stamp,
+            Err(why) => {
+                warn(report, name, format!("thw.db ignored: {why}; rescanning"));
+                let _ = fs::remove_file(&path);
+                wheel = TtlWheel::default();
+                0
+            }
+        },
+        Err(_) => 0,
+    };
+    for (&id, stats) in &table.blocks {
+        if stats.ttl == 0 || stats.last < stamp {
+            continue;
+        }
+        for seq in table.seqs_in(stats.first.max(stamp), stats.last) {
+            let Some(m) = table
+                .get(seq)
+                .filter(|m| m.loc.block == id && m.flags & flags::TTL != 0)
+            else {
+                continue;
+            };
+            if m.flags & flags::TTL_NEVER != 0 {
+                continue;
+            }
+            let Ok(bytes) = blocks.read(m.loc) else {
+                continue;
+            };
+            let ttl = record::decode(&bytes)
+                .ok()
+                .and_then(|(r, _, _)| proto::decode_headers(r.headers))
+                .and_then(|h| h.get(names::TTL).and_then(|v| MsgTtl::parse(v).ok()));
+            if let Some(MsgTtl::After(ns)) = ttl {
+                wheel.insert(seq, m.ts.saturating_add(ns as i64));
+            }
+        }
+    }
+    wheel
+}
+
+fn read_thw(s: &sidecar::Sidecar<'_>, table: &Table, wheel: &mut TtlWheel) -> Result<(), String> {
+    let mut r = Reader::new(s.body);
+    let n = usize::try_from(s.count)
+        .ok()
+        .filter(|n| *n <= s.body.len() / 2)
+        .ok_or("entry count exceeds the file")?;
+    for _ in 0..n {
+        let at = r.varint().ok_or("malformed entry")?;
+        let seq = r.uvarint().ok_or("malformed entry")?;
+        if table.get(seq).is_some() {
+            wheel.insert(seq, at);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,135 @@
+//! The publish path: JetStream's checks (with their error codes), then the append, the dedupe
+//! and TTL bookkeeping and the limits.
+
+use bytes::Bytes;
+
+use crate::error::{ApiError, Result, StoreError};
+use crate::limits;
+use crate::proto::{self, Headers, MsgTtl, names};
+use crate::record::{self, flags};
+use crate::state::State;
+use crate::types::PubAck;
+
+/// One message to store.
+#[derive(Debug, Clone)]
+pub struct Publish {
+    /// Subject.
+    pub subject: String,
+    /// Headers.
+    pub headers: Headers,
+    /// Body.
+    pub payload: Bytes,
+    /// Stored by sluice itself (sourcing, markers, schedules): may carry `Nats-Stream-Source`
+    /// and skips the subject capture check.
+    pub internal: bool,
+}
+
+fn parse_seq(value: &str, last: u64) -> Result<u64, ApiError> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| ApiError::wrong_last_sequence(last))
+}
+
+/// Applies one publish to the state (not yet durable).
+pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
+    let c = &st.config;
+    let h = &p.headers;
+    if c.sealed {
+        return Err(ApiError::sealed().into());
+    }
+    proto::validate_subject(&p.subject).map_err(StoreError::InvalidSubject)?;
+    if !p.internal {
+        if !c.captures(&p.subject) {
+            return Err(ApiError::bad_request(format!(
+                "subject {:?} is not captured by stream {:?}",
+                p.subject, c.name
+            ))
+            .into());
+        }
+        if h.get(names::STREAM_SOURCE).is_some() {
+            return Err(ApiError::source_header_not_allowed().into());
+        }
+    }
+    let hdrs = proto::encode_headers(h);
+    let size = p.subject.len() + hdrs.len() + p.payload.len();
+    if c.max_msg_size > 0 && size > c.max_msg_size as usize {
+        return Err(ApiError::message_too_large().into());
+    }
+    let now = st.next_ts();
+    let msg_id = h.get(names::MSG_ID).filter(|id| !id.is_empty());
+    if let Some(id) = msg_id {
+        st.dedupe.expire(now - c.dedupe_window().as_nanos() as i64);
+        if let Some(seq) = st.dedupe.get(id) {
+            return Ok(PubAck {
+                seq,
+                duplicate: true,
+            });
+        }
+    }
+    let t = &st.table;
+    if let Some(v) = h.get(names::EXPECTED_STREAM)
+        && v != c.name
+    {
+        return Err(ApiError::stream_not_match().into());
+    }
+    if let Some(v) = h.get(names::EXPECTED_LAST_SEQ)
+        && parse_seq(v, t.last_seq)? != t.last_seq
+    {
+        return Err(ApiError::wrong_last_sequence(t.last_seq).into());
+    }
+    if let Some(v) = h.get(names::EXPECTED_LAST_SUBJECT_SEQ) {
+        let last = t.last_for_subject(&p.subject, u64::MAX).unwrap_or(0);
+        if parse_seq(v, last)? != last {
+            return Err(ApiError::wrong_last_sequence(last).into());
+        }
+    }
+    if let Some(v) = h.get(names::EXPECTED_LAST_MSG_ID) {
+        let last = st.last_msg_id.as_deref().unwrap_or("");
+        if v != last {
+            return Err(ApiError::wrong_last_msg_id(last).into());
+        }
+    }
+    let mut fl = 0;
+    let ttl = match h.get(names::TTL) {
+        Some(_) if !c.allow_msg_ttl && !p.internal => return Err(ApiError::ttl_disabled().into()),
+        Some(v) => Some(MsgTtl::parse(v)?),
+        None => None,
+    };
+    match ttl {
+        Some(MsgTtl::Never) => fl |= flags::TTL | flags::TTL_NEVER,
+        Some(MsgTtl::After(_)) => fl |= flags::TTL,
+        None => {}
+    }
+    if msg_id.is_some() {
+        fl |= flags::MSG_ID;
+    }
+    if h.get(names::STREAM_SOURCE).is_some() {
+        fl |= flags::SOURCED;
+    }
+    let record_len = (record::RecordRef {
+        kind: record::Kind::Msg,
+        flags: if hdrs.is_empty() { 0 } else { flags::HEADERS },
+        seq: 0,
+        ts: 0,
+        subject: p.subject.as_bytes(),
+        headers: &hdrs,
+        payload: &p.payload,
+    })
+    .encoded_len() as u64;
+    limits::check_discard_new(st, &p.subject, record_len)?;
+
+    let seq = st.append_msg(&p.subject, &hdrs, &p.payload, fl, now)?;
+    if let Some(id) = msg_id {
+        st.dedupe.insert(id, seq, now);
+    }
+    st.last_msg_id = msg_id.map(str::to_string);
+    if let Some(MsgTtl::After(ns)) = ttl {
+        st.ttl.insert(seq, now.saturating_add(ns as i64));
+    }
+    limits::enforce(st, Some(&p.subject))?;
+    Ok(PubAck {
+        seq,
+        duplicate: false,
+    })
+}

@@ -1,0 +1,235 @@
+//! A stream's mutable state and its write primitives: append a message, remove messages
+//! (recorded as purge markers or tombstones), drop empty blocks, read a message.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use crate::block::Blocks;
+use crate::config::StreamConfig;
+use crate::dedupe::Dedupe;
+use crate::error::{Result, StoreError};
+use crate::proto::{self, FilterSet};
+use crate::record::{self, Kind, RecordRef};
+use crate::table::{MsgMeta, Table};
+use crate::ttl::TtlWheel;
+use crate::types::{StoredMessage, StreamInfo, StreamState, WriteStats};
+
+/// Nanoseconds since the Unix epoch, now.
+pub fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// A timestamp from ns since the epoch.
+pub fn timestamp(ns: i64) -> jiff::Timestamp {
+    jiff::Timestamp::from_nanosecond(ns as i128).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+}
+
+/// Everything about one stream that the writer mutates and readers look at.
+pub struct State {
+    /// The stream's configuration.
+    pub config: StreamConfig,
+    /// Creation time.
+    pub created: jiff::Timestamp,
+    /// Incarnation identity.
+    pub incarnation: u64,
+    /// `streams/<name>` for file streams with a data directory.
+    pub dir: Option<PathBuf>,
+    /// Message index.
+    pub table: Table,
+    /// Block files.
+    pub blocks: Blocks,
+    /// Highest sequence readers may see (written and synced per policy).
+    pub visible: u64,
+    /// Dedupe window.
+    pub dedupe: Dedupe,
+    /// `Nats-Msg-Id` of the last stored message.
+    pub last_msg_id: Option<String>,
+    /// Per-message TTL expiry.
+    pub ttl: TtlWheel,
+    /// Set after a failed write or on close: every further operation fails.
+    pub closed: bool,
+    /// Write-path counters.
+    pub stats: WriteStats,
+    /// Changed since index.db and the sidecars were last written.
+    pub dirty: bool,
+}
+
+impl State {
+    /// A timestamp for a new record: now, but never before the last one.
+    pub fn next_ts(&self) -> i64 {
+        now_ns().max(self.table.last_ts)
+    }
+
+    /// Appends a message at `last_seq + 1`.
+    pub fn append_msg(
+        &mut self,
+        subject: &str,
+        hdrs: &[u8],
+        payload: &[u8],
+        flags: u8,
+        ts: i64,
+    ) -> Result<u64> {
+        let seq = self.table.last_seq + 1;
+        let flags = if hdrs.is_empty() {
+            flags & !record::flags::HEADERS
+        } else {
+            flags | record::flags::HEADERS
+        };
+        let rec = RecordRef {
+            kind: Kind::Msg,
+            flags,
+            seq,
+            ts,
+            subject: subject.as_bytes(),
+            headers: hdrs,
+            payload,
+        };
+        let (loc, _, roll) = self.blocks.append(&rec, self.table.last_seq, ts)?;
+        if let Some(m) = roll {
+            self.table.note_marker(m.block);
+        }
+        self.table.insert(
+            seq,
+            MsgMeta {
+                subject: Arc::from(subject),
+                ts,
+                loc,
+                flags,
+            },
+        );
+        self.stats.msgs_stored += 1;
+        self.dirty = true;
+        Ok(seq)
+    }
+
+    /// Appends a tombstone, purge or last-sequence marker.
+    pub fn append_marker(&mut self, kind: Kind, seq: u64) -> Result<()> {
+        let ts = self.next_ts();
+        let rec = RecordRef {
+            kind,
+            flags: 0,
+            seq,
+            ts,
+            subject: &[],
+            headers: &[],
+            payload: &[],
+        };
+        let (loc, _, roll) = self.blocks.append(&rec, self.table.last_seq, ts)?;
+        if let Some(m) = roll {
+            self.table.note_marker(m.block);
+        }
+        self.table.note_marker(loc.block);
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Removes live messages and records the removal durably: one purge marker for those
+    /// below the new first sequence, a tombstone for each interior one. Returns what was removed.
+    pub fn remove(&mut self, seqs: &[u64]) -> Result<Vec<(u64, MsgMeta)>> {
+        let removed: Vec<(u64, MsgMeta)> = seqs
+            .iter()
+            .filter_map(|&s| Some((s, self.table.remove(s)?)))
+            .collect();
+        if removed.is_empty() {
+            return Ok(removed);
+        }
+        let first = self.table.first_seq();
+        if removed.iter().any(|(s, _)| *s < first) {
+            self.append_marker(Kind::PurgeTo, first)?;
+        }
+        for (s, _) in removed.iter().filter(|(s, _)| *s >= first) {
+            self.append_marker(Kind::Tombstone, *s)?;
+        }
+        for (s, _) in &removed {
+            self.ttl.forget(*s);
+        }
+        Ok(removed)
+    }
+
+    /// Removes every block that holds nothing needed any more.
+    pub fn drop_empty_blocks(&mut self) -> Result<()> {
+        for id in self.table.removable_blocks(self.blocks.active()) {
+            self.blocks.remove(id)?;
+            self.table.drop_block(id);
+        }
+        Ok(())
+    }
+
+    /// Starts a new block so that every older one can be removed once empty.
+    pub fn roll(&mut self) -> Result<()> {
+        let ts = self.next_ts();
+        let m = self.blocks.roll(self.table.last_seq, ts)?;
+        self.table.note_marker(m.block);
+        Ok(())
+    }
+
+    /// Reads a visible message.
+    pub fn read(&self, seq: u64) -> Result<Option<StoredMessage>> {
+        if seq > self.visible {
+            return Ok(None);
+        }
+        let Some(meta) = self.table.get(seq) else {
+            return Ok(None);
+        };
+        let bytes = self.blocks.read(meta.loc)?;
+        decode_message(&bytes, seq)
+            .ok_or_else(|| StoreError::Corrupt {
+                seq,
+                path: self.blocks.path(meta.loc.block),
+            })
+            .map(Some)
+    }
+
+    /// The first visible message at or after `from` matching `filter`.
+    pub fn next_matching(&self, from: u64, filter: &FilterSet) -> Result<Option<StoredMessage>> {
+        match self.table.next_matching(from, self.visible, filter) {
+            Some(seq) => self.read(seq),
+            None => Ok(None),
+        }
+    }
+
+    /// Info about the stream.
+    pub fn info(&self, subjects: Option<&FilterSet>) -> StreamInfo {
+        let t = &self.table;
+        let last = t.last_seq.min(self.visible);
+        let first = t.first_seq().min(last + 1);
+        let time_of = |s| t.get(s).map(|m| timestamp(m.ts));
+        StreamInfo {
+            config: self.config.clone(),
+            created: self.created,
+            incarnation: self.incarnation,
+            state: StreamState {
+                msgs: t.count(),
+                bytes: t.bytes(),
+                first_seq: first,
+                first_time: time_of(first),
+                last_seq: last,
+                last_time: (t.last_ts > 0).then(|| timestamp(t.last_ts)),
+                num_deleted: (last + 1 - first).saturating_sub(t.count()),
+                num_subjects: t.num_subjects(),
+                subjects: subjects.map(|f| t.subject_counts(f)),
+            },
+            stats: self.stats,
+        }
+    }
+}
+
+/// Decodes a stored message record; `None` when it is not a valid message for `seq`.
+pub fn decode_message(bytes: &[u8], seq: u64) -> Option<StoredMessage> {
+    let (rec, _, _) = record::decode(bytes).ok()?;
+    if rec.kind != Kind::Msg || rec.seq != seq {
+        return None;
+    }
+    Some(StoredMessage {
+        seq,
+        subject: std::str::from_utf8(rec.subject).ok()?.to_string(),
+        time: timestamp(rec.ts),
+        headers: proto::decode_headers(rec.headers)?,
+        payload: Bytes::copy_from_slice(rec.payload),
+    })
+}

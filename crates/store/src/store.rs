@@ -1,0 +1,289 @@
+//! [`Store`]: a data directory of streams (or a purely in-memory set of streams).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::block::{Blocks, DEFAULT_BLOCK_SIZE};
+use crate::config::{StorageType, StreamConfig, SyncPolicy, validate_stream_name};
+use crate::error::{ApiError, Result, StoreError};
+use crate::meta;
+use crate::recovery;
+use crate::state::{State, now_ns, timestamp};
+use crate::stream::StreamHandle;
+use crate::types::{RecoveryPath, RecoveryReport};
+use crate::writer::{self, Shared};
+
+/// Store-wide options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// When appends are fsynced.
+    pub sync: SyncPolicy,
+    /// Block size before rollover.
+    pub block_size: u64,
+    /// How often a changed stream rewrites index.db and its sidecars.
+    pub flush_interval: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            sync: SyncPolicy::default(),
+            block_size: DEFAULT_BLOCK_SIZE,
+            flush_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+struct Inner {
+    dir: Option<PathBuf>,
+    opts: StoreOptions,
+    streams: Mutex<BTreeMap<String, StreamHandle>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let streams = std::mem::take(self.streams.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for handle in streams.values() {
+            handle.stop(true);
+        }
+    }
+}
+
+/// A set of streams under one data directory. Cloning shares it; the last clone dropped (or
+/// [`Store::close`]) stops every writer after writing index.db and the sidecars.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dir", &self.inner.dir)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the data directory `dir` and recovers every stream in
+    /// `dir/streams`. Returns one report per stream recovered.
+    pub fn open(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<(Store, Vec<RecoveryReport>)> {
+        let dir = dir.as_ref().to_path_buf();
+        let streams_dir = dir.join("streams");
+        fs::create_dir_all(&streams_dir).map_err(StoreError::io(&streams_dir))?;
+        let store = Store {
+            inner: Arc::new(Inner {
+                dir: Some(dir),
+                opts,
+                streams: Mutex::new(BTreeMap::new()),
+            }),
+        };
+        let mut reports = Vec::new();
+        let mut entries: Vec<_> = fs::read_dir(&streams_dir)
+            .map_err(StoreError::io(&streams_dir))?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .collect();
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if validate_stream_name(&name).is_err() {
+                tracing::warn!(dir = %entry.path().display(), "ignoring a directory that is not a valid stream name");
+                continue;
+            }
+            let m = match meta::read(&entry.path(), &name) {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(stream = %name, error = %e, "stream not loaded: unreadable meta");
+                    reports.push(RecoveryReport {
+                        stream: name,
+                        path: RecoveryPath::Rebuild,
+                        truncated: vec![],
+                        lost: vec![],
+                        warnings: vec![format!("not loaded: {e}")],
+                    });
+                    continue;
+                }
+            };
+            let (handle, report) = store.start(m.config, m.created, m.incarnation, false)?;
+            store.streams().insert(name, handle);
+            reports.push(report);
+        }
+        Ok((store, reports))
+    }
+
+    /// A store with no data directory: every stream lives in memory, whatever its storage type.
+    pub fn in_memory(opts: StoreOptions) -> Store {
+        Store {
+            inner: Arc::new(Inner {
+                dir: None,
+                opts,
+                streams: Mutex::new(BTreeMap::new()),
+            }),
+        }
+    }
+
+    fn streams(&self) -> MutexGuard<'_, BTreeMap<String, StreamHandle>> {
+        self.inner.streams.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Creates a stream; creating an existing one with the identical config returns it,
+    /// with a different config fails with 10058.
+    pub fn create_stream(&self, config: StreamConfig) -> Result<StreamHandle> {
+        config.validate()?;
+        let mut streams = self.streams();
+        if let Some(h) = streams.get(&config.name) {
+            return if h.shared.lock().config == config {
+                Ok(h.clone())
+            } else {
+                Err(ApiError::stream_name_exists().into())
+            };
+        }
+        let created = timestamp(now_ns());
+        let incarnation = meta::new_incarnation(&config.name, created);
+        let name = config.name.clone();
+        let (handle, _) = self.start(config, created, incarnation, true)?;
+        streams.insert(name, handle.clone());
+        Ok(handle)
+    }
+
+    /// Replaces a stream's configuration (name and storage cannot change); applies new limits.
+    pub async fn update_stream(&self, config: StreamConfig) -> Result<StreamHandle> {
+        let handle = self
+            .stream(&config.name)
+            .ok_or_else(|| StoreError::StreamNotFound(config.name.clone()))?;
+        let cfg = Box::new(config);
+        handle
+            .request(move |tx| writer::Op::Update(cfg, tx))
+            .await?;
+        Ok(handle)
+    }
+
+    /// Deletes a stream and its files; its subscribers end with an error.
+    pub fn delete_stream(&self, name: &str) -> Result<()> {
+        let handle = self
+            .streams()
+            .remove(name)
+            .ok_or_else(|| StoreError::StreamNotFound(name.to_string()))?;
+        handle.stop(false);
+        if let Some(dir) = self.stream_dir(name) {
+            fs::remove_dir_all(&dir).map_err(StoreError::io(&dir))?;
+        }
+        Ok(())
+    }
+
+    /// A stream by name.
+    pub fn stream(&self, name: &str) -> Option<StreamHandle> {
+        self.streams().get(name).cloned()
+    }
+
+    /// Every stream's name, sorted.
+    pub fn list(&self) -> Vec<String> {
+        self.streams().keys().cloned().collect()
+    }
+
+    /// Stops every writer after writing index.db and the sidecars.
+    pub fn close(self) {
+        let streams = std::mem::take(&mut *self.streams());
+        for handle in streams.values() {
+            handle.stop(true);
+        }
+    }
+
+    fn stream_dir(&self, name: &str) -> Option<PathBuf> {
+        self.inner
+            .dir
+            .as_ref()
+            .map(|d| d.join("streams").join(name))
+    }
+
+    fn start(
+        &self,
+        config: StreamConfig,
+        created: jiff::Timestamp,
+        incarnation: u64,
+        fresh: bool,
+    ) -> Result<(StreamHandle, RecoveryReport)> {
+        let name = config.name.clone();
+        let opts = &self.inner.opts;
+        let mut report = RecoveryReport {
+            stream: name.clone(),
+            path: RecoveryPath::Rebuild,
+            truncated: vec![],
+            lost: vec![],
+            warnings: vec![],
+        };
+        let dir = self.stream_dir(&name);
+        if let Some(dir) = &dir
+            && fresh
+        {
+            if dir.exists() {
+                fs::remove_dir_all(dir).map_err(StoreError::io(dir))?;
+            }
+            fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
+            meta::write(dir, &config, created, incarnation)?;
+        }
+        let file_dir = dir.filter(|_| config.storage == StorageType::File);
+        let (table, blocks, last_msg_id, ttl) = match &file_dir {
+            Some(dir) => {
+                let r = recovery::recover(&name, &dir.join("msgs"), opts.block_size, &mut report)?;
+                (r.table, r.blocks, r.last_msg_id, r.ttl)
+            }
+            None => (
+                Default::default(),
+                Blocks::memory(opts.block_size),
+                None,
+                Default::default(),
+            ),
+        };
+        let visible = table.last_seq;
+        let mut state = State {
+            config,
+            created,
+            incarnation,
+            dir: file_dir,
+            table,
+            blocks,
+            visible,
+            dedupe: Default::default(),
+            last_msg_id,
+            ttl,
+            closed: false,
+            stats: Default::default(),
+            dirty: false,
+        };
+        crate::dedupe::rebuild(&mut state);
+        let (visible_tx, _) = watch::channel(visible);
+        let shared = Arc::new(Shared {
+            name: name.clone(),
+            state: Mutex::new(state),
+            visible: visible_tx,
+            sync: opts.sync,
+        });
+        let (tx, rx) = mpsc::channel();
+        let flush_every = opts.flush_interval;
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!(
+                "sluice-writer-{}",
+                name.chars().take(12).collect::<String>()
+            ))
+            .spawn(move || writer::run(thread_shared, rx, flush_every))
+            .map_err(StoreError::io(format!("writer thread for {name}")))?;
+        Ok((
+            StreamHandle {
+                shared,
+                ops: tx,
+                writer: Arc::new(Mutex::new(Some(thread))),
+            },
+            report,
+        ))
+    }
+}

@@ -1,0 +1,147 @@
+//! [`StreamHandle`]: the public face of one stream.
+
+use std::future::Future;
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use crate::error::{Result, StoreError};
+use crate::proto::{FilterSet, Headers};
+use crate::rules::Publish;
+use crate::types::{PubAck, PurgeRequest, StoredMessage, StreamInfo};
+use crate::writer::{Op, Shared};
+
+/// A handle to one stream; cheap to clone, usable from any thread or runtime.
+#[derive(Clone)]
+pub struct StreamHandle {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) ops: Sender<Op>,
+    pub(crate) writer: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for StreamHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamHandle")
+            .field("name", &self.shared.name)
+            .finish()
+    }
+}
+
+impl StreamHandle {
+    /// The stream's name.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    pub(crate) fn request<T: Send + 'static>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T>>) -> Op,
+    ) -> impl Future<Output = Result<T>> + Send + 'static {
+        let (tx, rx) = oneshot::channel();
+        let sent = self.ops.send(make(tx)).is_ok();
+        let name = self.shared.name.clone();
+        async move {
+            if !sent {
+                return Err(StoreError::Closed(name));
+            }
+            rx.await.unwrap_or(Err(StoreError::Closed(name)))
+        }
+    }
+
+    /// Publishes a message. The future resolves once the message is durable under the store's
+    /// sync policy (with `always`, after the fsync that covers it). The request is queued
+    /// when this is called, so the order of calls is the order of sequences.
+    pub fn publish(
+        &self,
+        subject: impl Into<String>,
+        headers: Headers,
+        payload: impl Into<Bytes>,
+    ) -> impl Future<Output = Result<PubAck>> + Send + 'static {
+        let p = Publish {
+            subject: subject.into(),
+            headers,
+            payload: payload.into(),
+            internal: false,
+        };
+        self.request(move |tx| Op::Publish(p, tx))
+    }
+
+    /// Publishes on sluice's own behalf (sourcing, schedules): may carry `Nats-Stream-Source`
+    /// and need not match the stream's subjects; every other rule applies.
+    pub fn publish_internal(
+        &self,
+        subject: impl Into<String>,
+        headers: Headers,
+        payload: impl Into<Bytes>,
+    ) -> impl Future<Output = Result<PubAck>> + Send + 'static {
+        let p = Publish {
+            subject: subject.into(),
+            headers,
+            payload: payload.into(),
+            internal: true,
+        };
+        self.request(move |tx| Op::Publish(p, tx))
+    }
+
+    /// The message at `seq`, if it exists.
+    pub fn get(&self, seq: u64) -> Result<Option<StoredMessage>> {
+        self.shared.lock().read(seq)
+    }
+
+    /// The last message on a literal subject.
+    pub fn last_for_subject(&self, subject: &str) -> Result<Option<StoredMessage>> {
+        let st = self.shared.lock();
+        match st.table.last_for_subject(subject, st.visible) {
+            Some(seq) => st.read(seq),
+            None => Ok(None),
+        }
+    }
+
+    /// The first message with sequence ≥ `from_seq` whose subject matches `filter`, found through
+    /// the per-subject index.
+    pub fn next_matching(
+        &self,
+        from_seq: u64,
+        filter: &FilterSet,
+    ) -> Result<Option<StoredMessage>> {
+        self.shared.lock().next_matching(from_seq, filter)
+    }
+
+    /// Deletes one message; `Ok(false)` when it did not exist.
+    pub fn delete_msg(&self, seq: u64) -> impl Future<Output = Result<bool>> + Send + 'static {
+        self.request(move |tx| Op::Delete(seq, tx))
+    }
+
+    /// Purges messages; resolves to how many were removed.
+    pub fn purge(
+        &self,
+        request: PurgeRequest,
+    ) -> impl Future<Output = Result<u64>> + Send + 'static {
+        self.request(move |tx| Op::Purge(request, tx))
+    }
+
+    /// Writes index.db and the sidecar files now (they are also written periodically and on close).
+    pub fn flush(&self) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.request(Op::Flush)
+    }
+
+    /// The stream's configuration and state; per-subject counts for subjects matching
+    /// `subjects` when given.
+    pub fn info(&self, subjects: Option<&FilterSet>) -> StreamInfo {
+        self.shared.lock().info(subjects)
+    }
+
+    /// Stops the writer after it drained its queue; `persist` writes index.db and sidecars.
+    pub(crate) fn stop(&self, persist: bool) {
+        // Joining (not a channel wait) so this also works on an async runtime thread.
+        let _ = self.ops.send(Op::Stop { persist });
+        if let Some(t) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = t.join();
+        }
+        self.shared.lock().closed = true;
+        self.shared.visible.send_modify(|_| {});
+    }
+}

@@ -1,0 +1,253 @@
+//! The in-memory index of a stream: every live message's location and subject, a per-subject
+//! index of sequences for filtered reads, and per-block counters.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use crate::block::Loc;
+use crate::proto::FilterSet;
+use crate::record::flags;
+
+/// One live message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MsgMeta {
+    /// Its subject (shared with the subject index).
+    pub subject: Arc<str>,
+    /// Store time, ns since the epoch.
+    pub ts: i64,
+    /// Where its record lives.
+    pub loc: Loc,
+    /// Record flags.
+    pub flags: u8,
+}
+
+/// Counters of one block.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlockStats {
+    /// Live messages.
+    pub msgs: u64,
+    /// Bytes of live messages' records.
+    pub bytes: u64,
+    /// Lowest and highest message sequence ever written to the block (0 when none).
+    pub first: u64,
+    /// See `first`.
+    pub last: u64,
+    /// Messages written with a TTL (live or not).
+    pub ttl: u32,
+    /// Messages written with a schedule.
+    pub sched: u32,
+    /// Sourced messages written.
+    pub sourced: u32,
+    /// Tombstones, purge and last-sequence markers written.
+    pub markers: u32,
+}
+
+/// The stream's message table.
+#[derive(Debug, Default)]
+pub struct Table {
+    /// Sequence of `msgs[0]`.
+    base: u64,
+    msgs: VecDeque<Option<MsgMeta>>,
+    /// Last sequence ever assigned.
+    pub last_seq: u64,
+    /// Time of the last assigned sequence.
+    pub last_ts: i64,
+    count: u64,
+    bytes: u64,
+    subjects: HashMap<Arc<str>, BTreeSet<u64>>,
+    /// Per-block counters.
+    pub blocks: BTreeMap<u32, BlockStats>,
+}
+
+impl Table {
+    /// Live messages.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Bytes of live messages.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// First live sequence, or `last_seq + 1` when empty.
+    pub fn first_seq(&self) -> u64 {
+        self.msgs
+            .iter()
+            .position(Option::is_some)
+            .map_or(self.last_seq + 1, |i| self.base + i as u64)
+    }
+
+    /// A live message.
+    pub fn get(&self, seq: u64) -> Option<&MsgMeta> {
+        let i = seq.checked_sub(self.base)?;
+        self.msgs.get(usize::try_from(i).ok()?)?.as_ref()
+    }
+
+    /// Records a marker written to `block`.
+    pub fn note_marker(&mut self, block: u32) {
+        self.blocks.entry(block).or_default().markers += 1;
+    }
+
+    /// Raises the last sequence (from a marker or tombstone).
+    pub fn raise_last(&mut self, seq: u64) {
+        if seq > self.last_seq {
+            self.last_seq = seq;
+            if self.count == 0 {
+                self.base = seq + 1;
+                self.msgs.clear();
+            }
+        }
+    }
+
+    /// Adds a message with a sequence above every earlier one.
+    pub fn insert(&mut self, seq: u64, meta: MsgMeta) {
+        debug_assert!(seq > self.last_seq || self.get(seq).is_none());
+        if self.msgs.is_empty() {
+            self.base = seq;
+        }
+        while self.base + (self.msgs.len() as u64) < seq {
+            self.msgs.push_back(None);
+        }
+        let stats = self.blocks.entry(meta.loc.block).or_default();
+        stats.msgs += 1;
+        stats.bytes += meta.loc.len as u64;
+        if stats.first == 0 {
+            stats.first = seq;
+        }
+        stats.last = stats.last.max(seq);
+        stats.ttl += u32::from(meta.flags & flags::TTL != 0);
+        stats.sched += u32::from(meta.flags & flags::SCHEDULE != 0);
+        stats.sourced += u32::from(meta.flags & flags::SOURCED != 0);
+        self.count += 1;
+        self.bytes += meta.loc.len as u64;
+        self.subjects
+            .entry(meta.subject.clone())
+            .or_default()
+            .insert(seq);
+        self.last_seq = self.last_seq.max(seq);
+        self.last_ts = self.last_ts.max(meta.ts);
+        if seq >= self.base + self.msgs.len() as u64 {
+            self.msgs.push_back(Some(meta));
+        } else {
+            self.msgs[(seq - self.base) as usize] = Some(meta);
+        }
+    }
+
+    /// Removes a live message; returns it.
+    pub fn remove(&mut self, seq: u64) -> Option<MsgMeta> {
+        let i = usize::try_from(seq.checked_sub(self.base)?).ok()?;
+        let meta = self.msgs.get_mut(i)?.take()?;
+        self.count -= 1;
+        self.bytes -= meta.loc.len as u64;
+        if let Some(stats) = self.blocks.get_mut(&meta.loc.block) {
+            stats.msgs -= 1;
+            stats.bytes -= meta.loc.len as u64;
+        }
+        if let Some(set) = self.subjects.get_mut(&meta.subject) {
+            set.remove(&seq);
+            if set.is_empty() {
+                self.subjects.remove(&meta.subject);
+            }
+        }
+        while matches!(self.msgs.front(), Some(None)) {
+            self.msgs.pop_front();
+            self.base += 1;
+        }
+        if self.msgs.is_empty() {
+            self.base = self.last_seq + 1;
+        }
+        Some(meta)
+    }
+
+    /// Live sequences in `[from, to]`, ascending.
+    pub fn seqs_in(&self, from: u64, to: u64) -> impl Iterator<Item = u64> + '_ {
+        let start = from.max(self.base);
+        (start..=to.min(self.last_seq)).filter(|s| self.get(*s).is_some())
+    }
+
+    /// Distinct subjects with live messages.
+    pub fn num_subjects(&self) -> u64 {
+        self.subjects.len() as u64
+    }
+
+    /// Number of live messages on a subject.
+    pub fn subject_count(&self, subject: &str) -> u64 {
+        self.subjects.get(subject).map_or(0, |s| s.len() as u64)
+    }
+
+    /// Live sequences on one literal subject, ascending.
+    pub fn subject_seqs(&self, subject: &str) -> impl Iterator<Item = u64> + '_ {
+        self.subjects
+            .get(subject)
+            .into_iter()
+            .flat_map(|s| s.iter().copied())
+    }
+
+    /// The last live sequence on a subject at or below `upto`.
+    pub fn last_for_subject(&self, subject: &str, upto: u64) -> Option<u64> {
+        self.subjects
+            .get(subject)?
+            .range(..=upto)
+            .next_back()
+            .copied()
+    }
+
+    /// Subjects with their live counts.
+    pub fn subject_counts(&self, filter: &FilterSet) -> BTreeMap<String, u64> {
+        self.subjects
+            .iter()
+            .filter(|(s, _)| filter.matches(s))
+            .map(|(s, set)| (s.to_string(), set.len() as u64))
+            .collect()
+    }
+
+    /// The first live sequence in `[from, upto]` whose subject matches `filter`, found through
+    /// the per-subject index: a literal filter is one range lookup, a wildcard one lookup per
+    /// matching subject; unrelated messages are never visited.
+    pub fn next_matching(&self, from: u64, upto: u64, filter: &FilterSet) -> Option<u64> {
+        if from > upto {
+            return None;
+        }
+        if filter.filters().is_empty() {
+            return self.seqs_in(from, upto).next();
+        }
+        if let Some(subject) = filter.literal() {
+            return self
+                .subjects
+                .get(subject)?
+                .range(from..=upto)
+                .next()
+                .copied();
+        }
+        self.subjects
+            .iter()
+            .filter(|(s, _)| filter.matches(s))
+            .filter_map(|(_, set)| set.range(from..=upto).next().copied())
+            .min()
+    }
+
+    /// Blocks that hold no live message, no marker and are not `active`: safe to remove.
+    /// Leading blocks with no live message may also go: their markers only concern
+    /// sequences at or below their own.
+    pub fn removable_blocks(&self, active: Option<u32>) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut leading = true;
+        for (&id, stats) in &self.blocks {
+            if Some(id) == active {
+                break;
+            }
+            if stats.msgs == 0 && (leading || stats.markers == 0) {
+                out.push(id);
+            } else {
+                leading = false;
+            }
+        }
+        out
+    }
+
+    /// Forgets a removed block's counters.
+    pub fn drop_block(&mut self, id: u32) {
+        self.blocks.remove(&id);
+    }
+}

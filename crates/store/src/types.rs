@@ -1,0 +1,137 @@
+//! Public value types: acks, messages, purge requests, stream info, recovery reports.
+
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
+use std::path::PathBuf;
+
+use bytes::Bytes;
+
+use crate::config::StreamConfig;
+use crate::proto::Headers;
+
+/// The acknowledgement of a publish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PubAck {
+    /// The sequence stored at (the original one for a duplicate).
+    pub seq: u64,
+    /// True when the message was a duplicate within the dedupe window and not stored again.
+    pub duplicate: bool,
+}
+
+/// A message read from a stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredMessage {
+    /// Stream sequence.
+    pub seq: u64,
+    /// Subject.
+    pub subject: String,
+    /// When the stream stored it.
+    pub time: jiff::Timestamp,
+    /// Headers (empty when none).
+    pub headers: Headers,
+    /// Body.
+    pub payload: Bytes,
+}
+
+/// What a purge removes. All fields empty = every message.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PurgeRequest {
+    /// Only messages whose subject matches this filter.
+    pub filter: Option<String>,
+    /// Keep this many of the newest (matching) messages.
+    pub keep: Option<u64>,
+    /// Remove only (matching) messages with a sequence below this one.
+    pub up_to_seq: Option<u64>,
+}
+
+/// A stream's state at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamState {
+    /// Live messages.
+    pub msgs: u64,
+    /// Bytes of live messages (encoded records).
+    pub bytes: u64,
+    /// First live sequence; `last_seq + 1` when empty.
+    pub first_seq: u64,
+    /// Time of the first live message.
+    pub first_time: Option<jiff::Timestamp>,
+    /// Last sequence ever assigned (0 = none).
+    pub last_seq: u64,
+    /// Time of the last stored message.
+    pub last_time: Option<jiff::Timestamp>,
+    /// Deleted sequences between first and last.
+    pub num_deleted: u64,
+    /// Distinct subjects with live messages.
+    pub num_subjects: u64,
+    /// Per-subject live counts, when asked for.
+    pub subjects: Option<BTreeMap<String, u64>>,
+}
+
+/// Write-path counters, to observe group commit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    /// Batches written (one write call each).
+    pub batches: u64,
+    /// fsync calls on block files.
+    pub fsyncs: u64,
+    /// Messages stored.
+    pub msgs_stored: u64,
+}
+
+/// Everything known about a stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamInfo {
+    /// Its configuration.
+    pub config: StreamConfig,
+    /// When it was created.
+    pub created: jiff::Timestamp,
+    /// Identity of this incarnation: differs for a deleted and recreated stream of the same name.
+    pub incarnation: u64,
+    /// Current state.
+    pub state: StreamState,
+    /// Write-path counters since open.
+    pub stats: WriteStats,
+}
+
+/// How a stream's state was recovered on open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveryPath {
+    /// From `msgs/index.db`, checked against the blocks, plus a scan of anything newer.
+    Index,
+    /// By reading and verifying every block record.
+    Rebuild,
+}
+
+/// A block file cut at a bad record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// The block file.
+    pub path: PathBuf,
+    /// Offset of the first bad byte (the new file length).
+    pub offset: u64,
+    /// Bytes removed.
+    pub bytes_dropped: u64,
+}
+
+/// What recovery found and did for one stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The stream.
+    pub stream: String,
+    /// How its state was rebuilt.
+    pub path: RecoveryPath,
+    /// Block files cut at their first bad record.
+    pub truncated: Vec<Truncation>,
+    /// Sequences lost in truncated regions, as far as surviving evidence shows (some may have
+    /// been deleted already before the damage).
+    pub lost: Vec<RangeInclusive<u64>>,
+    /// Other problems found and handled (a bad index or sidecar file, …).
+    pub warnings: Vec<String>,
+}
+
+impl RecoveryReport {
+    /// True when nothing was lost or repaired.
+    pub fn is_clean(&self) -> bool {
+        self.truncated.is_empty() && self.lost.is_empty() && self.warnings.is_empty()
+    }
+}

@@ -1,0 +1,277 @@
+//! The writer thread of a stream: the only code that mutates it. Requests queue on a channel;
+//! the thread takes everything queued, applies it, writes the batch with one write call, syncs
+//! once per policy (group commit), then makes the batch visible and answers every request.
+//! No tokio runtime is needed: answers go through `tokio::sync::oneshot`, which works anywhere.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{oneshot, watch};
+
+use crate::config::{StreamConfig, SyncPolicy};
+use crate::error::{Result, StoreError};
+use crate::limits;
+use crate::persist;
+use crate::purge;
+use crate::rules::{self, Publish};
+use crate::state::{State, now_ns};
+use crate::types::{PubAck, PurgeRequest};
+
+/// Largest number of requests applied in one batch.
+const MAX_BATCH: usize = 4096;
+/// Longest sleep between housekeeping passes.
+const MAX_IDLE: Duration = Duration::from_millis(500);
+
+/// A request to the writer.
+pub enum Op {
+    /// Store a message.
+    Publish(Publish, oneshot::Sender<Result<PubAck>>),
+    /// Delete one message.
+    Delete(u64, oneshot::Sender<Result<bool>>),
+    /// Purge.
+    Purge(PurgeRequest, oneshot::Sender<Result<u64>>),
+    /// Replace the configuration.
+    Update(Box<StreamConfig>, oneshot::Sender<Result<()>>),
+    /// Write index.db and the sidecars now.
+    Flush(oneshot::Sender<Result<()>>),
+    /// Flush and stop; `persist = false` when the stream is being deleted.
+    Stop {
+        /// Write the snapshots first.
+        persist: bool,
+    },
+}
+
+/// State shared by the stream's handles and its writer.
+pub struct Shared {
+    /// The stream's name.
+    pub name: String,
+    /// Its state.
+    pub state: Mutex<State>,
+    /// Last visible sequence; bumped (and re-sent on close) to wake subscribers.
+    pub visible: watch::Sender<u64>,
+    /// The store-wide sync policy.
+    pub sync: SyncPolicy,
+}
+
+impl Shared {
+    /// Locks the state (a poisoned lock only means a reader panicked; the data is intact).
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+enum Reply {
+    Ack(oneshot::Sender<Result<PubAck>>, Result<PubAck>),
+    Delete(oneshot::Sender<Result<bool>>, Result<bool>),
+    Purge(oneshot::Sender<Result<u64>>, Result<u64>),
+    Unit(oneshot::Sender<Result<()>>, Result<()>),
+}
+
+impl Reply {
+    fn fail(self, e: &StoreError, name: &str) -> Self {
+        let err = || match e {
+            StoreError::Io { path, source } => StoreError::Io {
+                path: path.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            _ => StoreError::Closed(name.to_string()),
+        };
+        match self {
+            Reply::Ack(tx, Ok(_)) => Reply::Ack(tx, Err(err())),
+            Reply::Delete(tx, Ok(_)) => Reply::Delete(tx, Err(err())),
+            Reply::Purge(tx, Ok(_)) => Reply::Purge(tx, Err(err())),
+            Reply::Unit(tx, Ok(_)) => Reply::Unit(tx, Err(err())),
+            other => other,
+        }
+    }
+
+    fn send(self) {
+        // A requester that went away no longer wants the answer.
+        let _ = match self {
+            Reply::Ack(tx, r) => tx.send(r).map_err(drop),
+            Reply::Delete(tx, r) => tx.send(r).map_err(drop),
+            Reply::Purge(tx, r) => tx.send(r).map_err(drop),
+            Reply::Unit(tx, r) => tx.send(r).map_err(drop),
+        };
+    }
+}
+
+/// Runs the writer until a `Stop` or until every sender is gone.
+pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
+    let mut last_sync = Instant::now();
+    let mut last_flush = Instant::now();
+    let mut stop: Option<bool> = None;
+    loop {
+        let timeout = next_wake(&shared);
+        let first = match rx.recv_timeout(timeout) {
+            Ok(op) => Some(op),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => {
+                stop = Some(true);
+                None
+            }
+        };
+        let mut ops: Vec<Op> = first.into_iter().collect();
+        while ops.len() < MAX_BATCH && stop.is_none() {
+            match rx.try_recv() {
+                Ok(op) => ops.push(op),
+                Err(_) => break,
+            }
+        }
+        let mut replies = Vec::with_capacity(ops.len());
+        let mut flush_now = false;
+        let mut unsynced: Vec<(PathBuf, Arc<File>)>;
+        let write_result;
+        {
+            let mut st = shared.lock();
+            for op in ops {
+                if st.closed {
+                    fail_op(op, &shared.name);
+                    continue;
+                }
+                match op {
+                    Op::Publish(p, tx) => replies.push(Reply::Ack(tx, rules::publish(&mut st, &p))),
+                    Op::Delete(seq, tx) => replies.push(Reply::Delete(
+                        tx,
+                        purge::delete_msg(&mut st, seq)
+                            .and_then(|r| st.drop_empty_blocks().map(|_| r)),
+                    )),
+                    Op::Purge(req, tx) => {
+                        replies.push(Reply::Purge(tx, purge::purge(&mut st, &req)))
+                    }
+                    Op::Update(cfg, tx) => replies.push(Reply::Unit(tx, update(&mut st, *cfg))),
+                    Op::Flush(tx) => {
+                        flush_now = true;
+                        replies.push(Reply::Unit(tx, Ok(())));
+                    }
+                    Op::Stop { persist } => stop = Some(persist),
+                }
+            }
+            if !st.closed {
+                housekeeping(&mut st);
+            }
+            write_result = st.blocks.flush();
+            st.stats.batches += u64::from(!replies.is_empty());
+            let sync_due = match shared.sync {
+                SyncPolicy::Always => true,
+                SyncPolicy::Interval(every) => last_sync.elapsed() >= every,
+                SyncPolicy::Never => false,
+            };
+            unsynced = if sync_due || stop.is_some() {
+                st.blocks.take_unsynced()
+            } else {
+                Vec::new()
+            };
+        }
+        let mut result = write_result;
+        if result.is_ok() && !unsynced.is_empty() {
+            for (path, f) in unsynced.drain(..) {
+                if let Err(e) = f.sync_data() {
+                    result = Err(StoreError::Io { path, source: e });
+                    break;
+                }
+                shared.lock().stats.fsyncs += 1;
+            }
+            last_sync = Instant::now();
+        }
+        let visible = {
+            let mut st = shared.lock();
+            if let Err(e) = &result {
+                tracing::error!(stream = %shared.name, error = %e, "write failed; stream closed until reopen");
+                st.closed = true;
+                replies = replies
+                    .into_iter()
+                    .map(|r| r.fail(e, &shared.name))
+                    .collect();
+            } else {
+                st.visible = st.table.last_seq;
+            }
+            if flush_now || (st.dirty && last_flush.elapsed() >= flush_every) || stop == Some(true)
+            {
+                if let Err(e) = persist::write_state(&mut st) {
+                    tracing::warn!(stream = %shared.name, error = %e, "writing index.db failed");
+                }
+                last_flush = Instant::now();
+            }
+            if stop.is_some() {
+                st.closed = true;
+            }
+            st.visible
+        };
+        shared.visible.send_replace(visible);
+        replies.into_iter().for_each(Reply::send);
+        if stop.is_some() {
+            return;
+        }
+    }
+}
+
+fn fail_op(op: Op, name: &str) {
+    let closed = || StoreError::Closed(name.to_string());
+    match op {
+        Op::Publish(_, tx) => Reply::Ack(tx, Err(closed())).send(),
+        Op::Delete(_, tx) => Reply::Delete(tx, Err(closed())).send(),
+        Op::Purge(_, tx) => Reply::Purge(tx, Err(closed())).send(),
+        Op::Update(_, tx) | Op::Flush(tx) => Reply::Unit(tx, Err(closed())).send(),
+        Op::Stop { .. } => {}
+    }
+}
+
+/// Age and TTL expiry, with subject delete markers.
+fn housekeeping(st: &mut State) {
+    let now = now_ns();
+    if limits::next_due(st).is_none_or(|due| due > now) {
+        return;
+    }
+    let result = limits::expire(st, now).and_then(|orphans| {
+        for meta in orphans {
+            let marker = Publish {
+                subject: meta.subject.to_string(),
+                headers: limits::marker_headers(st),
+                payload: bytes::Bytes::new(),
+                internal: true,
+            };
+            rules::publish(st, &marker)?;
+        }
+        st.drop_empty_blocks()
+    });
+    if let Err(e) = result {
+        tracing::warn!(stream = %st.config.name, error = %e, "expiry failed");
+    }
+}
+
+fn next_wake(shared: &Shared) -> Duration {
+    let st = shared.lock();
+    let mut wake = MAX_IDLE;
+    if let Some(due) = limits::next_due(&st) {
+        let ns = (due - now_ns()).max(0) as u64;
+        wake = wake.min(Duration::from_nanos(ns));
+    }
+    if let SyncPolicy::Interval(every) = shared.sync {
+        wake = wake.min(every);
+    }
+    wake
+}
+
+fn update(st: &mut State, cfg: StreamConfig) -> Result<()> {
+    cfg.validate()?;
+    if cfg.name != st.config.name || cfg.storage != st.config.storage {
+        return Err(StoreError::InvalidConfig(
+            "name and storage cannot change".into(),
+        ));
+    }
+    if st.config.sealed && !cfg.sealed {
+        return Err(StoreError::InvalidConfig(
+            "a sealed stream cannot be unsealed".into(),
+        ));
+    }
+    if let Some(dir) = &st.dir {
+        crate::meta::write(dir, &cfg, st.created, st.incarnation)?;
+    }
+    st.config = cfg;
+    limits::enforce(st, None)?;
+    st.drop_empty_blocks()
+}
