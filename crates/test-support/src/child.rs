@@ -1,15 +1,19 @@
 //! A child process whose output is captured line by line, waited on with deadlines, and killed
 //! when dropped (also while a panicking test unwinds).
+//!
+//! Each child runs in its own process group, and the whole group is killed: programs that start
+//! helpers of their own (Chromium) leave nothing behind.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process};
+use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -82,6 +86,7 @@ impl ManagedChild {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         configure(&mut command);
+        command.process_group(0);
         let mut child = command.spawn()?;
         let output = Arc::new(Mutex::new(Output::default()));
         let (notify, changed) = watch::channel(0);
@@ -178,11 +183,13 @@ impl ManagedChild {
         };
         if child.try_wait()?.is_none() {
             // The process may exit between the check and the signal; that is fine.
-            let _ = kill_process(Pid::from_child(child), Signal::TERM);
+            let _ = kill_process_group(Pid::from_child(child), Signal::TERM);
         }
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Some(status) = child.try_wait()? {
+                // Helpers the process left behind in its group go with it.
+                let _ = kill_process_group(Pid::from_child(child), Signal::KILL);
                 self.child = None;
                 return Ok(Some(status));
             }
@@ -197,10 +204,8 @@ impl ManagedChild {
         let Some(mut child) = self.child.take() else {
             return Ok(None);
         };
-        if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
-        }
-        child.kill()?;
+        // The group outlives its leader when helpers are still running: kill it regardless.
+        let _ = kill_process_group(Pid::from_child(&child), Signal::KILL);
         child.wait().map(Some)
     }
 

@@ -5,6 +5,7 @@
 //! every wait has a deadline. A process that does not start gives a [`StartError`] naming the
 //! binary, the address and the last lines of its output.
 
+pub mod browser;
 mod child;
 pub mod http;
 mod nats;
@@ -13,6 +14,7 @@ mod sse;
 
 use std::path::PathBuf;
 
+pub use browser::{Browser, Page, chromium_binary};
 pub use child::StartError;
 pub use http::HttpResponse;
 pub use nats::{NatsOptions, NatsServer, debian_nats_server_binary, nats_server_binary};
