@@ -159,15 +159,16 @@ impl StreamConfig {
     pub fn validate(&self) -> Result<()> {
         validate_stream_name(&self.name)?;
         for s in &self.subjects {
-            proto::validate_filter(s).map_err(StoreError::InvalidConfig)?;
+            proto::validate_filter(s).map_err(|e| StoreError::InvalidConfig(e.to_string()))?;
         }
         if self.subjects.is_empty() && self.sources.is_empty() {
-            proto::validate_subject(&self.name).map_err(StoreError::InvalidConfig)?;
+            proto::validate_subject(&self.name)
+                .map_err(|e| StoreError::InvalidConfig(e.to_string()))?;
         }
         for src in &self.sources {
             validate_stream_name(&src.name)?;
             if let Some(f) = &src.filter_subject {
-                proto::validate_filter(f).map_err(StoreError::InvalidConfig)?;
+                proto::validate_filter(f).map_err(|e| StoreError::InvalidConfig(e.to_string()))?;
             }
         }
         if self.subject_delete_marker_ttl > Duration::ZERO

@@ -70,7 +70,7 @@ pub fn encode(
             put_uvarint(&mut out, v);
         }
     }
-    let subjects = table.subject_counts(&crate::proto::FilterSet::all());
+    let subjects = table.subject_counts(None);
     let ids: HashMap<&str, u64> = subjects
         .keys()
         .enumerate()

@@ -13,15 +13,15 @@ pub fn check_discard_new(st: &State, subject: &str, record_len: u64) -> Result<(
     let t = &st.table;
     if c.discard == DiscardPolicy::New {
         if limit(c.max_msgs).is_some_and(|m| t.count() + 1 > m) {
-            return Err(ApiError::store_failed("messages"));
+            return Err(ApiError::max_messages_exceeded());
         }
         if limit(c.max_bytes).is_some_and(|m| t.bytes() + record_len > m) {
-            return Err(ApiError::store_failed("bytes"));
+            return Err(ApiError::max_bytes_exceeded());
         }
         if c.discard_new_per_subject
             && limit(c.max_msgs_per_subject).is_some_and(|m| t.subject_count(subject) + 1 > m)
         {
-            return Err(ApiError::store_failed("messages per subject"));
+            return Err(ApiError::max_messages_per_subject_exceeded());
         }
     }
     Ok(())
@@ -34,11 +34,7 @@ pub fn enforce(st: &mut State, subject: Option<&str>) -> Result<()> {
     if let Some(max) = limit(st.config.max_msgs_per_subject) {
         let subjects: Vec<String> = match subject {
             Some(s) => vec![s.to_string()],
-            None => st
-                .table
-                .subject_counts(&crate::proto::FilterSet::all())
-                .into_keys()
-                .collect(),
+            None => st.table.subject_counts(None).into_keys().collect(),
         };
         for s in subjects {
             let excess = st.table.subject_count(&s).saturating_sub(max) as usize;

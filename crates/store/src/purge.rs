@@ -1,17 +1,17 @@
 //! Purge and single-message delete.
 
 use crate::error::{ApiError, Result, StoreError};
-use crate::proto::FilterSet;
+use crate::proto::{self, FilterSet};
 use crate::state::State;
 use crate::types::PurgeRequest;
 
 /// Removes one message; `Ok(false)` when it did not exist.
 pub fn delete_msg(st: &mut State, seq: u64) -> Result<bool> {
     if st.config.sealed {
-        return Err(ApiError::sealed().into());
+        return Err(ApiError::stream_sealed().into());
     }
     if st.config.deny_delete {
-        return Err(ApiError::delete_denied().into());
+        return Err(ApiError::msg_delete_not_permitted().into());
     }
     Ok(!st.remove(&[seq])?.is_empty())
 }
@@ -19,19 +19,17 @@ pub fn delete_msg(st: &mut State, seq: u64) -> Result<bool> {
 /// Purges per the request; returns how many messages were removed.
 pub fn purge(st: &mut State, req: &PurgeRequest) -> Result<u64> {
     if st.config.sealed {
-        return Err(ApiError::sealed().into());
+        return Err(ApiError::stream_sealed().into());
     }
     if st.config.deny_purge {
-        return Err(ApiError::purge_denied().into());
+        return Err(ApiError::purge_not_permitted().into());
     }
-    let filter = match &req.filter {
-        Some(f) => FilterSet::new([f.as_str()]).map_err(StoreError::InvalidSubject)?,
-        None => FilterSet::all(),
-    };
+    let filter = FilterSet::new([req.filter.as_deref().unwrap_or(">")])
+        .map_err(|e| StoreError::InvalidSubject(e.to_string()))?;
     let upto = req
         .up_to_seq
         .map_or(st.table.last_seq, |s| s.saturating_sub(1));
-    let mut doomed: Vec<u64> = match filter.literal() {
+    let mut doomed: Vec<u64> = match proto::literal(&filter) {
         Some(subject) => st
             .table
             .subject_seqs(subject)

@@ -401,8 +401,8 @@ fn recover_ttl(
                 .ok()
                 .and_then(|(r, _, _)| proto::decode_headers(r.headers))
                 .and_then(|h| h.get(names::TTL).and_then(|v| MsgTtl::parse(v).ok()));
-            if let Some(MsgTtl::After(ns)) = ttl {
-                wheel.insert(seq, m.ts.saturating_add(ns as i64));
+            if let Some(MsgTtl::After(d)) = ttl {
+                wheel.insert(seq, m.ts.saturating_add(d.as_nanos() as i64));
             }
         }
     }

@@ -36,25 +36,25 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
     let c = &st.config;
     let h = &p.headers;
     if c.sealed {
-        return Err(ApiError::sealed().into());
+        return Err(ApiError::stream_sealed().into());
     }
-    proto::validate_subject(&p.subject).map_err(StoreError::InvalidSubject)?;
+    proto::validate_subject(&p.subject).map_err(|e| StoreError::InvalidSubject(e.to_string()))?;
     if !p.internal {
         if !c.captures(&p.subject) {
-            return Err(ApiError::bad_request(format!(
+            return Err(crate::proto::bad_request(format!(
                 "subject {:?} is not captured by stream {:?}",
                 p.subject, c.name
             ))
             .into());
         }
         if h.get(names::STREAM_SOURCE).is_some() {
-            return Err(ApiError::source_header_not_allowed().into());
+            return Err(ApiError::stream_source_header_not_allowed().into());
         }
     }
     let hdrs = proto::encode_headers(h);
     let size = p.subject.len() + hdrs.len() + p.payload.len();
     if c.max_msg_size > 0 && size > c.max_msg_size as usize {
-        return Err(ApiError::message_too_large().into());
+        return Err(ApiError::message_exceeds_maximum().into());
     }
     let now = st.next_ts();
     let msg_id = h.get(names::MSG_ID).filter(|id| !id.is_empty());
@@ -71,7 +71,7 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
     if let Some(v) = h.get(names::EXPECTED_STREAM)
         && v != c.name
     {
-        return Err(ApiError::stream_not_match().into());
+        return Err(ApiError::expected_stream_mismatch().into());
     }
     if let Some(v) = h.get(names::EXPECTED_LAST_SEQ)
         && parse_seq(v, t.last_seq)? != t.last_seq
@@ -92,8 +92,10 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
     }
     let mut fl = 0;
     let ttl = match h.get(names::TTL) {
-        Some(_) if !c.allow_msg_ttl && !p.internal => return Err(ApiError::ttl_disabled().into()),
-        Some(v) => Some(MsgTtl::parse(v)?),
+        Some(_) if !c.allow_msg_ttl && !p.internal => {
+            return Err(ApiError::msg_ttl_disabled().into());
+        }
+        Some(v) => Some(MsgTtl::parse(v).map_err(proto::invalid_ttl)?),
         None => None,
     };
     match ttl {
@@ -124,8 +126,8 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
         st.dedupe.insert(id, seq, now);
     }
     st.last_msg_id = msg_id.map(str::to_string);
-    if let Some(MsgTtl::After(ns)) = ttl {
-        st.ttl.insert(seq, now.saturating_add(ns as i64));
+    if let Some(MsgTtl::After(d)) = ttl {
+        st.ttl.insert(seq, now.saturating_add(d.as_nanos() as i64));
     }
     limits::enforce(st, Some(&p.subject))?;
     Ok(PubAck {

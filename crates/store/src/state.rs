@@ -212,7 +212,7 @@ impl State {
                 last_time: (t.last_ts > 0).then(|| timestamp(t.last_ts)),
                 num_deleted: (last + 1 - first).saturating_sub(t.count()),
                 num_subjects: t.num_subjects(),
-                subjects: subjects.map(|f| t.subject_counts(f)),
+                subjects: subjects.map(|f| t.subject_counts(Some(f))),
             },
             stats: self.stats,
         }

@@ -143,7 +143,7 @@ impl Store {
             return if h.shared.lock().config == config {
                 Ok(h.clone())
             } else {
-                Err(ApiError::stream_name_exists().into())
+                Err(ApiError::stream_name_in_use().into())
             };
         }
         let created = timestamp(now_ns());

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::block::Loc;
-use crate::proto::FilterSet;
+use crate::proto::{self, FilterSet};
 use crate::record::flags;
 
 /// One live message.
@@ -193,11 +193,11 @@ impl Table {
             .copied()
     }
 
-    /// Subjects with their live counts.
-    pub fn subject_counts(&self, filter: &FilterSet) -> BTreeMap<String, u64> {
+    /// Subjects (all, or those matching `filter`) with their live counts.
+    pub fn subject_counts(&self, filter: Option<&FilterSet>) -> BTreeMap<String, u64> {
         self.subjects
             .iter()
-            .filter(|(s, _)| filter.matches(s))
+            .filter(|(s, _)| filter.is_none_or(|f| f.matches(s)))
             .map(|(s, set)| (s.to_string(), set.len() as u64))
             .collect()
     }
@@ -209,10 +209,10 @@ impl Table {
         if from > upto {
             return None;
         }
-        if filter.filters().is_empty() {
+        if proto::matches_everything(filter) {
             return self.seqs_in(from, upto).next();
         }
-        if let Some(subject) = filter.literal() {
+        if let Some(subject) = proto::literal(filter) {
             return self
                 .subjects
                 .get(subject)?
