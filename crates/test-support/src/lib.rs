@@ -20,6 +20,10 @@ pub use http::HttpResponse;
 pub use nats::{NatsOptions, NatsServer, debian_nats_server_binary, nats_server_binary};
 pub use sluice::SluiceProcess;
 pub use sluice_sse::Frame;
+/// Re-exported so test crates can build JSON bodies without depending on it themselves.
+pub use serde_json;
+/// Re-exported so test crates can make temporary data directories without depending on it.
+pub use tempfile;
 pub use sse::{DEFAULT_FRAME_TIMEOUT, SseClient};
 
 /// The root of the sluice repository (where `.venv` and `Cargo.toml` live).
