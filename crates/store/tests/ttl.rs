@@ -1,0 +1,94 @@
+//! Per-message TTL, `never` exemption from max_age, subject delete markers, TTL state across restarts.
+
+use std::time::{Duration, Instant};
+
+use sluice_store::{Headers, Store, StoreOptions, StreamConfig, StreamHandle};
+
+fn ttl(v: &str) -> Headers {
+    let mut h = Headers::new();
+    h.insert("Nats-TTL", v);
+    h
+}
+
+async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn live(s: &StreamHandle, seq: u64) -> bool {
+    s.get(seq).unwrap().is_some()
+}
+
+#[tokio::test]
+async fn ttl_expires_in_background_and_never_survives_max_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let cfg = StreamConfig {
+        allow_msg_ttl: true,
+        max_age: Duration::from_secs(2),
+        ..StreamConfig::new("T", ["t.*"])
+    };
+    let s = store.create_stream(cfg).unwrap();
+    s.publish("t.short", ttl("1s"), "a").await.unwrap();
+    s.publish("t.keep", ttl("never"), "b").await.unwrap();
+    s.publish("t.plain", Headers::new(), "c").await.unwrap();
+    wait_until("the 1s TTL expired", || !live(&s, 1)).await;
+    wait_until("max_age removed the plain message", || !live(&s, 3)).await;
+    assert!(live(&s, 2), "a TTL never message must survive max_age");
+}
+
+#[tokio::test]
+async fn ttl_state_survives_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = StreamConfig {
+        allow_msg_ttl: true,
+        ..StreamConfig::new("T", ["t"])
+    };
+    {
+        let (store, _) = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let s = store.create_stream(cfg).unwrap();
+        s.publish("t", ttl("2s"), "a").await.unwrap();
+        s.publish("t", Headers::new(), "b").await.unwrap();
+        store.close();
+    }
+    // Once with thw.db, once without it (recovered by the forward scan).
+    for remove_thw in [false, true] {
+        if remove_thw {
+            std::fs::remove_file(dir.path().join("streams/T/msgs/thw.db")).unwrap();
+        }
+        let (store, _) = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let s = store.stream("T").unwrap();
+        if remove_thw {
+            wait_until("the TTL expired after restart", || !live(&s, 1)).await;
+            assert!(live(&s, 2));
+        }
+        store.close();
+    }
+}
+
+#[tokio::test]
+async fn max_age_removal_leaves_subject_delete_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let cfg = StreamConfig {
+        allow_msg_ttl: true,
+        max_age: Duration::from_secs(1),
+        subject_delete_marker_ttl: Duration::from_secs(60),
+        ..StreamConfig::new("M", ["m.*"])
+    };
+    let s = store.create_stream(cfg).unwrap();
+    s.publish("m.a", Headers::new(), "x").await.unwrap();
+    wait_until("the marker was written", || {
+        s.info(None).state.last_seq >= 2
+    })
+    .await;
+    let marker = s.get(2).unwrap().expect("marker stored");
+    assert_eq!(marker.subject, "m.a");
+    assert_eq!(marker.headers.get("Nats-Marker-Reason"), Some("MaxAge"));
+    assert_eq!(marker.headers.get("Nats-TTL"), Some("60s"));
+    assert!(marker.payload.is_empty());
+    assert!(!live(&s, 1));
+}
