@@ -10,13 +10,12 @@
 //! [`format_duration`] writes Go's `Duration.String()` form (`1h2m3.5s`, `1.5ms`, `0s`), which
 //! parses back to the same value.
 
+use crate::quote::shown;
+
 use std::time::Duration;
 
 /// The longest duration accepted: `i64::MAX` nanoseconds, as in Go.
 pub const MAX_DURATION: Duration = Duration::from_nanos(i64::MAX as u64);
-
-/// Longest excerpt of an offending value quoted in an error message.
-const SHOWN_CHARS: usize = 64;
 
 /// Why a duration was rejected. Every variant names the offending value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -63,14 +62,6 @@ pub enum DurationError {
         /// The rejected value.
         value: String,
     },
-}
-
-/// Quotes a value for an error message, cutting it short if it is long.
-fn shown(value: &str) -> String {
-    match value.char_indices().nth(SHOWN_CHARS) {
-        Some((cut, _)) => format!("{:?}…", &value[..cut]),
-        None => format!("{value:?}"),
-    }
 }
 
 /// Nanoseconds per unit, longest unit names first so `ms` is not read as `m`.

@@ -10,6 +10,8 @@
 //! values already known to be valid (the constants below, values from a decoded block) and
 //! [`Headers::validate`] checks a set built that way before it is trusted to [`Headers::encode`].
 
+use crate::quote::{shown, shown_bytes};
+
 use std::fmt::Write as _;
 
 /// Deduplication id: a repeated id within the stream's duplicate window is acknowledged with the
@@ -57,9 +59,6 @@ pub const VERSION_LINE: &str = "NATS/1.0";
 
 /// The largest header block [`Headers::decode`] accepts, in bytes (JetStream's 64 KiB limit).
 pub const MAX_HEADER_BLOCK_LEN: usize = 64 * 1024;
-
-/// Longest excerpt of an offending value quoted in an error message.
-const SHOWN_CHARS: usize = 64;
 
 /// Why a header name, value or block was rejected. Every variant names the offending value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -146,21 +145,6 @@ pub enum HeaderError {
     },
 }
 
-/// Quotes a value for an error message, cutting it short if it is long.
-fn shown(value: &str) -> String {
-    match value.char_indices().nth(SHOWN_CHARS) {
-        Some((cut, _)) => format!("{:?}…", &value[..cut]),
-        None => format!("{value:?}"),
-    }
-}
-
-/// Quotes raw bytes for an error message, cutting them short if they are long.
-fn shown_bytes(bytes: &[u8]) -> String {
-    shown(&String::from_utf8_lossy(
-        &bytes[..bytes.len().min(SHOWN_CHARS * 4)],
-    ))
-}
-
 /// Checks a header name: non-empty visible ASCII without `:`.
 pub fn validate_name(name: &str) -> Result<(), HeaderError> {
     let reason = if name.is_empty() {
@@ -199,6 +183,23 @@ pub fn validate_value(name: &str, value: &str) -> Result<(), HeaderError> {
             reason,
         }),
     }
+}
+
+/// Checks a status: a code of at most three digits and an optional non-empty description that
+/// survives a trimmed line.
+fn validate_status(code: u16, description: Option<&str>) -> Result<(), HeaderError> {
+    if code > 999 {
+        return Err(HeaderError::BadStatusCode { code });
+    }
+    if let Some(text) = description
+        && let Some(reason) = line_text_problem(text).or(text.is_empty().then_some("it is empty"))
+    {
+        return Err(HeaderError::BadStatusDescription {
+            description: shown(text),
+            reason,
+        });
+    }
+    Ok(())
 }
 
 /// The status carried on a header block's first line, as in `NATS/1.0 503 No Responders`.
@@ -311,18 +312,7 @@ impl Headers {
 
     /// Sets the status written on the block's first line.
     pub fn set_status(&mut self, code: u16, description: Option<&str>) -> Result<(), HeaderError> {
-        if code > 999 {
-            return Err(HeaderError::BadStatusCode { code });
-        }
-        if let Some(text) = description
-            && let Some(reason) =
-                line_text_problem(text).or(text.is_empty().then_some("it is empty"))
-        {
-            return Err(HeaderError::BadStatusDescription {
-                description: shown(text),
-                reason,
-            });
-        }
+        validate_status(code, description)?;
         self.status = Some(Status {
             code,
             description: description.map(str::to_owned),
@@ -333,7 +323,7 @@ impl Headers {
     /// Checks every name, value and the status, as [`Headers::decode`] would.
     pub fn validate(&self) -> Result<(), HeaderError> {
         if let Some(status) = &self.status {
-            Headers::new().set_status(status.code, status.description.as_deref())?;
+            validate_status(status.code, status.description.as_deref())?;
         }
         for (name, value) in &self.entries {
             validate_name(name)?;
@@ -454,9 +444,11 @@ fn parse_status(line: &[u8]) -> Result<Option<Status>, HeaderError> {
     let description = description
         .map(|d| d.trim_matches([' ', '\t']))
         .filter(|d| !d.is_empty());
-    let mut headers = Headers::new();
-    headers.set_status(code, description)?;
-    Ok(headers.status)
+    validate_status(code, description)?;
+    Ok(Some(Status {
+        code,
+        description: description.map(str::to_owned),
+    }))
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 pub mod duration;
 pub mod error;
 pub mod headers;
+mod quote;
 pub mod schedule;
 pub mod subject;
 pub mod ttl;

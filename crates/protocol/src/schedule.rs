@@ -23,6 +23,8 @@
 //! jump; a wall-clock time that occurs twice fires once, at its first occurrence. `@at` and
 //! `@every` name instants, so a time zone with them is an error.
 
+use crate::quote::shown;
+
 use std::fmt;
 use std::time::Duration;
 
@@ -31,9 +33,6 @@ use jiff::civil::Date;
 use jiff::tz::TimeZone;
 
 use crate::duration::{DurationError, format_duration, parse_duration};
-
-/// Longest excerpt of an offending value quoted in an error message.
-const SHOWN_CHARS: usize = 64;
 
 /// How far ahead a cron schedule is searched for its next run: ten years covers every
 /// satisfiable expression, including 29 February across a skipped leap year (2100).
@@ -114,14 +113,6 @@ pub enum ScheduleError {
         /// Why it was not found.
         reason: String,
     },
-}
-
-/// Quotes a value for an error message, cutting it short if it is long.
-fn shown(value: &str) -> String {
-    match value.char_indices().nth(SHOWN_CHARS) {
-        Some((cut, _)) => format!("{:?}…", &value[..cut]),
-        None => format!("{value:?}"),
-    }
 }
 
 /// A parsed `Nats-Schedule` pattern.

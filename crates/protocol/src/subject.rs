@@ -14,6 +14,8 @@
 //! validated input. On anything else they still never panic: they compare token by token,
 //! treating a `*` token as any one token and a `>` token as the rest (one or more tokens).
 
+use crate::quote::shown;
+
 use std::fmt;
 
 /// The longest subject or filter accepted, in bytes.
@@ -27,9 +29,6 @@ pub const SINGLE_WILDCARD: &str = "*";
 
 /// The wildcard token matching one or more trailing tokens.
 pub const FULL_WILDCARD: &str = ">";
-
-/// Longest excerpt of an offending value quoted in an error message.
-const SHOWN_CHARS: usize = 64;
 
 /// Why a subject or filter was rejected. Every variant names the offending value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -103,14 +102,6 @@ impl fmt::Display for SubjectKind {
             SubjectKind::Subject => "subject",
             SubjectKind::Filter => "filter",
         })
-    }
-}
-
-/// Quotes a value for an error message, cutting it short if it is long.
-fn shown(value: &str) -> String {
-    match value.char_indices().nth(SHOWN_CHARS) {
-        Some((cut, _)) => format!("{:?}…", &value[..cut]),
-        None => format!("{value:?}"),
     }
 }
 
@@ -373,10 +364,7 @@ mod tests {
         let err = validate_subject(&long).unwrap_err();
         assert!(matches!(err, SubjectError::TooLong { len, .. } if len == MAX_SUBJECT_LEN + 1));
         let text = err.to_string();
-        assert!(
-            text.contains(&format!("\"{}\"…", "a".repeat(SHOWN_CHARS))),
-            "{text}"
-        );
+        assert!(text.contains(&format!("\"{}\"…", "a".repeat(64))), "{text}");
         assert!(text.len() < 200, "{text}");
         assert_eq!(validate_subject(&long[1..]), Ok(()));
     }

@@ -1,12 +1,11 @@
 //! The `Nats-TTL` header: how long one message lives.
 
+use crate::quote::shown;
+
 use std::fmt;
 use std::time::Duration;
 
 use crate::duration::{MAX_DURATION, parse_duration};
-
-/// Longest excerpt of an offending value quoted in an error message.
-const SHOWN_CHARS: usize = 64;
 
 /// A per-message time to live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -26,14 +25,6 @@ pub struct TtlError {
     pub value: String,
     /// What is wrong with it.
     pub reason: &'static str,
-}
-
-/// Quotes a value for an error message, cutting it short if it is long.
-fn shown(value: &str) -> String {
-    match value.char_indices().nth(SHOWN_CHARS) {
-        Some((cut, _)) => format!("{:?}…", &value[..cut]),
-        None => format!("{value:?}"),
-    }
 }
 
 impl MsgTtl {
