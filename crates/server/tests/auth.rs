@@ -293,6 +293,21 @@ fn grant_expiry_is_exp_plus_leeway_so_a_stream_can_end_with_its_token() {
     );
 }
 
+#[test]
+fn fractional_and_far_future_expiry_are_accepted_without_overflow() {
+    let mut c = claims(&["a"]);
+    let exp = now() + 600;
+    c["exp"] = json!(exp as f64 + 0.5);
+    let grant = subscribe_with(&hmac_auth("leeway_secs = 0"), &hs256(&c)).unwrap();
+    assert_eq!(
+        grant.expires_at(),
+        Some(UNIX_EPOCH + Duration::from_secs(exp) + Duration::from_millis(500))
+    );
+    c["exp"] = json!(u64::MAX);
+    let grant = subscribe_with(&hmac_auth(""), &hs256(&c)).unwrap();
+    assert_eq!(grant.expires_at(), None);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Keys and algorithms
 
@@ -402,6 +417,11 @@ fn audience_and_issuer_are_checked_when_configured() {
         subscribe_with(&auth, &hs256(&wrong_iss)).unwrap_err(),
         AuthError::WrongIssuer
     );
+
+    // Without a configured audience, `aud` is not checked at all.
+    let mut any_aud = c.clone();
+    any_aud["aud"] = json!("some-other-service");
+    assert!(subscribe_with(&hmac_auth(""), &hs256(&any_aud)).is_ok());
 
     let mut no_aud = c.clone();
     no_aud.as_object_mut().unwrap().remove("aud");
@@ -778,6 +798,40 @@ fn reload_picks_up_a_rotated_pem_key() {
     assert!(subscribe_with(&auth, &token_b).is_ok());
 }
 
+/// Polls until `token` is accepted, failing after ten seconds.
+async fn wait_until_accepted(auth: &Authenticator, token: &str, what: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while subscribe_with(auth, token).is_err() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} did not reload the keys"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_changed_key_file_is_reloaded_by_the_watcher() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    let auth = Arc::new(secret_file_auth(&secret));
+    assert_eq!(auth.key_files(), vec![secret.clone()]);
+    let watcher = auth.reload_on_change(Duration::from_millis(20));
+    // Rotate the way deploy tools do: write a new file, rename it into place.
+    let rotated = [OTHER_SECRET, b"-rotated"].concat();
+    let staged = dir.path().join("secret.new");
+    std::fs::write(&staged, &rotated).unwrap();
+    std::fs::rename(&staged, &secret).unwrap();
+    let new = sign_with(Algorithm::HS256, &hs(&rotated), None, &claims(&["a"]));
+    wait_until_accepted(&auth, &new, "a file change").await;
+    assert_eq!(
+        subscribe_with(&auth, &hs256(&claims(&["a"]))).unwrap_err(),
+        AuthError::BadSignature
+    );
+    watcher.abort();
+}
+
 #[tokio::test]
 async fn sighup_reloads_the_keys() {
     let dir = tempfile::tempdir().unwrap();
@@ -792,14 +846,7 @@ async fn sighup_reloads_the_keys() {
         .status()
         .unwrap();
     assert!(status.success());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while subscribe_with(&auth, &new).is_err() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "SIGHUP did not reload the keys"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_until_accepted(&auth, &new, "SIGHUP").await;
     reloader.abort();
 }
 
@@ -861,6 +908,65 @@ fn key_files_that_hold_no_key_are_refused() {
         empty_jwks.display()
     ));
     assert!(message.contains("not a usable JWKS"), "{message}");
+}
+
+#[test]
+fn key_sets_and_key_files_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("huge.pem");
+    std::fs::write(&huge, vec![b'A'; 64 * 1024 + 1]).unwrap();
+    let message = config_error(&format!(
+        "[subscribe]\nalgorithms = [\"RS256\"]\n[[subscribe.keys]]\ntype = \"rsa\"\npem_file = \"{}\"\n",
+        huge.display()
+    ));
+    assert!(message.contains("larger than 65536 bytes"), "{message}");
+
+    let jwks_of = |count: usize| {
+        let keys = (0..count)
+            .map(|i| {
+                let secret = format!("secret-number-{i:04}-0123456789abcdef");
+                let mut jwk =
+                    Jwk::from_encoding_key(&hs(secret.as_bytes()), Algorithm::HS256).unwrap();
+                jwk.common.key_id = Some(format!("k{i}"));
+                jwk
+            })
+            .collect();
+        serde_json::to_vec(&JwkSet { keys }).unwrap()
+    };
+    let jwks = dir.path().join("jwks.json");
+    let text = format!(
+        "[subscribe]\nalgorithms = [\"HS256\"]\n[[subscribe.keys]]\ntype = \"jwks\"\nfile = \"{}\"\n",
+        jwks.display()
+    );
+    std::fs::write(&jwks, jwks_of(64)).unwrap();
+    assert!(Authenticator::new(&config(&text)).is_ok());
+    std::fs::write(&jwks, jwks_of(65)).unwrap();
+    let message = config_error(&text);
+    assert!(
+        message.contains("auth.subscribe.keys = 65 keys"),
+        "{message}"
+    );
+}
+
+#[test]
+fn jwks_encryption_keys_are_never_used_for_signatures() {
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = dir.path().join("jwks.json");
+    let mut jwk = Jwk::from_encoding_key(&hs(SECRET), Algorithm::HS256).unwrap();
+    jwk.common.public_key_use = Some(jsonwebtoken::jwk::PublicKeyUse::Encryption);
+    std::fs::write(
+        &jwks,
+        serde_json::to_vec(&JwkSet { keys: vec![jwk] }).unwrap(),
+    )
+    .unwrap();
+    let message = config_error(&format!(
+        "[subscribe]\nalgorithms = [\"HS256\"]\n[[subscribe.keys]]\ntype = \"jwks\"\nfile = \"{}\"\n",
+        jwks.display()
+    ));
+    assert!(
+        message.contains("no signature verification key"),
+        "{message}"
+    );
 }
 
 #[test]

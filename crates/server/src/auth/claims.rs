@@ -4,11 +4,12 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
 /// The registered and sluice-specific claims of a token; other claims are ignored.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct TokenClaims {
-    /// Expiry, seconds since the Unix epoch (already checked by the verifier).
+    /// Expiry, seconds since the Unix epoch (already checked by the verifier); RFC 7519 allows
+    /// a fraction.
     #[serde(default)]
-    pub exp: Option<u64>,
+    pub exp: Option<f64>,
     /// Who the token was issued to; used in logs only.
     #[serde(default)]
     pub sub: Option<String>,

@@ -5,7 +5,7 @@
 
 use std::fmt;
 use std::ops::RangeInclusive;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use jsonwebtoken::{Algorithm, AlgorithmFamily};
 use serde::Deserialize;
@@ -307,6 +307,15 @@ impl KeyConfig {
             KeyConfig::Ec(_) => family == AlgorithmFamily::Ec,
             KeyConfig::Eddsa(_) => family == AlgorithmFamily::Ed,
             KeyConfig::Jwks { .. } => true,
+        }
+    }
+
+    /// The file this entry reads, if any.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            KeyConfig::Hmac { secret_file, .. } => secret_file.as_deref(),
+            KeyConfig::Rsa(pem) | KeyConfig::Ec(pem) | KeyConfig::Eddsa(pem) => Some(&pem.pem_file),
+            KeyConfig::Jwks { file } => Some(file),
         }
     }
 

@@ -4,8 +4,9 @@
 //! headers and the raw query string, gets a [`Grant`] (or an [`AuthError`] that is already an
 //! HTTP answer), checks every requested topic with [`Grant::check_subscribe`] or
 //! [`Grant::check_publish`] before any backend work, and ends a stream when
-//! [`Grant::expires_in`] elapses. [`Authenticator::reload`] re-reads key files (on SIGHUP, see
-//! [`Authenticator::reload_on_sighup`]). The configuration and claim format are described in
+//! [`Grant::expires_in`] elapses. [`Authenticator::reload`] re-reads key files; the hub calls it on SIGHUP
+//! ([`Authenticator::reload_on_sighup`]) and, if it likes, when a key file changes
+//! ([`Authenticator::reload_on_change`]). The configuration and claim format are described in
 //! docs/AUTH.md.
 
 mod claims;
@@ -14,6 +15,7 @@ mod error;
 mod extract;
 mod grant;
 mod keys;
+mod reload;
 mod token;
 
 use std::sync::{Arc, PoisonError, RwLock};
@@ -104,10 +106,7 @@ impl Authenticator {
     /// All or nothing: when any key fails to load, the error is returned and the keys in use
     /// stay as they were. Requests in flight keep the keys they started with.
     pub fn reload(&self) -> Result<(), AuthConfigError> {
-        let directions: Vec<&DirectionAuth> = [&self.subscribe, &self.publish]
-            .into_iter()
-            .flatten()
-            .collect();
+        let directions: Vec<&DirectionAuth> = self.configured().collect();
         let fresh = directions
             .iter()
             .map(|d| KeySet::load(&d.prefix, &d.config.keys))
@@ -122,23 +121,9 @@ impl Authenticator {
         Ok(())
     }
 
-    /// Reloads the keys every time the process receives SIGHUP, until the returned task is
-    /// aborted. A failed reload is logged and the previous keys stay in use.
-    ///
-    /// Must be called inside a Tokio runtime; fails when the signal handler cannot be
-    /// installed.
-    #[cfg(unix)]
-    pub fn reload_on_sighup(self: &Arc<Self>) -> std::io::Result<tokio::task::JoinHandle<()>> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut hangups = signal(SignalKind::hangup())?;
-        let auth = Arc::clone(self);
-        Ok(tokio::spawn(async move {
-            while hangups.recv().await.is_some() {
-                if let Err(e) = auth.reload() {
-                    tracing::error!(error = %e, "auth key reload failed; keeping the previous keys");
-                }
-            }
-        }))
+    /// The directions that have authorization configured.
+    fn configured(&self) -> impl Iterator<Item = &DirectionAuth> {
+        [&self.subscribe, &self.publish].into_iter().flatten()
     }
 
     fn direction(&self, direction: Direction) -> Option<&DirectionAuth> {

@@ -124,8 +124,10 @@ impl TokenRules {
         }
         let filters = FilterSet::new(filters)
             .map_err(|_| AuthError::InvalidToken("the sluice claim holds an invalid filter"))?;
+        // `exp` was checked to be a non-negative number; an absurdly distant one means no expiry.
         let expires_at = claims.exp.and_then(|exp| {
-            SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(exp).checked_add(self.leeway)?)
+            let exp = Duration::try_from_secs_f64(exp).ok()?;
+            SystemTime::UNIX_EPOCH.checked_add(exp.checked_add(self.leeway)?)
         });
         Ok(Grant::limited(direction, filters, expires_at, claims.sub))
     }
