@@ -23,7 +23,9 @@ const KEPT_LINES: usize = 2000;
 pub(crate) const TAIL_LINES: usize = 20;
 
 /// A process failed to start or to become ready.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` shows the same readable text as `Display`, so `.expect()` prints the log tail as lines.
+#[derive(thiserror::Error)]
 #[error("{binary} (listening on {address}) {reason}\n--- last lines of its output ---\n{log_tail}")]
 pub struct StartError {
     /// The binary that was started.
@@ -34,6 +36,12 @@ pub struct StartError {
     pub reason: String,
     /// The last lines it printed (stdout and stderr interleaved).
     pub log_tail: String,
+}
+
+impl std::fmt::Debug for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// Output of a child, shared with the threads that read its pipes.
@@ -163,11 +171,20 @@ impl ManagedChild {
     }
 
     /// A [`StartError`] for this process, with its log tail.
-    pub(crate) fn start_error(&self, address: &str, reason: impl std::fmt::Display) -> StartError {
+    /// The exit status is added to the reason when the process has exited.
+    pub(crate) fn start_error(
+        &mut self,
+        address: &str,
+        reason: impl std::fmt::Display,
+    ) -> StartError {
+        let reason = match self.try_wait() {
+            Ok(Some(status)) => format!("{reason} ({status})"),
+            _ => reason.to_string(),
+        };
         StartError {
             binary: self.binary.clone(),
             address: address.to_owned(),
-            reason: reason.to_string(),
+            reason,
             log_tail: self.log_tail(TAIL_LINES),
         }
     }

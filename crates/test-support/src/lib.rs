@@ -18,13 +18,13 @@ pub use browser::{Browser, Page, chromium_binary};
 pub use child::StartError;
 pub use http::HttpResponse;
 pub use nats::{NatsOptions, NatsServer, debian_nats_server_binary, nats_server_binary};
-pub use sluice::SluiceProcess;
-pub use sluice_sse::Frame;
 /// Re-exported so test crates can build JSON bodies without depending on it themselves.
 pub use serde_json;
+pub use sluice::SluiceProcess;
+pub use sluice_sse::Frame;
+pub use sse::{DEFAULT_FRAME_TIMEOUT, SseClient};
 /// Re-exported so test crates can make temporary data directories without depending on it.
 pub use tempfile;
-pub use sse::{DEFAULT_FRAME_TIMEOUT, SseClient};
 
 /// The root of the sluice repository (where `.venv` and `Cargo.toml` live).
 pub fn repo_root() -> PathBuf {

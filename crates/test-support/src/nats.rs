@@ -233,7 +233,7 @@ async fn spawn(
         })
         .await;
     if let Err(err) = ready {
-        return Err(process.start_error(&address, err));
+        return Err(process.start_error(&address, format!("{err}: \"Server is ready\"")));
     }
     match listening {
         Some(port) => Ok((process, port)),

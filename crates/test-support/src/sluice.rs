@@ -66,7 +66,10 @@ impl SluiceProcess {
                 LISTEN,
                 format!("printed an unparsable listening address: {err}"),
             )),
-            Err(err) => Err(process.start_error(LISTEN, err)),
+            Err(err) => Err(process.start_error(
+                LISTEN,
+                format!("{err}: `{LISTENING_PREFIX}<addr>` on stdout"),
+            )),
         }
     }
 
