@@ -243,13 +243,13 @@ fn token_expired_within_the_leeway_is_accepted_until_exp_plus_leeway() {
     let exp = now() - 2;
     c["exp"] = json!(exp);
     let token = hs256(&c);
-    let grant = subscribe_with(&hmac_auth("leeway_secs = 30"), &token).unwrap();
+    let grant = subscribe_with(&hmac_auth("leeway = \"30s\""), &token).unwrap();
     assert_eq!(
         grant.expires_at(),
         Some(UNIX_EPOCH + Duration::from_secs(exp + 30))
     );
     assert_eq!(
-        subscribe_with(&hmac_auth("leeway_secs = 0"), &token).unwrap_err(),
+        subscribe_with(&hmac_auth("leeway = 0"), &token).unwrap_err(),
         AuthError::Expired
     );
 }
@@ -263,7 +263,7 @@ fn not_yet_valid_token_is_refused_unless_within_the_leeway() {
         AuthError::NotYetValid
     );
     c["nbf"] = json!(now() + 2);
-    assert!(subscribe_with(&hmac_auth("leeway_secs = 30"), &hs256(&c)).is_ok());
+    assert!(subscribe_with(&hmac_auth("leeway = \"30s\""), &hs256(&c)).is_ok());
 }
 
 #[test]
@@ -281,7 +281,7 @@ fn grant_expiry_is_exp_plus_leeway_so_a_stream_can_end_with_its_token() {
     let mut c = claims(&["a"]);
     let exp = now() + 100;
     c["exp"] = json!(exp);
-    let grant = subscribe_with(&hmac_auth("leeway_secs = 5"), &hs256(&c)).unwrap();
+    let grant = subscribe_with(&hmac_auth("leeway = \"5s\""), &hs256(&c)).unwrap();
     assert_eq!(
         grant.expires_at(),
         Some(UNIX_EPOCH + Duration::from_secs(exp + 5))
@@ -298,7 +298,7 @@ fn fractional_and_far_future_expiry_are_accepted_without_overflow() {
     let mut c = claims(&["a"]);
     let exp = now() + 600;
     c["exp"] = json!(exp as f64 + 0.5);
-    let grant = subscribe_with(&hmac_auth("leeway_secs = 0"), &hs256(&c)).unwrap();
+    let grant = subscribe_with(&hmac_auth("leeway = 0"), &hs256(&c)).unwrap();
     assert_eq!(
         grant.expires_at(),
         Some(UNIX_EPOCH + Duration::from_secs(exp) + Duration::from_millis(500))
@@ -868,9 +868,10 @@ fn bad_configurations_are_refused_naming_key_and_value() {
     let hmac =
         "[[subscribe.keys]]\ntype = \"hmac\"\nsecret = \"0123456789abcdef0123456789abcdef\"\n";
     let cases = [
-        (format!("[subscribe]\nalgorithms = [\"HS256\"]\nleeway = 5\n{hmac}"), "leeway"),
+        (format!("[subscribe]\nalgorithms = [\"HS256\"]\nleeway_secs = 5\n{hmac}"), "leeway_secs"),
         (format!("[subscribe]\nalgorithms = [\"none\"]\n{hmac}"), "none"),
-        (format!("[subscribe]\nalgorithms = [\"HS256\"]\nleeway_secs = 900\n{hmac}"), "auth.subscribe.leeway_secs = 900"),
+        (format!("[subscribe]\nalgorithms = [\"HS256\"]\nleeway = \"15m\"\n{hmac}"), "auth.subscribe.leeway = 15m"),
+        (format!("[subscribe]\nalgorithms = [\"HS256\"]\nleeway = \"1500ms\"\n{hmac}"), "must be whole seconds"),
         (format!("[subscribe]\n{hmac}"), "auth.subscribe.algorithms"),
         (format!("[subscribe]\nalgorithms = [\"RS256\"]\n{hmac}"), "auth.subscribe.algorithms = RS256"),
         ("[subscribe]\nalgorithms = [\"HS256\"]\n".to_owned(), "auth.subscribe.keys"),
@@ -970,8 +971,38 @@ fn jwks_encryption_keys_are_never_used_for_signatures() {
 }
 
 #[test]
-fn secrets_never_appear_in_debug_output() {
+fn secrets_never_appear_in_debug_or_serialized_output() {
     let text = "[subscribe]\nalgorithms = [\"HS256\"]\n[[subscribe.keys]]\ntype = \"hmac\"\nsecret = \"hunter2-hunter2-hunter2-hunter2!\"\n";
-    let debug = format!("{:?}", config(text));
+    let parsed = config(text);
+    let debug = format!("{parsed:?}");
     assert!(!debug.contains("hunter2"), "{debug}");
+    let written = toml::to_string(&parsed).unwrap();
+    assert!(!written.contains("hunter2"), "{written}");
+    assert!(written.contains("(redacted)"), "{written}");
+}
+
+#[test]
+fn configuration_without_inline_secrets_round_trips_through_toml() {
+    let text = format!(
+        r#"
+        [subscribe]
+        algorithms = ["RS256", "HS256"]
+        cookie_name = "sluiceAuth"
+        leeway = "10s"
+        audience = "hub"
+        anonymous = ["public.>"]
+        [[subscribe.keys]]
+        type = "rsa"
+        id = "k1"
+        pem_file = "{}"
+        [[subscribe.keys]]
+        type = "hmac"
+        secret_file = "/etc/sluice/secret"
+        "#,
+        key_path("rsa_a.pub.pem").display()
+    );
+    let parsed = config(&text);
+    let written = toml::to_string(&parsed).unwrap();
+    assert_eq!(config(&written), parsed, "{written}");
+    assert_eq!(toml::to_string(&AuthConfig::default()).unwrap(), "");
 }

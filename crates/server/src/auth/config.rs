@@ -6,15 +6,16 @@
 use std::fmt;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use jsonwebtoken::{Algorithm, AlgorithmFamily};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize, Serializer};
 use sluice_protocol::subject::validate_filter;
 
-/// Default tolerance for clock skew when checking `exp` and `nbf`, in seconds.
-pub const DEFAULT_LEEWAY_SECS: u64 = 5;
-/// Largest accepted `leeway_secs`: leeway is for clock skew, not for extending token lifetimes.
-pub const MAX_LEEWAY_SECS: u64 = 300;
+/// Default tolerance for clock skew when checking `exp` and `nbf`.
+pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(5);
+/// Largest accepted `leeway`: leeway is for clock skew, not for extending token lifetimes.
+pub const MAX_LEEWAY: Duration = Duration::from_secs(300);
 /// Default largest token accepted, in bytes (checked before any decoding).
 pub const DEFAULT_MAX_TOKEN_BYTES: usize = 8192;
 /// Default largest number of filters in each list of the `sluice` claim.
@@ -26,19 +27,19 @@ const MAX_TOKEN_BYTES_RANGE: RangeInclusive<usize> = 256..=65536;
 const MAX_FILTERS_RANGE: RangeInclusive<usize> = 1..=1024;
 
 /// Authorization for both directions of the hub. Mounted as `[auth]` in the hub configuration.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
     /// Who may subscribe; absent means anyone may subscribe to any topic.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subscribe: Option<DirectionConfig>,
     /// Who may publish; absent means anyone may publish to any topic.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish: Option<DirectionConfig>,
 }
 
 /// Token rules for one direction (subscribe or publish).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DirectionConfig {
     /// Keys that may have signed a token; a token must verify against one of them.
@@ -48,19 +49,19 @@ pub struct DirectionConfig {
     #[serde(default)]
     pub algorithms: Vec<Algorithm>,
     /// Cookie carrying the token when there is no `Authorization` header (for `EventSource`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cookie_name: Option<String>,
     /// Query parameter carrying the token as a last resort; disabled unless set.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_param: Option<String>,
-    /// Clock skew tolerated on `exp` and `nbf`, in seconds.
-    #[serde(default = "default_leeway_secs")]
-    pub leeway_secs: u64,
+    /// Clock skew tolerated on `exp` and `nbf` (whole seconds, e.g. `"5s"`).
+    #[serde(default = "default_leeway", with = "crate::config::duration")]
+    pub leeway: Duration,
     /// When set, a token must carry this value in its `aud` claim.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audience: Option<String>,
     /// When set, a token's `iss` claim must equal this value.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issuer: Option<String>,
     /// Whether a token without `exp` is refused (default true).
     #[serde(default = "default_true")]
@@ -77,19 +78,19 @@ pub struct DirectionConfig {
 }
 
 /// One verification key, or a file holding a set of them.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 pub enum KeyConfig {
     /// A shared HMAC secret (HS256/384/512), inline or in a file.
     Hmac {
         /// Key id matched against a token's `kid` header.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<String>,
         /// The secret itself.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         secret: Option<Secret>,
         /// A file holding the secret; one trailing newline is ignored.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         secret_file: Option<PathBuf>,
     },
     /// An RSA public key (RS256/384/512, PS256/384/512) in a PEM file.
@@ -106,17 +107,19 @@ pub enum KeyConfig {
 }
 
 /// A public key stored in a PEM file.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PemKey {
     /// Key id matched against a token's `kid` header.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Path of the PEM file (SubjectPublicKeyInfo, or PKCS#1 for RSA).
     pub pem_file: PathBuf,
 }
 
 /// A configuration value that must never be printed.
+///
+/// It is written out (serialized) as `(redacted)`, so a dumped configuration never holds it.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
 pub struct Secret(String);
@@ -130,6 +133,12 @@ impl Secret {
     /// The secret bytes.
     pub fn expose(&self) -> &[u8] {
         self.0.as_bytes()
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str("(redacted)")
     }
 }
 
@@ -256,11 +265,14 @@ impl DirectionConfig {
                 "must be a non-empty name of letters, digits, '-', '_' and '.'",
             ));
         }
-        if self.leeway_secs > MAX_LEEWAY_SECS {
+        if self.leeway > MAX_LEEWAY || self.leeway.subsec_nanos() != 0 {
             return Err(AuthConfigError::invalid(
-                key("leeway_secs"),
-                self.leeway_secs,
-                format!("must be at most {MAX_LEEWAY_SECS}"),
+                key("leeway"),
+                crate::config::duration::format(self.leeway),
+                format!(
+                    "must be whole seconds, at most {}",
+                    crate::config::duration::format(MAX_LEEWAY)
+                ),
             ));
         }
         for (name, value) in [("audience", &self.audience), ("issuer", &self.issuer)] {
@@ -381,8 +393,8 @@ fn is_query_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-_.".contains(&b)
 }
 
-fn default_leeway_secs() -> u64 {
-    DEFAULT_LEEWAY_SECS
+fn default_leeway() -> Duration {
+    DEFAULT_LEEWAY
 }
 
 fn default_true() -> bool {

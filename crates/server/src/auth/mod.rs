@@ -25,8 +25,8 @@ use sluice_protocol::subject::FilterSet;
 
 pub use claims::{FilterList, SluiceClaim, TokenClaims};
 pub use config::{
-    AuthConfig, AuthConfigError, DEFAULT_LEEWAY_SECS, DEFAULT_MAX_FILTERS, DEFAULT_MAX_TOKEN_BYTES,
-    DirectionConfig, KeyConfig, MAX_LEEWAY_SECS, MIN_HMAC_SECRET_BYTES, PemKey, Secret,
+    AuthConfig, AuthConfigError, DEFAULT_LEEWAY, DEFAULT_MAX_FILTERS, DEFAULT_MAX_TOKEN_BYTES,
+    DirectionConfig, KeyConfig, MAX_LEEWAY, MIN_HMAC_SECRET_BYTES, PemKey, Secret,
 };
 pub use error::{AuthError, REALM};
 pub use extract::{FoundToken, TokenPlaces, TokenSource, extract_token};

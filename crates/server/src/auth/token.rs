@@ -26,7 +26,7 @@ pub(crate) struct TokenRules {
 impl TokenRules {
     pub fn new(config: &DirectionConfig) -> Self {
         let mut validation = Validation::new(Algorithm::HS256);
-        validation.leeway = config.leeway_secs;
+        validation.leeway = config.leeway.as_secs();
         validation.validate_exp = true;
         validation.validate_nbf = true;
         let mut required = Vec::new();
@@ -48,7 +48,7 @@ impl TokenRules {
         Self {
             algorithms: config.algorithms.clone(),
             validation,
-            leeway: Duration::from_secs(config.leeway_secs),
+            leeway: config.leeway,
             max_token_bytes: config.max_token_bytes,
             max_filters: config.max_filters,
         }
