@@ -1006,3 +1006,57 @@ fn configuration_without_inline_secrets_round_trips_through_toml() {
     assert_eq!(config(&written), parsed, "{written}");
     assert_eq!(toml::to_string(&AuthConfig::default()).unwrap(), "");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Any input
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const BASE64URL: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+    proptest! {
+        #[test]
+        fn extraction_never_panics_and_header_tokens_are_token68(
+            authorization in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..100)),
+            cookies in proptest::collection::vec(any::<u8>(), 0..200),
+            query in ".{0,200}",
+        ) {
+            let mut headers = HeaderMap::new();
+            if let Some(Ok(value)) = authorization.as_deref().map(HeaderValue::from_bytes) {
+                headers.insert(header::AUTHORIZATION, value);
+            }
+            if let Ok(value) = HeaderValue::from_bytes(&cookies) {
+                headers.insert(header::COOKIE, value);
+            }
+            let places = TokenPlaces { cookie_name: Some("c"), query_param: Some("t") };
+            if let Ok(Some(found)) = extract_token(&headers, Some(&query), places) {
+                prop_assert!(!found.token.is_empty());
+                if found.source == TokenSource::Header {
+                    prop_assert!(found.token.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+/=".contains(&b)));
+                }
+            }
+        }
+
+        #[test]
+        fn arbitrary_text_is_never_a_valid_token(token in "[A-Za-z0-9_.=-]{1,300}") {
+            prop_assert!(subscribe_with(&hmac_auth(""), &token).is_err());
+        }
+
+        #[test]
+        fn a_token_with_any_one_character_changed_is_refused(
+            position in any::<prop::sample::Index>(),
+            replacement in prop::sample::select(BASE64URL),
+        ) {
+            let token = hs256(&claims(&["a"]));
+            let i = position.index(token.len());
+            prop_assume!(token.as_bytes()[i] != b'.' && token.as_bytes()[i] != replacement);
+            let mut tampered = token.into_bytes();
+            tampered[i] = replacement;
+            let tampered = String::from_utf8(tampered).unwrap();
+            prop_assert!(subscribe_with(&hmac_auth(""), &tampered).is_err(), "{}", tampered);
+        }
+    }
+}
