@@ -85,7 +85,7 @@ impl ManagedChild {
     pub(crate) fn spawn(
         binary: &Path,
         args: impl IntoIterator<Item = OsString>,
-        configure: impl FnOnce(&mut Command),
+        configure: impl Fn(&mut Command),
     ) -> std::io::Result<Self> {
         let mut command = Command::new(binary);
         command

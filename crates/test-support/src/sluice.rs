@@ -14,11 +14,18 @@ const READY_TIMEOUT: Duration = Duration::from_secs(20);
 const LISTENING_PREFIX: &str = "sluice listening on http://";
 /// The listen address the process is started with.
 const LISTEN: &str = "127.0.0.1:0";
+/// How long a graceful stop may take before the process is killed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Adjusts the command before each start (environment, working directory).
+type Configure = Box<dyn Fn(&mut Command) + Send + Sync>;
 
 /// A running `sluice` process. Killed when dropped (also when the test panics).
 pub struct SluiceProcess {
     process: ManagedChild,
     addr: SocketAddr,
+    args: Vec<OsString>,
+    configure: Configure,
 }
 
 impl SluiceProcess {
@@ -35,42 +42,45 @@ impl SluiceProcess {
     }
 
     /// Like [`SluiceProcess::start`], letting `configure` adjust the command first (environment
-    /// variables such as `SLUICE_…`, the working directory).
+    /// variables such as `SLUICE_…`, the working directory); it is applied again on
+    /// [`SluiceProcess::restart`].
     ///
     /// # Errors
     /// A [`StartError`] naming the binary, the listen address and its last lines of output.
     pub async fn start_configured(
         binary: impl AsRef<Path>,
         args: impl IntoIterator<Item = impl Into<OsString>>,
-        configure: impl FnOnce(&mut Command),
+        configure: impl Fn(&mut Command) + Send + Sync + 'static,
     ) -> Result<Self, StartError> {
-        let binary = binary.as_ref();
-        let mut args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-        args.extend(["--listen", LISTEN].map(OsString::from));
-        let mut process =
-            ManagedChild::spawn(binary, args, configure).map_err(|err| StartError {
-                binary: binary.to_owned(),
-                address: LISTEN.to_owned(),
-                reason: format!("could not be started: {err}"),
-                log_tail: String::new(),
-            })?;
-        let listening = process
-            .wait_for_line(READY_TIMEOUT, |line| {
-                let addr = line.strip_prefix(LISTENING_PREFIX)?;
-                Some(addr.trim().trim_end_matches('/').parse::<SocketAddr>())
-            })
-            .await;
-        match listening {
-            Ok(Ok(addr)) => Ok(Self { process, addr }),
-            Ok(Err(err)) => Err(process.start_error(
-                LISTEN,
-                format!("printed an unparsable listening address: {err}"),
-            )),
-            Err(err) => Err(process.start_error(
-                LISTEN,
-                format!("{err}: `{LISTENING_PREFIX}<addr>` on stdout"),
-            )),
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        let configure: Configure = Box::new(configure);
+        let (process, addr) = spawn(binary.as_ref(), &args, LISTEN, &configure).await?;
+        Ok(Self {
+            process,
+            addr,
+            args,
+            configure,
+        })
+    }
+
+    /// Starts the process again on the same address with the same arguments, stopping it
+    /// first (SIGTERM) if it still runs. Clients reconnecting to [`SluiceProcess::base_url`]
+    /// reach the new process.
+    ///
+    /// # Errors
+    /// A [`StartError`] when the old process cannot be stopped or the new one does not start.
+    pub async fn restart(&mut self) -> Result<(), StartError> {
+        let binary = self.binary().to_owned();
+        let listen = self.addr.to_string();
+        if let Err(err) = self.process.terminate(STOP_GRACE).await {
+            return Err(self
+                .process
+                .start_error(&listen, format!("could not be stopped: {err}")));
         }
+        let (process, addr) = spawn(&binary, &self.args, &listen, &self.configure).await?;
+        self.process = process;
+        self.addr = addr;
+        Ok(())
     }
 
     /// The address it listens on.
@@ -150,5 +160,39 @@ impl SluiceProcess {
     /// When the process cannot be queried.
     pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
         self.process.try_wait()
+    }
+}
+
+/// Starts `binary args… --listen <listen>` and waits for its listening line.
+async fn spawn(
+    binary: &Path,
+    args: &[OsString],
+    listen: &str,
+    configure: &Configure,
+) -> Result<(ManagedChild, SocketAddr), StartError> {
+    let mut args = args.to_vec();
+    args.extend(["--listen", listen].map(OsString::from));
+    let mut process = ManagedChild::spawn(binary, args, configure).map_err(|err| StartError {
+        binary: binary.to_owned(),
+        address: listen.to_owned(),
+        reason: format!("could not be started: {err}"),
+        log_tail: String::new(),
+    })?;
+    let listening = process
+        .wait_for_line(READY_TIMEOUT, |line| {
+            let addr = line.strip_prefix(LISTENING_PREFIX)?;
+            Some(addr.trim().trim_end_matches('/').parse::<SocketAddr>())
+        })
+        .await;
+    match listening {
+        Ok(Ok(addr)) => Ok((process, addr)),
+        Ok(Err(err)) => Err(process.start_error(
+            listen,
+            format!("printed an unparsable listening address: {err}"),
+        )),
+        Err(err) => Err(process.start_error(
+            listen,
+            format!("{err}: `{LISTENING_PREFIX}<addr>` on stdout"),
+        )),
     }
 }

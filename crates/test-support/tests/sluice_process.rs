@@ -107,3 +107,33 @@ async fn environment_can_be_configured() {
     .unwrap();
     assert!(sluice.log_tail(10).contains("env: 42"));
 }
+
+#[tokio::test]
+async fn restart_listens_on_the_same_address_with_the_same_setup() {
+    let dir = TempDir::new().unwrap();
+    // Stands in for a server: port 0 becomes 45001, any other address is kept.
+    let binary = script(
+        &dir,
+        "for last; do :; done\n\
+         addr=$last; [ \"$addr\" = 127.0.0.1:0 ] && addr=127.0.0.1:45001\n\
+         echo \"args: $* env: $SLUICE_TEST_VALUE\"\n\
+         echo \"sluice listening on http://$addr\"\n\
+         exec sleep 600",
+    );
+    let mut sluice = SluiceProcess::start_configured(&binary, ["serve"], |command| {
+        command.env("SLUICE_TEST_VALUE", "kept");
+    })
+    .await
+    .unwrap();
+    let first_pid = sluice.pid().unwrap();
+    sluice.kill().unwrap();
+    sluice.restart().await.unwrap();
+    assert_eq!(sluice.base_url(), "http://127.0.0.1:45001");
+    assert_ne!(sluice.pid().unwrap(), first_pid);
+    assert!(!exists(first_pid));
+    let line = sluice
+        .wait_for_log("args:", Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(line, "args: serve --listen 127.0.0.1:45001 env: kept");
+}
