@@ -28,6 +28,7 @@ mod purge;
 mod record;
 mod recovery;
 mod rules;
+mod schedule;
 mod sidecar;
 mod state;
 mod store;

@@ -119,5 +119,8 @@ pub fn next_due(st: &State) -> Option<i64> {
         })
         .flatten()
         .map(|m| m.ts + max_age);
-    [age, st.ttl.next()].into_iter().flatten().min()
+    [age, st.ttl.next(), st.schedules.next()]
+        .into_iter()
+        .flatten()
+        .min()
 }

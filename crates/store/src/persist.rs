@@ -1,4 +1,4 @@
-//! Writes the state snapshots: `msgs/index.db` and the TTL sidecar `msgs/thw.db`.
+//! Writes the state snapshots: `msgs/index.db` and the sidecars `msgs/thw.db`, `msgs/sched.db`.
 
 use std::path::Path;
 
@@ -10,6 +10,8 @@ use crate::state::State;
 
 /// Version of thw.db.
 pub const THW_VERSION: u8 = 1;
+/// Version of sched.db.
+pub const SCHED_VERSION: u8 = 1;
 
 /// Writes index.db and thw.db for a file stream (nothing for memory streams).
 pub fn write_state(st: &mut State) -> Result<()> {
@@ -30,6 +32,7 @@ pub fn write_state(st: &mut State) -> Result<()> {
     );
     fsutil::atomic_write(&msgs.join("index.db"), &idx)?;
     write_thw(st, &msgs)?;
+    write_sched(st, &msgs)?;
     st.dirty = false;
     Ok(())
 }
@@ -44,6 +47,23 @@ fn write_thw(st: &State, msgs: &Path) -> Result<()> {
         &msgs.join("thw.db"),
         THW_VERSION,
         st.ttl.len() as u64,
+        st.table.last_seq + 1,
+        &body,
+    )
+}
+
+fn write_sched(st: &State, msgs: &Path) -> Result<()> {
+    let mut body = Vec::new();
+    for (subject, e) in st.schedules.entries() {
+        body.extend_from_slice(&(subject.len() as u16).to_le_bytes());
+        body.extend_from_slice(subject.as_bytes());
+        put_varint(&mut body, e.next);
+        put_uvarint(&mut body, e.seq);
+    }
+    sidecar::write(
+        &msgs.join("sched.db"),
+        SCHED_VERSION,
+        st.schedules.len() as u64,
         st.table.last_seq + 1,
         &body,
     )

@@ -11,9 +11,10 @@ use crate::block::{Blocks, block_path, list_block_files};
 use crate::error::{Result, StoreError};
 use crate::fsutil::Reader;
 use crate::index;
-use crate::persist::THW_VERSION;
+use crate::persist::{SCHED_VERSION, THW_VERSION};
 use crate::proto::{self, MsgTtl, names};
 use crate::record::{self, DecodeError, Kind, flags};
+use crate::schedule::Schedules;
 use crate::sidecar;
 use crate::table::{MsgMeta, Table};
 use crate::ttl::TtlWheel;
@@ -29,6 +30,8 @@ pub struct Recovered {
     pub last_msg_id: Option<String>,
     /// Pending TTL expiries.
     pub ttl: TtlWheel,
+    /// Schedules in force.
+    pub schedules: Schedules,
 }
 
 /// Recovers the stream whose messages are in `msgs_dir`.
@@ -124,12 +127,13 @@ pub fn recover(
     }
     let mut blocks = Blocks::file(msgs_dir.to_path_buf(), block_size, &sizes)?;
     blocks.set_last_checksum(last_sum);
-    let ttl = recover_ttl(name, msgs_dir, &table, &blocks, report);
+    let per_message = recover_per_message(name, msgs_dir, &table, &blocks, report);
     Ok(Recovered {
         table,
         blocks,
         last_msg_id: last_msg_id.take(),
-        ttl,
+        ttl: per_message.ttl,
+        schedules: per_message.schedules,
     })
 }
 
@@ -355,58 +359,101 @@ fn resync_max_seq(data: &[u8]) -> Option<u64> {
     max
 }
 
-/// Recovers TTL state: entries from thw.db, then one forward scan from its stamp over the
-/// blocks that hold TTL'd messages at or above it.
-fn recover_ttl(
+/// Loads one sidecar with `read`; a missing file gives stamp 0 (scan everything), a bad one is
+/// deleted with a warning and also gives stamp 0.
+fn load_sidecar(
+    name: &str,
+    path: &Path,
+    version: u8,
+    report: &mut RecoveryReport,
+    read: impl FnOnce(&sidecar::Sidecar<'_>) -> Result<(), String>,
+) -> u64 {
+    let Ok(bytes) = fs::read(path) else { return 0 };
+    match sidecar::decode(&bytes, version).and_then(|s| read(&s).map(|_| s.stamp)) {
+        Ok(stamp) => stamp,
+        Err(why) => {
+            warn(
+                report,
+                name,
+                format!("{} ignored: {why}; rescanning", path.display()),
+            );
+            let _ = fs::remove_file(path);
+            0
+        }
+    }
+}
+
+/// Per-message state recovered in one pass.
+pub struct PerMessage {
+    /// TTL expiries.
+    pub ttl: TtlWheel,
+    /// Schedules in force.
+    pub schedules: Schedules,
+}
+
+/// Recovers TTL and schedule state: the entries of thw.db and sched.db, then ONE forward scan
+/// from the oldest of their stamps over only the blocks whose counters show TTL'd, scheduled
+/// or sourced messages at or above it.
+fn recover_per_message(
     name: &str,
     msgs_dir: &Path,
     table: &Table,
     blocks: &Blocks,
     report: &mut RecoveryReport,
-) -> TtlWheel {
-    let mut wheel = TtlWheel::default();
-    let path = msgs_dir.join("thw.db");
-    let stamp = match fs::read(&path) {
-        Ok(bytes) => match sidecar::decode(&bytes, THW_VERSION)
-            .and_then(|s| read_thw(&s, table, &mut wheel).map(|_| s.stamp))
-        {
-            Ok(stamp) => stamp,
-            Err(why) => {
-                warn(report, name, format!("thw.db ignored: {why}; rescanning"));
-                let _ = fs::remove_file(&path);
-                wheel = TtlWheel::default();
-                0
-            }
-        },
-        Err(_) => 0,
-    };
+) -> PerMessage {
+    let mut ttl = TtlWheel::default();
+    let mut schedules = Schedules::default();
+    let thw_stamp = load_sidecar(name, &msgs_dir.join("thw.db"), THW_VERSION, report, |s| {
+        read_thw(s, table, &mut ttl)
+    });
+    let sched_stamp = load_sidecar(
+        name,
+        &msgs_dir.join("sched.db"),
+        SCHED_VERSION,
+        report,
+        |s| read_sched(s, table, &mut schedules),
+    );
+    let stamp = thw_stamp.min(sched_stamp);
+    let wanted = flags::TTL | flags::SCHEDULE;
     for (&id, stats) in &table.blocks {
-        if stats.ttl == 0 || stats.last < stamp {
+        if stats.ttl + stats.sched + stats.sourced == 0 || stats.last < stamp {
             continue;
         }
+        report.per_message_blocks_scanned += 1;
         for seq in table.seqs_in(stats.first.max(stamp), stats.last) {
             let Some(m) = table
                 .get(seq)
-                .filter(|m| m.loc.block == id && m.flags & flags::TTL != 0)
+                .filter(|m| m.loc.block == id && m.flags & wanted != 0)
             else {
                 continue;
             };
-            if m.flags & flags::TTL_NEVER != 0 {
+            let needs_ttl =
+                m.flags & flags::TTL != 0 && m.flags & flags::TTL_NEVER == 0 && seq >= thw_stamp;
+            let needs_sched = m.flags & flags::SCHEDULE != 0 && seq >= sched_stamp;
+            if !needs_ttl && !needs_sched {
                 continue;
             }
-            let Ok(bytes) = blocks.read(m.loc) else {
+            let Some(h) = blocks.read(m.loc).ok().and_then(|b| {
+                record::decode(&b)
+                    .ok()
+                    .and_then(|(r, _, _)| proto::decode_headers(r.headers))
+            }) else {
                 continue;
             };
-            let ttl = record::decode(&bytes)
-                .ok()
-                .and_then(|(r, _, _)| proto::decode_headers(r.headers))
-                .and_then(|h| h.get(names::TTL).and_then(|v| MsgTtl::parse(v).ok()));
-            if let Some(MsgTtl::After(d)) = ttl {
-                wheel.insert(seq, m.ts.saturating_add(d.as_nanos() as i64));
+            if needs_ttl
+                && let Some(MsgTtl::After(d)) =
+                    h.get(names::TTL).and_then(|v| MsgTtl::parse(v).ok())
+            {
+                ttl.insert(seq, m.ts.saturating_add(d.as_nanos() as i64));
+            }
+            if needs_sched
+                && let Ok(Some(v)) = crate::schedule::validate(true, &m.subject, &h, m.ts)
+            {
+                schedules.insert(&m.subject, seq, v.first);
             }
         }
     }
-    wheel
+    PerMessage { ttl, schedules }
 }
 
 fn read_thw(s: &sidecar::Sidecar<'_>, table: &Table, wheel: &mut TtlWheel) -> Result<(), String> {
@@ -420,6 +467,34 @@ fn read_thw(s: &sidecar::Sidecar<'_>, table: &Table, wheel: &mut TtlWheel) -> Re
         let seq = r.uvarint().ok_or("malformed entry")?;
         if table.get(seq).is_some() {
             wheel.insert(seq, at);
+        }
+    }
+    Ok(())
+}
+
+fn read_sched(
+    s: &sidecar::Sidecar<'_>,
+    table: &Table,
+    schedules: &mut Schedules,
+) -> Result<(), String> {
+    let mut r = Reader::new(s.body);
+    let n = usize::try_from(s.count)
+        .ok()
+        .filter(|n| *n <= s.body.len() / 4)
+        .ok_or("entry count exceeds the file")?;
+    for _ in 0..n {
+        let len = r
+            .bytes(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
+            .ok_or("malformed entry")?;
+        let subject = r
+            .bytes(len)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .ok_or("malformed subject")?;
+        let next = r.varint().ok_or("malformed entry")?;
+        let seq = r.uvarint().ok_or("malformed entry")?;
+        if table.get(seq).is_some_and(|m| &*m.subject == subject) {
+            schedules.insert(subject, seq, next);
         }
     }
     Ok(())

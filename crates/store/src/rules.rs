@@ -7,6 +7,7 @@ use crate::error::{ApiError, Result, StoreError};
 use crate::limits;
 use crate::proto::{self, Headers, MsgTtl, names};
 use crate::record::{self, flags};
+use crate::schedule;
 use crate::state::State;
 use crate::types::PubAck;
 
@@ -106,6 +107,10 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
     if msg_id.is_some() {
         fl |= flags::MSG_ID;
     }
+    let schedule = schedule::validate(c.allow_msg_schedules, &p.subject, h, now)?;
+    if schedule.is_some() {
+        fl |= flags::SCHEDULE;
+    }
     if h.get(names::STREAM_SOURCE).is_some() {
         fl |= flags::SOURCED;
     }
@@ -128,6 +133,9 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
     st.last_msg_id = msg_id.map(str::to_string);
     if let Some(MsgTtl::After(d)) = ttl {
         st.ttl.insert(seq, now.saturating_add(d.as_nanos() as i64));
+    }
+    if let Some(v) = schedule {
+        st.schedules.insert(&p.subject, seq, v.first);
     }
     limits::enforce(st, Some(&p.subject))?;
     Ok(PubAck {

@@ -13,6 +13,7 @@ use crate::dedupe::Dedupe;
 use crate::error::{Result, StoreError};
 use crate::proto::{self, FilterSet};
 use crate::record::{self, Kind, RecordRef};
+use crate::schedule::Schedules;
 use crate::table::{MsgMeta, Table};
 use crate::ttl::TtlWheel;
 use crate::types::{StoredMessage, StreamInfo, StreamState, WriteStats};
@@ -51,6 +52,8 @@ pub struct State {
     pub last_msg_id: Option<String>,
     /// Per-message TTL expiry.
     pub ttl: TtlWheel,
+    /// Message schedules in force.
+    pub schedules: Schedules,
     /// Set after a failed write or on close: every further operation fails.
     pub closed: bool,
     /// Write-path counters.
@@ -145,8 +148,9 @@ impl State {
         for (s, _) in removed.iter().filter(|(s, _)| *s >= first) {
             self.append_marker(Kind::Tombstone, *s)?;
         }
-        for (s, _) in &removed {
+        for (s, meta) in &removed {
             self.ttl.forget(*s);
+            self.schedules.forget(&meta.subject, *s);
         }
         Ok(removed)
     }
@@ -173,6 +177,11 @@ impl State {
         if seq > self.visible {
             return Ok(None);
         }
+        self.read_any(seq)
+    }
+
+    /// Reads a live message whether or not it is visible yet (for the writer).
+    pub fn read_any(&self, seq: u64) -> Result<Option<StoredMessage>> {
         let Some(meta) = self.table.get(seq) else {
             return Ok(None);
         };

@@ -108,6 +108,7 @@ impl Store {
                         truncated: vec![],
                         lost: vec![],
                         warnings: vec![format!("not loaded: {e}")],
+                        per_message_blocks_scanned: 0,
                     });
                     continue;
                 }
@@ -219,6 +220,7 @@ impl Store {
             truncated: vec![],
             lost: vec![],
             warnings: vec![],
+            per_message_blocks_scanned: 0,
         };
         let dir = self.stream_dir(&name);
         if let Some(dir) = &dir
@@ -231,15 +233,16 @@ impl Store {
             meta::write(dir, &config, created, incarnation)?;
         }
         let file_dir = dir.filter(|_| config.storage == StorageType::File);
-        let (table, blocks, last_msg_id, ttl) = match &file_dir {
+        let (table, blocks, last_msg_id, ttl, schedules) = match &file_dir {
             Some(dir) => {
                 let r = recovery::recover(&name, &dir.join("msgs"), opts.block_size, &mut report)?;
-                (r.table, r.blocks, r.last_msg_id, r.ttl)
+                (r.table, r.blocks, r.last_msg_id, r.ttl, r.schedules)
             }
             None => (
                 Default::default(),
                 Blocks::memory(opts.block_size),
                 None,
+                Default::default(),
                 Default::default(),
             ),
         };
@@ -255,6 +258,7 @@ impl Store {
             dedupe: Default::default(),
             last_msg_id,
             ttl,
+            schedules,
             closed: false,
             stats: Default::default(),
             dirty: false,

@@ -125,6 +125,9 @@ pub struct RecoveryReport {
     /// Sequences lost in truncated regions, as far as surviving evidence shows (some may have
     /// been deleted already before the damage).
     pub lost: Vec<RangeInclusive<u64>>,
+    /// Blocks read by the per-message (TTL, schedule, source) recovery scan; blocks whose
+    /// counters show nothing to recover, or that lie below the sidecar stamps, are skipped.
+    pub per_message_blocks_scanned: u64,
     /// Other problems found and handled (a bad index or sidecar file, …).
     pub warnings: Vec<String>,
 }

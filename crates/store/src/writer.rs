@@ -236,11 +236,42 @@ fn housekeeping(st: &mut State) {
             };
             rules::publish(st, &marker)?;
         }
+        fire_schedules(st, now)?;
         st.drop_empty_blocks()
     });
     if let Err(e) = result {
         tracing::warn!(stream = %st.config.name, error = %e, "expiry failed");
     }
+}
+
+/// Fires every due schedule once (runs missed while down collapse into one), then re-arms
+/// repeating ones after now and removes fired one-shots.
+fn fire_schedules(st: &mut State, now: i64) -> Result<()> {
+    for (subject, entry) in st.schedules.due(now) {
+        let Some(msg) = st.read_any(entry.seq)? else {
+            continue;
+        };
+        let Some((target, headers, next)) = crate::schedule::fire(&subject, &msg.headers, now)
+        else {
+            continue;
+        };
+        let fired = Publish {
+            subject: target,
+            headers,
+            payload: msg.payload.clone(),
+            internal: true,
+        };
+        if let Err(e) = rules::publish(st, &fired) {
+            tracing::warn!(stream = %st.config.name, schedule = %subject, error = %e, "scheduled message rejected");
+        }
+        match next {
+            Some(next) => st.schedules.insert(&subject, entry.seq, next),
+            None => {
+                st.remove(&[entry.seq])?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn next_wake(shared: &Shared) -> Duration {
