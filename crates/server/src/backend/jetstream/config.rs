@@ -27,6 +27,8 @@ fn invalid(
 
 /// Shown instead of a secret.
 const REDACTED: &str = "<redacted>";
+/// Shown instead of a secret inside a URL (where `<` and `>` would be percent-encoded).
+const URL_REDACTED: &str = "redacted";
 
 /// How the JetStream backend connects and which stream it serves.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
@@ -159,6 +161,24 @@ impl JetStreamConfig {
             .map(|url| redact_url(url))
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// `text` with every secret of this configuration (token, password, credentials embedded
+    /// in URLs) replaced, for messages that quote what a library reported.
+    pub fn scrub(&self, text: &str) -> String {
+        let url_secrets = self.urls.iter().filter_map(|url| {
+            let addr: async_nats::ServerAddr = url.parse().ok()?;
+            let url = addr.into_inner();
+            let secret = url.password().unwrap_or(url.username());
+            (!secret.is_empty()).then(|| secret.to_owned())
+        });
+        let secrets: Vec<String> = url_secrets
+            .chain(self.token.iter().cloned())
+            .chain(self.password.iter().cloned())
+            .collect();
+        secrets.iter().fold(text.to_owned(), |text, secret| {
+            text.replace(secret.as_str(), REDACTED)
+        })
     }
 
     fn validate_urls(&self) -> Result<(), ConfigError> {
@@ -337,7 +357,7 @@ impl fmt::Debug for JetStreamConfig {
     }
 }
 
-/// `url` with any password replaced by `<redacted>`; unparsable input is redacted after any
+/// `url` with any password replaced by `redacted`; unparsable input is redacted after any
 /// `user:pass@` part it seems to carry.
 pub fn redact_url(url: &str) -> String {
     match url.parse::<async_nats::ServerAddr>() {
@@ -345,17 +365,17 @@ pub fn redact_url(url: &str) -> String {
             let mut parsed = addr.into_inner();
             if parsed.password().is_some() {
                 // Setting a password only fails for URLs without a host, which parsing rejected.
-                let _ = parsed.set_password(Some(REDACTED));
+                let _ = parsed.set_password(Some(URL_REDACTED));
             } else if !parsed.username().is_empty() {
                 // A lone user part may be a token (`nats://token@host`).
-                let _ = parsed.set_username(REDACTED);
+                let _ = parsed.set_username(URL_REDACTED);
             }
             parsed.to_string()
         }
         Err(_) => match url.rfind('@') {
             Some(at) => {
                 let scheme_end = url.find("://").map_or(0, |i| i + 3);
-                format!("{}{REDACTED}{}", &url[..scheme_end.min(at)], &url[at..])
+                format!("{}{URL_REDACTED}{}", &url[..scheme_end.min(at)], &url[at..])
             }
             None => url.to_owned(),
         },
@@ -455,7 +475,7 @@ mod tests {
         config.urls = vec!["nats://a:4222".into(), "http://user:secret@b:80".into()];
         let err = config.validate().unwrap_err().to_string();
         assert_eq!(rejected(&config).0, "urls[1]");
-        assert!(err.contains("http://<redacted>@b:80"), "{err}");
+        assert!(err.contains("http://redacted@b:80"), "{err}");
         assert!(!err.contains("secret"), "{err}");
         for ok in ["nats://h:1", "tls://h:1", "h:4222"] {
             config.urls = vec![ok.into()];
@@ -561,5 +581,20 @@ mod tests {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }
         assert!(shown.contains("alice"), "{shown}");
+    }
+
+    #[test]
+    fn scrub_removes_every_secret() {
+        let mut config = valid();
+        config.urls = vec![
+            "nats://alice:s3cret@h:4222".into(),
+            "nats://tok3n@h:4223".into(),
+        ];
+        config.token = Some("t0ken".into());
+        let text = config.scrub("failed nats://alice:s3cret@h:4222 and tok3n@h with t0ken");
+        assert_eq!(
+            text,
+            "failed nats://alice:<redacted>@h:4222 and <redacted>@h with <redacted>"
+        );
     }
 }

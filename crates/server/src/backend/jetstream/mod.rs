@@ -1,6 +1,201 @@
 //! The NATS JetStream backend: the hub in front of an existing JetStream stream, through
 //! async-nats.
+//!
+//! Every call to the server is bounded by `request_timeout` (health by one second), errors
+//! from the JetStream API keep their status and code, and credentials never reach logs or
+//! error messages.
 
 mod config;
+mod connect;
+mod error;
+mod filters;
+mod info;
+mod publish;
+mod subscribe;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_nats::connection::State;
+use async_trait::async_trait;
+use tokio::sync::watch;
 
 pub use config::{JetStreamConfig, redact_url};
+pub use filters::ServerVersion;
+
+use crate::backend::{
+    Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, StreamState,
+};
+
+/// The longest a health check may take.
+const HEALTH_LIMIT: Duration = Duration::from_millis(900);
+
+/// A hub backend on a NATS JetStream stream that must already exist.
+pub struct JetStreamBackend {
+    shared: Arc<Shared>,
+}
+
+/// What the backend and its feeds share.
+struct Shared {
+    config: JetStreamConfig,
+    client: async_nats::Client,
+    context: async_nats::jetstream::Context,
+    /// Ticks on every (re)connection; see [`connect::Connection::reconnects`].
+    reconnects: watch::Receiver<u64>,
+    stats: Stats,
+}
+
+/// Counters of what the backend did behind the hub's back.
+#[derive(Debug, Default)]
+struct Stats {
+    consumers_created: AtomicU64,
+    consumers_lost: AtomicU64,
+    filtered_out: AtomicU64,
+}
+
+/// A snapshot of the backend's counters, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JetStreamStats {
+    /// Consumers created for feeds (first creations and recreations).
+    pub consumers_created: u64,
+    /// Consumers found lost (deleted, reaped, heartbeats missed, delivery gap, reconnection)
+    /// and recreated from the next sequence.
+    pub consumers_lost: u64,
+    /// Messages a feed dropped because the server could not filter them itself (servers
+    /// before 2.10 or overlapping filters) and they matched no filter of the subscription.
+    pub filtered_out: u64,
+}
+
+impl JetStreamBackend {
+    /// Validates `config`, connects, and checks that the stream exists.
+    ///
+    /// # Errors
+    /// An invalid configuration, no reachable server ([`BackendError::Unavailable`]), or a
+    /// missing stream ([`BackendError::Api`] with status 404, naming the stream and the server).
+    pub async fn connect(config: &JetStreamConfig) -> Result<Self, BackendError> {
+        config
+            .validate()
+            .map_err(|err| BackendError::Other(err.to_string()))?;
+        let connection = connect::connect(config).await?;
+        let context = async_nats::jetstream::ContextBuilder::new()
+            .timeout(config.request_timeout)
+            .build(connection.client.clone());
+        let shown_urls = config.redacted_urls();
+        let facts = info::fetch(&context, &config.stream, config.request_timeout)
+            .await
+            .map_err(|err| match err {
+                BackendError::Api {
+                    status: 404,
+                    code,
+                    description,
+                } => BackendError::Api {
+                    status: 404,
+                    code,
+                    description: format!(
+                        "stream {:?} does not exist on {shown_urls} ({description}); create it first",
+                        config.stream
+                    ),
+                },
+                BackendError::Unavailable(reason) => BackendError::Unavailable(format!(
+                    "{reason} (NATS at {shown_urls}; is JetStream enabled?)"
+                )),
+                other => other,
+            })?;
+        tracing::info!(
+            urls = shown_urls,
+            stream = config.stream,
+            server_version = connection.client.server_info().version,
+            subjects = ?facts.state.subjects,
+            epoch = format_args!("{:x}", facts.state.epoch),
+            "connected to the JetStream stream"
+        );
+        Ok(Self {
+            shared: Arc::new(Shared {
+                config: config.clone(),
+                client: connection.client,
+                context,
+                reconnects: connection.reconnects,
+                stats: Stats::default(),
+            }),
+        })
+    }
+
+    /// The version of the server the client is connected to now.
+    pub fn server_version(&self) -> ServerVersion {
+        ServerVersion::parse(&self.shared.client.server_info().version)
+    }
+
+    /// The backend's counters so far.
+    pub fn stats(&self) -> JetStreamStats {
+        let stats = &self.shared.stats;
+        JetStreamStats {
+            consumers_created: stats.consumers_created.load(Ordering::Relaxed),
+            consumers_lost: stats.consumers_lost.load(Ordering::Relaxed),
+            filtered_out: stats.filtered_out.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[async_trait]
+impl Backend for JetStreamBackend {
+    fn kind(&self) -> &'static str {
+        "jetstream"
+    }
+
+    async fn publish(&self, request: PublishRequest) -> Result<PublishAck, BackendError> {
+        publish::publish(
+            &self.shared.context,
+            request,
+            self.shared.config.request_timeout,
+        )
+        .await
+    }
+
+    async fn stream_state(&self) -> Result<StreamState, BackendError> {
+        let shared = &self.shared;
+        let facts = info::fetch(
+            &shared.context,
+            &shared.config.stream,
+            shared.config.request_timeout,
+        )
+        .await?;
+        Ok(facts.state)
+    }
+
+    async fn subscribe(
+        &self,
+        filters: &[String],
+        start: u64,
+    ) -> Result<MessageStream, BackendError> {
+        subscribe::subscribe(self.shared.clone(), filters, start).await
+    }
+
+    async fn health(&self) -> Health {
+        let shared = &self.shared;
+        if shared.client.connection_state() != State::Connected {
+            return Health::Unavailable {
+                cause: "backend_disconnected",
+                detail: format!("not connected to NATS at {}", shared.config.redacted_urls()),
+            };
+        }
+        let limit = shared.config.request_timeout.min(HEALTH_LIMIT);
+        match info::fetch(&shared.context, &shared.config.stream, limit).await {
+            Ok(_) => Health::Ready,
+            Err(err) => Health::Unavailable {
+                cause: "stream_unavailable",
+                detail: format!("stream {:?}: {err}", shared.config.stream),
+            },
+        }
+    }
+
+    async fn shutdown(&self) {
+        let shared = &self.shared;
+        let limit = shared.config.request_timeout;
+        match tokio::time::timeout(limit, shared.client.drain()).await {
+            Ok(Ok(())) => tracing::info!("NATS connection drained"),
+            Ok(Err(err)) => tracing::warn!(%err, "draining the NATS connection failed"),
+            Err(_) => tracing::warn!(?limit, "draining the NATS connection timed out"),
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! How a set of subscription filters is expressed to the server: one filter, several
+//! (`filter_subjects`, servers ≥ 2.10), or one common filter with the rest done in-process
+//! when the server cannot take the set as it is.
+
+use sluice_protocol::error::codes;
+use sluice_protocol::subject::{FilterSet, filters_overlap};
+
+use crate::backend::BackendError;
+
+/// A nats-server version, `major.minor.patch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ServerVersion(pub u64, pub u64, pub u64);
+
+impl ServerVersion {
+    /// The first servers taking several filters per consumer.
+    pub const MULTI_FILTER: Self = Self(2, 10, 0);
+    /// The first servers not known to skip messages on multi-filter consumers.
+    pub const MULTI_FILTER_FIXED: Self = Self(2, 14, 7);
+
+    /// Parses `2.10.4`, `2.11.0-RC.1` and the like; missing or odd parts count as 0.
+    pub fn parse(text: &str) -> Self {
+        let mut parts = text.split('.').map(|part| {
+            let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().unwrap_or(0)
+        });
+        Self(
+            parts.next().unwrap_or(0),
+            parts.next().unwrap_or(0),
+            parts.next().unwrap_or(0),
+        )
+    }
+}
+
+impl std::fmt::Display for ServerVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
+/// What the consumer asks the server to filter, and what is left to filter here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct FilterPlan {
+    /// The consumer's `filter_subject` (empty: every subject of the stream).
+    pub filter_subject: String,
+    /// The consumer's `filter_subjects` (servers ≥ 2.10; empty when unused).
+    pub filter_subjects: Vec<String>,
+    /// Filters applied in-process to what the server delivers, when it cannot apply them.
+    pub local: Option<FilterSet>,
+}
+
+impl FilterPlan {
+    /// Plans `filters` for a server of `version`.
+    pub fn new(filters: &[String], version: ServerVersion) -> Result<Self, BackendError> {
+        let set = FilterSet::new(filters.iter().cloned()).map_err(|err| BackendError::Api {
+            status: 400,
+            code: codes::BAD_REQUEST,
+            description: err.to_string(),
+        })?;
+        let all = set.as_slice();
+        match all {
+            [] => Err(BackendError::Api {
+                status: 400,
+                code: codes::BAD_REQUEST,
+                description: "a subscription needs at least one filter".to_owned(),
+            }),
+            [one] => Ok(Self {
+                filter_subject: one.clone(),
+                filter_subjects: Vec::new(),
+                local: None,
+            }),
+            // The server rejects overlapping filters, and older servers take only one.
+            _ if version >= ServerVersion::MULTI_FILTER && !any_overlap(all) => Ok(Self {
+                filter_subject: String::new(),
+                filter_subjects: all.to_vec(),
+                local: None,
+            }),
+            _ => Ok(Self {
+                filter_subject: common_filter(all),
+                filter_subjects: Vec::new(),
+                local: Some(set),
+            }),
+        }
+    }
+}
+
+fn any_overlap(filters: &[String]) -> bool {
+    filters
+        .iter()
+        .enumerate()
+        .any(|(i, a)| filters[i + 1..].iter().any(|b| filters_overlap(a, b)))
+}
+
+/// The narrowest single filter covering all of `filters`: their shared leading literal tokens
+/// followed by `>`, or empty (the whole stream) when they share none.
+fn common_filter(filters: &[String]) -> String {
+    let tokenised: Vec<Vec<&str>> = filters.iter().map(|f| f.split('.').collect()).collect();
+    // Stop one token short of the shortest filter, so `>` has a token to match in each.
+    let limit = tokenised
+        .iter()
+        .map(Vec::len)
+        .min()
+        .unwrap_or(0)
+        .saturating_sub(1);
+    let first = &tokenised[0];
+    let shared = (0..limit)
+        .take_while(|&i| {
+            let token = first[i];
+            token != "*" && token != ">" && tokenised.iter().all(|t| t[i] == token)
+        })
+        .count();
+    if shared == 0 {
+        String::new()
+    } else {
+        format!("{}.>", first[..shared].join("."))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(filters: &[&str], version: ServerVersion) -> FilterPlan {
+        let filters: Vec<String> = filters.iter().map(|f| (*f).to_owned()).collect();
+        FilterPlan::new(&filters, version).unwrap()
+    }
+
+    const NEW: ServerVersion = ServerVersion(2, 15, 1);
+    const OLD: ServerVersion = ServerVersion(2, 9, 10);
+
+    #[test]
+    fn versions_parse_leniently() {
+        assert_eq!(ServerVersion::parse("2.15.1"), ServerVersion(2, 15, 1));
+        assert_eq!(ServerVersion::parse("2.11.0-RC.1"), ServerVersion(2, 11, 0));
+        assert_eq!(ServerVersion::parse("garbage"), ServerVersion(0, 0, 0));
+        assert!(ServerVersion(2, 14, 6) < ServerVersion::MULTI_FILTER_FIXED);
+    }
+
+    #[test]
+    fn one_filter_goes_to_the_server() {
+        let plan = plan(&["a.b", "a.b"], OLD);
+        assert_eq!(plan.filter_subject, "a.b");
+        assert!(plan.local.is_none());
+    }
+
+    #[test]
+    fn disjoint_filters_go_to_new_servers() {
+        let plan = plan(&["a.x", "b.*"], NEW);
+        assert_eq!(plan.filter_subjects, ["a.x", "b.*"]);
+        assert!(plan.filter_subject.is_empty() && plan.local.is_none());
+    }
+
+    #[test]
+    fn old_servers_get_a_common_filter_and_local_filtering() {
+        let plan = plan(&["orders.eu.new", "orders.us.*"], OLD);
+        assert_eq!(plan.filter_subject, "orders.>");
+        let local = plan.local.unwrap();
+        assert!(local.matches("orders.us.x") && !local.matches("orders.eu.old"));
+    }
+
+    #[test]
+    fn overlapping_filters_are_filtered_locally_even_on_new_servers() {
+        let plan = plan(&["a.*", "*.b"], NEW);
+        assert_eq!(plan.filter_subject, "");
+        assert!(plan.local.is_some());
+    }
+
+    #[test]
+    fn common_filter_leaves_a_token_for_the_wildcard() {
+        assert_eq!(common_filter(&["a".into(), "a.b".into()]), "");
+        assert_eq!(common_filter(&["a.b.c".into(), "a.b.d".into()]), "a.b.>");
+        assert_eq!(common_filter(&["a.*.c".into(), "a.*.d".into()]), "a.>");
+        assert_eq!(common_filter(&["x.y".into(), "z.y".into()]), "");
+    }
+
+    #[test]
+    fn bad_filters_are_bad_requests() {
+        let err = FilterPlan::new(&["a..b".to_owned()], NEW).unwrap_err();
+        assert!(
+            matches!(err, BackendError::Api { status: 400, .. }),
+            "{err:?}"
+        );
+        let err = FilterPlan::new(&[], NEW).unwrap_err();
+        assert!(
+            matches!(err, BackendError::Api { status: 400, .. }),
+            "{err:?}"
+        );
+    }
+}

@@ -1,0 +1,100 @@
+//! Reading the stream's description and state from the server, and the stream's epoch.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, response::Response, stream};
+
+use super::error::{api_error, bounded, from_nats};
+use crate::backend::{BackendError, StreamState};
+
+/// What the backend needs to know about the stream at one moment.
+#[derive(Debug, Clone)]
+pub(super) struct StreamFacts {
+    /// The state in the backend's terms.
+    pub state: StreamState,
+    /// The stream's own limit on consumers' inactivity, if it sets one.
+    pub inactive_threshold_limit: Option<Duration>,
+}
+
+/// Asks the server for the stream's info, bounded by `limit`.
+pub(super) async fn fetch(
+    context: &jetstream::Context,
+    stream: &str,
+    limit: Duration,
+) -> Result<StreamFacts, BackendError> {
+    let what = format!("reading stream {stream:?}");
+    let response = bounded(limit, &what, async {
+        context
+            .request::<_, _, Response<stream::Info>>(
+                format!("STREAM.INFO.{stream}"),
+                &serde_json::json!({}),
+            )
+            .await
+            .map_err(|err| from_nats(&what, &err))
+    })
+    .await?;
+    match response {
+        Response::Ok(info) => Ok(facts(&info)),
+        Response::Err { error } => Err(api_error(&error)),
+    }
+}
+
+fn facts(info: &stream::Info) -> StreamFacts {
+    let state = &info.state;
+    let first_time = (state.messages > 0)
+        .then(|| timestamp(state.first_timestamp))
+        .flatten();
+    let inactive_threshold_limit = info
+        .config
+        .consumer_limits
+        .as_ref()
+        .map(|limits| limits.inactive_threshold)
+        .filter(|limit| !limit.is_zero());
+    StreamFacts {
+        state: StreamState {
+            // JetStream reports first = last + 1 for an emptied stream, but 0 for a new one.
+            first_seq: state.first_sequence.max(1).min(state.last_sequence + 1),
+            last_seq: state.last_sequence,
+            first_time,
+            epoch: epoch(info.created),
+            subjects: info.config.subjects.clone(),
+        },
+        inactive_threshold_limit,
+    }
+}
+
+/// A server time as a [`jiff::Timestamp`]; `None` when out of jiff's range.
+pub(super) fn timestamp(time: async_nats::datetime::DateTime) -> Option<jiff::Timestamp> {
+    jiff::Timestamp::from_nanosecond(time.unix_timestamp_nanos()).ok()
+}
+
+/// The stream's incarnation: a stable hash of its creation time, so a stream deleted and
+/// created again under the same name gets another epoch. FNV-1a over the creation time in
+/// nanoseconds (little-endian), fixed forever because epochs are stored in clients' cursors.
+pub(super) fn epoch(created: async_nats::datetime::DateTime) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    created
+        .unix_timestamp_nanos()
+        .to_le_bytes()
+        .iter()
+        .fold(OFFSET, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_is_stable_and_tells_creation_times_apart() {
+        let created =
+            async_nats::datetime::DateTime::from_unix_timestamp_nanos(1_780_000_000_123_456_789)
+                .unwrap();
+        let later = created + Duration::from_nanos(1);
+        // Pinned: a different value would invalidate every cursor clients hold.
+        assert_eq!(epoch(created), 0xfe1c_26a0_7ac1_1749);
+        assert_ne!(epoch(created), epoch(later));
+    }
+}

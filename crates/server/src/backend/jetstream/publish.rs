@@ -1,0 +1,118 @@
+//! Publishing to the stream, and converting headers between sluice and async-nats.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, context::PublishErrorKind};
+use async_nats::{HeaderMap, HeaderName, HeaderValue};
+use sluice_protocol::error::codes;
+use sluice_protocol::headers::Headers;
+
+use super::error::{bounded, from_nats};
+use crate::backend::{BackendError, PublishAck, PublishRequest};
+
+/// Publishes one message and waits for the stream's acknowledgement, all within `limit`.
+pub(super) async fn publish(
+    context: &jetstream::Context,
+    request: PublishRequest,
+    limit: Duration,
+) -> Result<PublishAck, BackendError> {
+    let what = format!("publishing to {:?}", request.subject);
+    let headers = to_nats(&request.headers)?;
+    let message = jetstream::message::PublishMessage::build()
+        .headers(headers)
+        .payload(request.payload);
+    bounded(limit, &what, async {
+        let pending = context
+            .send_publish(request.subject.clone(), message)
+            .await
+            .map_err(|err| publish_error(&what, &err))?;
+        let ack = pending.await.map_err(|err| publish_error(&what, &err))?;
+        Ok(PublishAck {
+            seq: ack.sequence,
+            duplicate: ack.duplicate,
+        })
+    })
+    .await
+}
+
+fn publish_error(what: &str, err: &jetstream::context::PublishError) -> BackendError {
+    match err.kind() {
+        PublishErrorKind::MaxPayloadExceeded => BackendError::Api {
+            status: 400,
+            code: codes::MESSAGE_EXCEEDS_MAXIMUM,
+            description: err.to_string(),
+        },
+        PublishErrorKind::StreamNotFound => {
+            BackendError::Unavailable(format!("{what}: no stream captures this subject"))
+        }
+        _ => from_nats(what, err),
+    }
+}
+
+/// sluice headers as an async-nats header map; a name or value NATS cannot carry is a bad
+/// request naming it.
+pub(super) fn to_nats(headers: &Headers) -> Result<HeaderMap, BackendError> {
+    let bad = |what: &str, text: &str| BackendError::Api {
+        status: 400,
+        code: codes::BAD_REQUEST,
+        description: format!("invalid header {what} {text:?}"),
+    };
+    let mut map = HeaderMap::new();
+    for (name, value) in headers.iter() {
+        let name = HeaderName::from_str(name).map_err(|_| bad("name", name))?;
+        let value = HeaderValue::from_str(value).map_err(|_| bad("value", value))?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+/// An async-nats header map as sluice headers. Values of one name keep their order; names
+/// are sorted, since the map does not remember their order.
+pub(super) fn from_nats_headers(map: Option<&HeaderMap>) -> Headers {
+    let mut headers = Headers::new();
+    let Some(map) = map else { return headers };
+    let mut entries: Vec<(&str, _)> = map
+        .iter()
+        .map(|(name, values)| (name.as_ref(), values))
+        .collect();
+    entries.sort_by_key(|(name, _)| *name);
+    for (name, values) in entries {
+        for value in values {
+            headers.append(name, value.as_str());
+        }
+    }
+    headers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip_keeping_value_order() {
+        let mut headers = Headers::new();
+        headers.append("Nats-Msg-Id", "m1");
+        headers.append("X-Multi", "one");
+        headers.append("X-Multi", "two");
+        let back = from_nats_headers(Some(&to_nats(&headers).unwrap()));
+        assert_eq!(back, headers);
+    }
+
+    #[test]
+    fn headers_nats_cannot_carry_are_bad_requests() {
+        let mut headers = Headers::new();
+        headers.append("Bad Name:", "v");
+        match to_nats(&headers).unwrap_err() {
+            BackendError::Api {
+                status,
+                code,
+                description,
+            } => {
+                assert_eq!((status, code), (400, codes::BAD_REQUEST));
+                assert!(description.contains("Bad Name:"), "{description}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! The ordered feed behind [`Backend::subscribe`](crate::backend::Backend::subscribe): an
+//! ephemeral, unacknowledged pull consumer from a start sequence, recreated from the last
+//! delivered sequence + 1 whenever it is lost.
+//!
+//! A consumer counts as lost when the server deletes it (or reaps it), when two idle
+//! heartbeats are missed, when its delivery sequence jumps (a message was lost in flight), when
+//! a pull fails, and whenever the connection is re-established — messages in flight during a
+//! disconnect are gone, so the feed never trusts a consumer that lived through one. Nothing
+//! runs in the background once the feed is dropped: the pull task stops with it and the
+//! consumer is deleted (bounded by the request timeout).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, pull};
+use async_nats::jetstream::stream::ConsumerErrorKind;
+use futures::StreamExt;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::Shared;
+use super::error::{api_error, bounded, from_nats, is_permanent};
+use super::filters::{FilterPlan, ServerVersion};
+use super::info;
+use super::publish::from_nats_headers;
+use crate::backend::{BackendError, BackendMessage, MessageStream};
+
+/// How long a consumer may sit idle before the server deletes it, unless the stream sets a
+/// shorter limit. Live pulls keep it active, so this only matters once the feed is gone.
+const INACTIVE_THRESHOLD: Duration = Duration::from_secs(30);
+/// Messages asked for per pull: the most a feed buffers ahead of its reader.
+const PULL_BATCH: usize = 128;
+/// How long a lost consumer is retried before the feed ends with an error.
+const RECOVERY_WINDOW: Duration = Duration::from_secs(30);
+/// The first pause between recovery attempts; it doubles up to [`MAX_RETRY_PAUSE`].
+const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(50);
+/// The longest pause between recovery attempts.
+const MAX_RETRY_PAUSE: Duration = Duration::from_secs(2);
+
+/// Opens a feed of every message matching `filters` from stream sequence `start`.
+pub(super) async fn subscribe(
+    shared: Arc<Shared>,
+    filters: &[String],
+    start: u64,
+) -> Result<MessageStream, BackendError> {
+    let version = ServerVersion::parse(&shared.client.server_info().version);
+    let plan = FilterPlan::new(filters, version)?;
+    if !plan.filter_subjects.is_empty() && version < ServerVersion::MULTI_FILTER_FIXED {
+        tracing::warn!(
+            server_version = %version,
+            filters = ?plan.filter_subjects,
+            "nats-server before {} may skip messages on consumers with several filters; upgrade the server",
+            ServerVersion::MULTI_FILTER_FIXED
+        );
+    }
+    if let Some(local) = &plan.local {
+        tracing::info!(
+            server_version = %version,
+            filters = %local,
+            server_filter = plan.filter_subject,
+            "filters cannot be given to this server as they are; filtering in-process"
+        );
+    }
+    let epoch = info::fetch(
+        &shared.context,
+        &shared.config.stream,
+        shared.config.request_timeout,
+    )
+    .await?
+    .state
+    .epoch;
+    let mut feed = Feed {
+        reconnects: shared.reconnects.clone(),
+        shared,
+        plan,
+        epoch,
+        next_seq: start.max(1),
+        current: None,
+        finished: false,
+    };
+    feed.current = Some(feed.open().await?);
+    Ok(futures::stream::unfold(feed, |mut feed| async move {
+        let item = feed.next().await?;
+        Some((item, feed))
+    })
+    .boxed())
+}
+
+/// One subscription's state.
+struct Feed {
+    shared: Arc<Shared>,
+    plan: FilterPlan,
+    /// The stream incarnation the feed started on; a recreated stream ends the feed.
+    epoch: u64,
+    /// The next stream sequence wanted: the last delivered + 1.
+    next_seq: u64,
+    reconnects: watch::Receiver<u64>,
+    current: Option<LiveConsumer>,
+    /// Set after the feed reported its final error.
+    finished: bool,
+}
+
+/// What happened while waiting for the next message.
+enum Step {
+    Message(Box<async_nats::jetstream::Message>),
+    Lost(String),
+}
+
+impl Feed {
+    /// The next message, recovering from consumer loss; `None` after a final error.
+    async fn next(&mut self) -> Option<Result<BackendMessage, BackendError>> {
+        if self.finished {
+            return None;
+        }
+        loop {
+            let current = match &mut self.current {
+                Some(current) => current,
+                None => match self.reopen().await {
+                    Ok(opened) => self.current.insert(opened),
+                    Err(err) => {
+                        self.finished = true;
+                        return Some(Err(err));
+                    }
+                },
+            };
+            let step = tokio::select! {
+                biased;
+                changed = self.reconnects.changed() => match changed {
+                    Ok(()) => Step::Lost("the NATS connection was re-established".to_owned()),
+                    Err(_) => {
+                        self.finished = true;
+                        return Some(Err(BackendError::Unavailable(
+                            "the NATS connection is closed".to_owned(),
+                        )));
+                    }
+                },
+                next = current.messages.next() => match next {
+                    Some(Ok(message)) => Step::Message(Box::new(message)),
+                    Some(Err(err)) => Step::Lost(format!("the consumer failed: {err}")),
+                    None => Step::Lost("the consumer ended".to_owned()),
+                },
+            };
+            let message = match step {
+                Step::Message(message) => message,
+                Step::Lost(reason) => {
+                    self.lose(&reason);
+                    continue;
+                }
+            };
+            match self.accept(&message) {
+                Ok(Some(delivered)) => return Some(Ok(delivered)),
+                Ok(None) => continue,
+                Err(reason) => self.lose(&reason),
+            }
+        }
+    }
+
+    /// Checks a delivered message against the feed's position: `Ok(Some)` to deliver it,
+    /// `Ok(None)` to skip it, `Err` when the consumer lost a message.
+    fn accept(
+        &mut self,
+        message: &async_nats::jetstream::Message,
+    ) -> Result<Option<BackendMessage>, String> {
+        let current = self
+            .current
+            .as_mut()
+            .expect("a message comes from the current consumer");
+        let delivery = message
+            .info()
+            .map_err(|err| format!("unreadable delivery metadata: {err}"))?;
+        if delivery.consumer_sequence != current.delivered + 1 {
+            return Err(format!(
+                "delivery sequence jumped from {} to {}",
+                current.delivered, delivery.consumer_sequence
+            ));
+        }
+        current.delivered = delivery.consumer_sequence;
+        let seq = delivery.stream_sequence;
+        if seq < self.next_seq {
+            tracing::debug!(
+                seq,
+                next_seq = self.next_seq,
+                "skipping a redelivered message"
+            );
+            return Ok(None);
+        }
+        self.next_seq = seq + 1;
+        if let Some(local) = &self.plan.local
+            && !local.matches(message.subject.as_str())
+        {
+            self.shared
+                .stats
+                .filtered_out
+                .fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
+        Ok(Some(BackendMessage {
+            seq,
+            subject: message.subject.to_string(),
+            // Server times are always within jiff's range.
+            time: info::timestamp(delivery.published).unwrap_or(jiff::Timestamp::UNIX_EPOCH),
+            headers: from_nats_headers(message.headers.as_ref()),
+            payload: message.payload.clone(),
+        }))
+    }
+
+    fn lose(&mut self, reason: &str) {
+        let consumer = self.current.take().map(|current| current.name.clone());
+        self.shared
+            .stats
+            .consumers_lost
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            stream = self.shared.config.stream,
+            consumer,
+            next_seq = self.next_seq,
+            reason,
+            "JetStream consumer lost; recreating it from the next sequence"
+        );
+    }
+
+    /// Opens a new consumer, retrying transient failures for [`RECOVERY_WINDOW`].
+    async fn reopen(&mut self) -> Result<LiveConsumer, BackendError> {
+        let deadline = Instant::now() + RECOVERY_WINDOW;
+        let mut pause = FIRST_RETRY_PAUSE;
+        loop {
+            match self.open().await {
+                Ok(opened) => return Ok(opened),
+                Err(err) if is_permanent(&err) || Instant::now() + pause > deadline => {
+                    tracing::error!(
+                        stream = self.shared.config.stream,
+                        next_seq = self.next_seq,
+                        error = %err,
+                        "cannot recreate the JetStream consumer; ending the feed"
+                    );
+                    return Err(err);
+                }
+                Err(err) => {
+                    tracing::warn!(
+                        stream = self.shared.config.stream,
+                        next_seq = self.next_seq,
+                        error = %err,
+                        retry_in = ?pause,
+                        "cannot recreate the JetStream consumer yet"
+                    );
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
+                }
+            }
+        }
+    }
+
+    /// Creates a consumer delivering from `next_seq` and starts pulling.
+    async fn open(&mut self) -> Result<LiveConsumer, BackendError> {
+        let shared = &self.shared;
+        let (stream, limit) = (&shared.config.stream, shared.config.request_timeout);
+        // Whatever happened to the connection so far is covered by the new consumer.
+        self.reconnects.borrow_and_update();
+        let facts = info::fetch(&shared.context, stream, limit).await?;
+        if facts.state.epoch != self.epoch {
+            return Err(BackendError::Other(format!(
+                "stream {stream:?} was deleted and created again (epoch {:x}, now {:x})",
+                self.epoch, facts.state.epoch
+            )));
+        }
+        let inactive_threshold = facts
+            .inactive_threshold_limit
+            .map_or(INACTIVE_THRESHOLD, |limit| limit.min(INACTIVE_THRESHOLD));
+        let config = pull::Config {
+            description: Some("sluice feed".to_owned()),
+            deliver_policy: match self.next_seq {
+                0 | 1 => DeliverPolicy::All,
+                start_sequence => DeliverPolicy::ByStartSequence { start_sequence },
+            },
+            ack_policy: AckPolicy::None,
+            filter_subject: self.plan.filter_subject.clone(),
+            filter_subjects: self.plan.filter_subjects.clone(),
+            inactive_threshold,
+            num_replicas: 1,
+            memory_storage: true,
+            ..Default::default()
+        };
+        let what = format!("creating a consumer on stream {stream:?}");
+        let consumer = bounded(limit, &what, async {
+            shared
+                .context
+                .create_consumer_on_stream(config, stream)
+                .await
+                .map_err(|err| match err.kind() {
+                    ConsumerErrorKind::JetStream(api) => api_error(&api),
+                    _ => from_nats(&what, &err),
+                })
+        })
+        .await?;
+        let name = consumer.cached_info().name.clone();
+        let cleanup = ConsumerCleanup {
+            context: shared.context.clone(),
+            stream: stream.clone(),
+            name: name.clone(),
+            limit,
+        };
+        let messages = bounded(limit, &what, async {
+            consumer
+                .stream()
+                .max_messages_per_batch(PULL_BATCH)
+                .heartbeat(shared.config.idle_heartbeat)
+                .messages()
+                .await
+                .map_err(|err| from_nats(&what, &err))
+        })
+        .await?;
+        shared
+            .stats
+            .consumers_created
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            stream,
+            consumer = name,
+            next_seq = self.next_seq,
+            "JetStream consumer created"
+        );
+        Ok(LiveConsumer {
+            messages,
+            name,
+            delivered: 0,
+            _cleanup: cleanup,
+        })
+    }
+}
+
+/// A consumer the feed is reading.
+struct LiveConsumer {
+    /// The pull loop; dropping it stops its task and its subscription.
+    messages: pull::Stream,
+    name: String,
+    /// The last delivery (consumer) sequence seen; deliveries must follow without a gap.
+    delivered: u64,
+    _cleanup: ConsumerCleanup,
+}
+
+/// Deletes the server-side consumer when the feed lets go of it.
+struct ConsumerCleanup {
+    context: async_nats::jetstream::Context,
+    stream: String,
+    name: String,
+    limit: Duration,
+}
+
+impl Drop for ConsumerCleanup {
+    fn drop(&mut self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // No runtime left: the server reaps it after the inactive threshold.
+        };
+        let (context, stream, name, limit) = (
+            self.context.clone(),
+            std::mem::take(&mut self.stream),
+            std::mem::take(&mut self.name),
+            self.limit,
+        );
+        runtime.spawn(async move {
+            let deleted =
+                tokio::time::timeout(limit, context.delete_consumer_from_stream(&name, &stream))
+                    .await;
+            if !matches!(deleted, Ok(Ok(_))) {
+                tracing::debug!(
+                    stream,
+                    consumer = name,
+                    "consumer not deleted; the server reaps it"
+                );
+            }
+        });
+    }
+}

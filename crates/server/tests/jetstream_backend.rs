@@ -1,0 +1,429 @@
+//! The JetStream backend against a real nats-server started per test on a free loopback port.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, stream};
+use bytes::Bytes;
+use futures::StreamExt;
+use sluice_protocol::headers::Headers;
+use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig};
+use sluice_server::backend::{Backend, BackendError, Health, MessageStream, PublishRequest};
+use sluice_test_support::NatsServer;
+use tokio::time::Instant;
+
+/// How long any single expected event may take before the test fails.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+async fn start_server() -> NatsServer {
+    NatsServer::start()
+        .await
+        .unwrap_or_else(|err| panic!("{err}"))
+}
+
+/// A JetStream context on a plain client, for setting the scene like an operator would.
+async fn operator(server: &NatsServer) -> jetstream::Context {
+    let client = async_nats::connect(server.url())
+        .await
+        .expect("operator connects");
+    jetstream::new(client)
+}
+
+async fn create_stream(js: &jetstream::Context, config: stream::Config) {
+    js.create_stream(config).await.expect("stream created");
+}
+
+fn events_stream() -> stream::Config {
+    stream::Config {
+        name: "EVENTS".to_owned(),
+        subjects: vec!["events.>".to_owned()],
+        ..Default::default()
+    }
+}
+
+/// Test settings: quick loss detection and reconnection.
+fn backend_config(server: &NatsServer, stream: &str) -> JetStreamConfig {
+    let mut config = JetStreamConfig::new(server.url(), stream);
+    config.idle_heartbeat = Duration::from_millis(500);
+    config.reconnect_wait = Duration::from_millis(50);
+    config
+}
+
+async fn connect(server: &NatsServer, stream: &str) -> JetStreamBackend {
+    JetStreamBackend::connect(&backend_config(server, stream))
+        .await
+        .unwrap_or_else(|err| panic!("backend connects: {err}"))
+}
+
+fn request(subject: &str, payload: &str) -> PublishRequest {
+    PublishRequest {
+        subject: subject.to_owned(),
+        headers: Headers::new(),
+        payload: Bytes::from(payload.to_owned()),
+    }
+}
+
+async fn publish(backend: &JetStreamBackend, subject: &str, payload: &str) -> u64 {
+    backend
+        .publish(request(subject, payload))
+        .await
+        .unwrap_or_else(|err| panic!("publish to {subject}: {err}"))
+        .seq
+}
+
+/// Publishes, retrying while the backend is reconnecting, until `DEADLINE`.
+async fn publish_eventually(backend: &JetStreamBackend, subject: &str, payload: &str) -> u64 {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        match backend.publish(request(subject, payload)).await {
+            Ok(ack) => return ack.seq,
+            Err(BackendError::Unavailable(reason)) if Instant::now() < deadline => {
+                eprintln!("publish not possible yet: {reason}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(err) => panic!("publish to {subject}: {err}"),
+        }
+    }
+}
+
+/// The next `count` messages of `feed` as (seq, subject, payload).
+async fn take(feed: &mut MessageStream, count: usize) -> Vec<(u64, String, String)> {
+    let mut taken = Vec::with_capacity(count);
+    while taken.len() < count {
+        let message = tokio::time::timeout(DEADLINE, feed.next())
+            .await
+            .unwrap_or_else(|_| panic!("no message after {taken:?}"))
+            .expect("the feed goes on")
+            .unwrap_or_else(|err| panic!("feed error after {taken:?}: {err}"));
+        taken.push((
+            message.seq,
+            message.subject,
+            String::from_utf8(message.payload.to_vec()).expect("utf-8 payload"),
+        ));
+    }
+    taken
+}
+
+/// Polls `check` until it holds or `DEADLINE` passes.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + DEADLINE;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn consumer_names(js: &jetstream::Context, stream: &str) -> Vec<String> {
+    let stream = js.get_stream(stream).await.expect("stream exists");
+    stream
+        .consumer_names()
+        .map(|name| name.expect("consumer name"))
+        .collect()
+        .await
+}
+
+#[tokio::test]
+async fn connect_error_names_a_missing_stream_and_the_server() {
+    let server = start_server().await;
+    let err = JetStreamBackend::connect(&backend_config(&server, "NOPE"))
+        .await
+        .err()
+        .expect("a missing stream is an error");
+    match err {
+        BackendError::Api {
+            status: 404,
+            code: 10059,
+            description,
+        } => {
+            assert!(description.contains("\"NOPE\""), "{description}");
+            assert!(description.contains(&server.url()), "{description}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn connect_error_never_shows_the_password() {
+    let server = start_server().await;
+    let mut config = backend_config(&server, "EVENTS");
+    config.urls = vec![format!("nats://alice:s3cret@127.0.0.1:{}", server.port())];
+    // The server has no users configured, so authentication fails or the stream is missing;
+    // either way the message must not carry the password.
+    let err = JetStreamBackend::connect(&config)
+        .await
+        .err()
+        .expect("an error");
+    let text = err.to_string();
+    assert!(!text.contains("s3cret"), "{text}");
+    assert!(text.contains("alice:redacted@127.0.0.1"), "{text}");
+}
+
+#[tokio::test]
+async fn publish_returns_the_sequence_and_flags_duplicates() {
+    let server = start_server().await;
+    create_stream(&operator(&server).await, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+
+    let mut with_id = request("events.a", "one");
+    with_id.headers.append("Nats-Msg-Id", "m-1");
+    let first = backend.publish(with_id.clone()).await.unwrap();
+    assert_eq!((first.seq, first.duplicate), (1, false));
+    let again = backend.publish(with_id).await.unwrap();
+    assert_eq!((again.seq, again.duplicate), (1, true));
+    assert_eq!(publish(&backend, "events.b", "two").await, 2);
+
+    let state = backend.stream_state().await.unwrap();
+    assert_eq!((state.first_seq, state.last_seq), (1, 2));
+    assert!(state.first_time.is_some());
+    assert_eq!(state.subjects, ["events.>"]);
+}
+
+#[tokio::test]
+async fn headers_pass_through_to_subscribers() {
+    let server = start_server().await;
+    create_stream(&operator(&server).await, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    let mut with_headers = request("events.a", "h");
+    with_headers.headers.append("X-Trace", "t-1");
+    with_headers.headers.append("X-Trace", "t-2");
+    backend.publish(with_headers).await.unwrap();
+
+    let mut feed = backend
+        .subscribe(&["events.>".to_owned()], 1)
+        .await
+        .unwrap();
+    let message = tokio::time::timeout(DEADLINE, feed.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        message.headers.get_all("X-Trace").collect::<Vec<_>>(),
+        ["t-1", "t-2"]
+    );
+}
+
+#[tokio::test]
+async fn api_errors_keep_their_status_and_code() {
+    let server = start_server().await;
+    create_stream(&operator(&server).await, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    publish(&backend, "events.a", "one").await;
+
+    let mut expecting = request("events.a", "two");
+    expecting
+        .headers
+        .append("Nats-Expected-Last-Sequence", "99");
+    match backend.publish(expecting).await {
+        Err(BackendError::Api {
+            status: 400,
+            code: 10071,
+            description,
+        }) => assert!(description.contains("wrong last sequence"), "{description}"),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn subscribe_replays_then_tails_live_over_two_filters_in_order() {
+    let server = start_server().await;
+    create_stream(&operator(&server).await, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    let mut expected = Vec::new();
+    for i in 0..30 {
+        let subject = ["events.a.x", "events.b.y", "events.c.z"][i % 3];
+        let seq = publish(&backend, subject, &format!("old-{i}")).await;
+        if !subject.starts_with("events.c") {
+            expected.push((seq, subject.to_owned(), format!("old-{i}")));
+        }
+    }
+
+    let filters = ["events.a.*".to_owned(), "events.b.>".to_owned()];
+    let mut feed = backend.subscribe(&filters, 1).await.unwrap();
+    assert_eq!(take(&mut feed, expected.len()).await, expected);
+
+    let mut live = Vec::new();
+    for i in 0..30 {
+        let subject = ["events.c.z", "events.b.y", "events.a.x"][i % 3];
+        let seq = publish(&backend, subject, &format!("new-{i}")).await;
+        if !subject.starts_with("events.c") {
+            live.push((seq, subject.to_owned(), format!("new-{i}")));
+        }
+    }
+    assert_eq!(take(&mut feed, live.len()).await, live);
+}
+
+#[tokio::test]
+async fn subscribe_from_a_sequence_starts_there() {
+    let server = start_server().await;
+    create_stream(&operator(&server).await, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    for i in 1..=5 {
+        publish(&backend, "events.a", &i.to_string()).await;
+    }
+    let mut feed = backend
+        .subscribe(&["events.a".to_owned()], 4)
+        .await
+        .unwrap();
+    let seqs: Vec<u64> = take(&mut feed, 2).await.into_iter().map(|m| m.0).collect();
+    assert_eq!(seqs, [4, 5]);
+}
+
+#[tokio::test]
+async fn a_consumer_deleted_by_the_server_is_recreated_without_gap_or_duplicate() {
+    let server = start_server().await;
+    let js = operator(&server).await;
+    create_stream(&js, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    for i in 1..=10 {
+        publish(&backend, "events.a", &format!("m{i}")).await;
+    }
+    let mut feed = backend
+        .subscribe(&["events.>".to_owned()], 1)
+        .await
+        .unwrap();
+    let mut seen: Vec<u64> = take(&mut feed, 4).await.into_iter().map(|m| m.0).collect();
+
+    let names = consumer_names(&js, "EVENTS").await;
+    assert_eq!(names.len(), 1, "one consumer for the feed: {names:?}");
+    js.delete_consumer_from_stream(&names[0], "EVENTS")
+        .await
+        .expect("$JS.API.CONSUMER.DELETE");
+    for i in 11..=20 {
+        publish(&backend, "events.a", &format!("m{i}")).await;
+    }
+    seen.extend(take(&mut feed, 16).await.into_iter().map(|m| m.0));
+    assert_eq!(seen, (1..=20).collect::<Vec<u64>>());
+    assert!(backend.stats().consumers_lost >= 1, "{:?}", backend.stats());
+    let after = consumer_names(&js, "EVENTS").await;
+    assert!(
+        !after.contains(&names[0]),
+        "a new consumer replaced {}: {after:?}",
+        names[0]
+    );
+}
+
+#[tokio::test]
+async fn a_server_restart_mid_feed_resumes_without_gap_or_duplicate() {
+    let mut server = start_server().await;
+    create_stream(&operator(&server).await, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    for i in 1..=10 {
+        publish(&backend, "events.a", &format!("m{i}")).await;
+    }
+    let mut feed = backend
+        .subscribe(&["events.>".to_owned()], 1)
+        .await
+        .unwrap();
+    let mut seen: Vec<u64> = take(&mut feed, 5).await.into_iter().map(|m| m.0).collect();
+
+    server.restart().await.unwrap_or_else(|err| panic!("{err}"));
+    for i in 11..=20 {
+        publish_eventually(&backend, "events.a", &format!("m{i}")).await;
+    }
+    seen.extend(take(&mut feed, 15).await.into_iter().map(|m| m.0));
+    assert_eq!(seen, (1..=20).collect::<Vec<u64>>());
+    assert!(backend.stats().consumers_lost >= 1, "{:?}", backend.stats());
+}
+
+#[tokio::test]
+async fn a_recreated_stream_has_a_new_epoch_and_ends_old_feeds() {
+    let server = start_server().await;
+    let js = operator(&server).await;
+    create_stream(&js, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    publish(&backend, "events.a", "old").await;
+    let before = backend.stream_state().await.unwrap();
+    let mut feed = backend
+        .subscribe(&["events.>".to_owned()], 1)
+        .await
+        .unwrap();
+    take(&mut feed, 1).await;
+
+    js.delete_stream("EVENTS").await.expect("stream deleted");
+    create_stream(&js, events_stream()).await;
+    let after = backend.stream_state().await.unwrap();
+    assert_ne!(before.epoch, after.epoch);
+    assert_eq!((after.first_seq, after.last_seq), (1, 0));
+
+    // The feed must not carry on into the new incarnation as if nothing happened.
+    let ended = tokio::time::timeout(DEADLINE, feed.next())
+        .await
+        .expect("the feed reacts to the deleted stream");
+    assert!(matches!(ended, Some(Err(_))), "{ended:?}");
+}
+
+#[tokio::test]
+async fn health_names_the_cause_when_the_stream_or_the_server_goes_away() {
+    let mut server = start_server().await;
+    let js = operator(&server).await;
+    create_stream(&js, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    assert_eq!(backend.health().await, Health::Ready);
+
+    js.delete_stream("EVENTS").await.expect("stream deleted");
+    match backend.health().await {
+        Health::Unavailable { cause, detail } => {
+            assert_eq!(cause, "stream_unavailable");
+            assert!(detail.contains("EVENTS"), "{detail}");
+        }
+        Health::Ready => panic!("ready without a stream"),
+    }
+
+    server.stop().await.expect("server stops");
+    eventually("health reports the disconnection", || async {
+        matches!(
+            backend.health().await,
+            Health::Unavailable {
+                cause: "backend_disconnected",
+                ..
+            }
+        )
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_streams_consumer_inactivity_limit_is_respected() {
+    let server = start_server().await;
+    let js = operator(&server).await;
+    create_stream(
+        &js,
+        stream::Config {
+            consumer_limits: Some(stream::ConsumerLimits {
+                inactive_threshold: Duration::from_secs(5),
+                max_ack_pending: 0,
+            }),
+            ..events_stream()
+        },
+    )
+    .await;
+    let backend = connect(&server, "EVENTS").await;
+    publish(&backend, "events.a", "one").await;
+    let mut feed = backend
+        .subscribe(&["events.>".to_owned()], 1)
+        .await
+        .unwrap();
+    assert_eq!(take(&mut feed, 1).await[0].0, 1);
+}
+
+#[tokio::test]
+async fn dropping_a_feed_deletes_its_consumer() {
+    let server = start_server().await;
+    let js = operator(&server).await;
+    create_stream(&js, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    let feed = backend
+        .subscribe(&["events.>".to_owned()], 1)
+        .await
+        .unwrap();
+    assert_eq!(consumer_names(&js, "EVENTS").await.len(), 1);
+    drop(feed);
+    eventually("the consumer is deleted", || async {
+        consumer_names(&js, "EVENTS").await.is_empty()
+    })
+    .await;
+}
