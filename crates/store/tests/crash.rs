@@ -41,7 +41,7 @@ fn crash_child() {
             .map(|_| {
                 let s = s.clone();
                 tokio::spawn(async move {
-                    loop {
+                    for _ in 0..u64::MAX {
                         // The payload names the sequence it expects; the store assigns in order,
                         // so a publisher asks for the next one under a lock-free retry.
                         let mut h = Headers::new();
