@@ -8,6 +8,11 @@ use std::fmt::Display;
 
 use serde::{Deserialize, Serialize};
 
+use crate::headers::HeaderError;
+use crate::schedule::ScheduleError;
+use crate::subject::SubjectError;
+use crate::ttl::TtlError;
+
 /// A JetStream API error. Displays as `description (code)`, as NATS does.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
 #[error("{description} ({code})")]
@@ -90,6 +95,13 @@ impl ApiError {
             code,
             description: description.into(),
         }
+    }
+
+    /// The same error with `: <detail>` appended to its description, to name the offending
+    /// value: `invalid per-message TTL: invalid Nats-TTL "0s": a TTL must be at least one second`.
+    pub fn with_detail(mut self, detail: impl Display) -> Self {
+        self.description = format!("{}: {detail}", self.description);
+        self
     }
 
     /// 400/10003 `bad request`.
@@ -324,6 +336,34 @@ impl ApiError {
     }
 }
 
+/// 400/10165 naming the rejected `Nats-TTL`.
+impl From<TtlError> for ApiError {
+    fn from(err: TtlError) -> Self {
+        ApiError::invalid_msg_ttl().with_detail(err)
+    }
+}
+
+/// 400/10189 naming the rejected `Nats-Schedule` or `Nats-Schedule-Time-Zone`.
+impl From<ScheduleError> for ApiError {
+    fn from(err: ScheduleError) -> Self {
+        ApiError::invalid_schedule().with_detail(err)
+    }
+}
+
+/// 400/10003 naming the rejected subject or filter.
+impl From<SubjectError> for ApiError {
+    fn from(err: SubjectError) -> Self {
+        ApiError::bad_request().with_detail(err)
+    }
+}
+
+/// 400/10003 naming the rejected header.
+impl From<HeaderError> for ApiError {
+    fn from(err: HeaderError) -> Self {
+        ApiError::bad_request().with_detail(err)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -489,6 +529,39 @@ mod tests {
             );
             assert_eq!(err.to_string(), format!("{description} ({code})"));
         }
+    }
+
+    #[test]
+    fn parse_errors_convert_naming_the_value() {
+        let ttl: ApiError = crate::ttl::MsgTtl::parse("0s").unwrap_err().into();
+        assert_eq!((ttl.status, ttl.code), (400, 10165));
+        assert_eq!(
+            ttl.description,
+            "invalid per-message TTL: invalid Nats-TTL \"0s\": a TTL must be at least one second"
+        );
+        let schedule: ApiError = crate::schedule::Schedule::parse("@every 1ms")
+            .unwrap_err()
+            .into();
+        assert_eq!((schedule.status, schedule.code), (400, 10189));
+        assert!(
+            schedule.description.starts_with(
+                "message schedules pattern is invalid: invalid schedule \"@every 1ms\""
+            )
+        );
+        let subject: ApiError = crate::subject::validate_subject("a..b").unwrap_err().into();
+        assert_eq!((subject.status, subject.code), (400, 10003));
+        assert!(
+            subject
+                .description
+                .starts_with("bad request: subject \"a..b\"")
+        );
+        let header: ApiError = crate::headers::validate_name("a b").unwrap_err().into();
+        assert_eq!((header.status, header.code), (400, 10003));
+        assert!(
+            header
+                .description
+                .starts_with("bad request: header name \"a b\"")
+        );
     }
 
     #[test]

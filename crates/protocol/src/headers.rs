@@ -49,6 +49,18 @@ pub const NATS_SCHEDULER: &str = "Nats-Scheduler";
 pub const NATS_SCHEDULE_NEXT: &str = "Nats-Schedule-Next";
 /// Set by the server on sourced messages; a client-supplied one is rejected (10227).
 pub const NATS_STREAM_SOURCE: &str = "Nats-Stream-Source";
+/// `Nats-Marker-Reason` of a marker written when `max_age` removed a subject's last message.
+pub const MARKER_REASON_MAX_AGE: &str = "MaxAge";
+/// `Nats-Marker-Reason` of a marker written when a purge removed a subject's messages.
+pub const MARKER_REASON_PURGE: &str = "Purge";
+/// `Nats-Marker-Reason` of a marker written when a delete removed a subject's last message.
+pub const MARKER_REASON_REMOVE: &str = "Remove";
+/// `Nats-Rollup` value: replace every earlier message on the subject.
+pub const ROLLUP_SUBJECT: &str = "sub";
+/// `Nats-Rollup` value: replace every earlier message in the stream.
+pub const ROLLUP_ALL: &str = "all";
+/// `Nats-Schedule-Next` value on the message fired by a one-shot schedule.
+pub const SCHEDULE_NEXT_PURGE: &str = "purge";
 /// Prefix of the optimistic-concurrency headers; stripped from sourced messages.
 pub const NATS_EXPECTED_PREFIX: &str = "Nats-Expected-";
 /// Prefix of the batch publish headers; stripped from sourced messages.
