@@ -6,7 +6,7 @@ use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
 use futures::StreamExt;
 use sluice_protocol::headers::Headers;
-use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig};
+use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig, ServerVersion};
 use sluice_server::backend::{Backend, BackendError, Health, MessageStream, PublishRequest};
 use sluice_test_support::NatsServer;
 use tokio::time::Instant;
@@ -426,4 +426,38 @@ async fn dropping_a_feed_deletes_its_consumer() {
         consumer_names(&js, "EVENTS").await.is_empty()
     })
     .await;
+}
+
+/// Debian's nats-server 2.9 predates multi-filter consumers: the feed asks for one common
+/// filter and drops the rest in-process, counting what it drops.
+#[tokio::test]
+async fn old_servers_get_multi_filter_feeds_filtered_in_process() {
+    let Some(binary) = sluice_test_support::debian_nats_server_binary() else {
+        eprintln!("no Debian nats-server installed (apt-get install nats-server); nothing to test");
+        return;
+    };
+    let server = NatsServer::start_with(sluice_test_support::NatsOptions::binary(binary))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    create_stream(&operator(&server).await, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    assert!(
+        backend.server_version() < ServerVersion::MULTI_FILTER,
+        "{}",
+        backend.server_version()
+    );
+    let mut expected = Vec::new();
+    for i in 0..12 {
+        let subject = ["events.a.x", "events.b.y", "events.c.z"][i % 3];
+        let seq = publish(&backend, subject, &format!("m{i}")).await;
+        if !subject.starts_with("events.c") {
+            expected.push((seq, subject.to_owned(), format!("m{i}")));
+        }
+    }
+    let filters = ["events.a.*".to_owned(), "events.b.*".to_owned()];
+    let mut feed = backend.subscribe(&filters, 1).await.unwrap();
+    assert_eq!(take(&mut feed, expected.len()).await, expected);
+    // The last message (events.c.z, seq 12) is read and dropped only when the feed is polled
+    // again, so count what was dropped before it.
+    assert!(backend.stats().filtered_out >= 3, "{:?}", backend.stats());
 }
