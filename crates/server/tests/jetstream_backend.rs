@@ -1,5 +1,6 @@
 //! The JetStream backend against a real nats-server started per test on a free loopback port.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
@@ -9,6 +10,7 @@ use sluice_protocol::headers::Headers;
 use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig, ServerVersion};
 use sluice_server::backend::{Backend, BackendError, Health, MessageStream, PublishRequest};
 use sluice_test_support::NatsServer;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
 /// How long any single expected event may take before the test fails.
@@ -325,6 +327,98 @@ async fn a_server_restart_mid_feed_resumes_without_gap_or_duplicate() {
         publish_eventually(&backend, "events.a", &format!("m{i}")).await;
     }
     seen.extend(take(&mut feed, 15).await.into_iter().map(|m| m.0));
+    assert_eq!(seen, (1..=20).collect::<Vec<u64>>());
+    assert!(backend.stats().consumers_lost >= 1, "{:?}", backend.stats());
+}
+
+/// A loopback TCP proxy in front of the server whose connections can be cut, as a network
+/// failure would, while the server keeps running (and keeps the consumer).
+struct Proxy {
+    port: u16,
+    accept: tokio::task::JoinHandle<()>,
+    connections: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    async fn start(upstream: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy binds");
+        let port = listener.local_addr().expect("proxy address").port();
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let accept = tokio::spawn({
+            let connections = connections.clone();
+            async move {
+                while let Ok((mut inbound, _)) = listener.accept().await {
+                    let relay = tokio::spawn(async move {
+                        if let Ok(mut outbound) = TcpStream::connect(("127.0.0.1", upstream)).await
+                        {
+                            let _ =
+                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                        }
+                    });
+                    connections.lock().expect("lock").push(relay);
+                }
+            }
+        });
+        Self {
+            port,
+            accept,
+            connections,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Drops every relayed connection; new ones are accepted again.
+    fn cut(&self) {
+        for relay in self.connections.lock().expect("lock").drain(..) {
+            relay.abort();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut();
+    }
+}
+
+#[tokio::test]
+async fn a_dropped_connection_mid_feed_resumes_without_gap_or_duplicate() {
+    let server = start_server().await;
+    let js = operator(&server).await;
+    create_stream(&js, events_stream()).await;
+    let proxy = Proxy::start(server.port()).await;
+    let mut config = backend_config(&server, "EVENTS");
+    config.urls = vec![proxy.url()];
+    let backend = JetStreamBackend::connect(&config)
+        .await
+        .expect("connects through the proxy");
+    for i in 1..=10 {
+        js.publish("events.a", format!("m{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let mut feed = backend
+        .subscribe(&["events.>".to_owned()], 1)
+        .await
+        .unwrap();
+    let mut seen: Vec<u64> = take(&mut feed, 3).await.into_iter().map(|m| m.0).collect();
+
+    proxy.cut();
+    // Published straight to the server while the backend's connection is down.
+    for i in 11..=20 {
+        js.publish("events.a", format!("m{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    seen.extend(take(&mut feed, 17).await.into_iter().map(|m| m.0));
     assert_eq!(seen, (1..=20).collect::<Vec<u64>>());
     assert!(backend.stats().consumers_lost >= 1, "{:?}", backend.stats());
 }
