@@ -5,6 +5,7 @@
 //! forward scan from the sidecar stamp over the blocks whose counters say they matter.
 
 use std::fs::{self, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use crate::block::{Blocks, block_path, list_block_files};
@@ -32,6 +33,8 @@ pub struct Recovered {
     pub ttl: TtlWheel,
     /// Schedules in force.
     pub schedules: Schedules,
+    /// index.db described the blocks exactly (nothing to rewrite on close).
+    pub index_current: bool,
 }
 
 /// Recovers the stream whose messages are in `msgs_dir`.
@@ -86,12 +89,14 @@ pub fn recover(
                 )
             }
         };
+    let mut scanned = 0;
     if let Some((from_id, from_offset)) = scan_from {
         sizes.retain(|(id, _)| *id < from_id);
         let mut pending_loss: Option<u64> = None;
         for &id in ids.iter().filter(|id| **id >= from_id) {
             let start = if id == from_id { from_offset } else { 0 };
             let scan = scan_block(msgs_dir, id, start, &mut table, &mut last_msg_id, report)?;
+            scanned += scan.valid_end - start.min(scan.valid_end);
             if let Some(first_lost) = pending_loss.take() {
                 // The first record of the next block names the last sequence before it.
                 if table.last_seq >= first_lost {
@@ -125,6 +130,7 @@ pub fn recover(
             "sequences lost to a damaged block"
         );
     }
+    let index_current = report.path == RecoveryPath::Index && scanned == 0 && report.is_clean();
     let mut blocks = Blocks::file(msgs_dir.to_path_buf(), block_size, &sizes)?;
     blocks.set_last_checksum(last_sum);
     let per_message = recover_per_message(name, msgs_dir, &table, &blocks, report);
@@ -134,6 +140,7 @@ pub fn recover(
         last_msg_id: last_msg_id.take(),
         ttl: per_message.ttl,
         schedules: per_message.schedules,
+        index_current,
     })
 }
 
@@ -223,8 +230,14 @@ fn scan_block(
     report: &mut RecoveryReport,
 ) -> Result<BlockScan> {
     let path = block_path(msgs_dir, id);
-    let data = fs::read(&path).map_err(StoreError::io(&path))?;
-    let mut off = usize::try_from(start).unwrap_or(usize::MAX).min(data.len());
+    // Only the bytes from `start` are read: with index.db that is just what was appended after it.
+    let mut data = Vec::new();
+    let mut file = fs::File::open(&path).map_err(StoreError::io(&path))?;
+    file.seek(SeekFrom::Start(start))
+        .and_then(|_| file.read_to_end(&mut data))
+        .map_err(StoreError::io(&path))?;
+    let base = start as usize;
+    let mut off = 0;
     let mut scan = BlockScan {
         valid_end: 0,
         last_sum: None,
@@ -233,8 +246,8 @@ fn scan_block(
     };
     while off < data.len() {
         match record::decode(&data[off..]) {
-            Ok((rec, len, sum)) if apply(table, last_msg_id, id, off, len, &rec) => {
-                if off == 0 && rec.kind == Kind::LastSeq {
+            Ok((rec, len, sum)) if apply(table, last_msg_id, id, base + off, len, &rec) => {
+                if base + off == 0 && rec.kind == Kind::LastSeq {
                     scan.first_marker = Some(rec.seq);
                 }
                 off += len;
@@ -258,25 +271,26 @@ fn scan_block(
                     .write(true)
                     .open(&path)
                     .map_err(StoreError::io(&path))?;
-                f.set_len(off as u64)
+                f.set_len((base + off) as u64)
                     .and_then(|_| f.sync_all())
                     .map_err(StoreError::io(&path))?;
                 let msg = format!(
-                    "{}: {reason} at offset {off}; cut {dropped} bytes",
-                    path.display()
+                    "{}: {reason} at offset {}; cut {dropped} bytes",
+                    path.display(),
+                    base + off
                 );
                 tracing::warn!("{msg}");
                 report.warnings.push(msg);
                 report.truncated.push(Truncation {
                     path: path.clone(),
-                    offset: off as u64,
+                    offset: (base + off) as u64,
                     bytes_dropped: dropped,
                 });
                 break;
             }
         }
     }
-    scan.valid_end = off as u64;
+    scan.valid_end = (base + off) as u64;
     Ok(scan)
 }
 

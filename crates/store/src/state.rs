@@ -2,7 +2,6 @@
 //! (recorded as purge markers or tombstones), drop empty blocks, read a message.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -99,7 +98,7 @@ impl State {
         self.table.insert(
             seq,
             MsgMeta {
-                subject: Arc::from(subject),
+                subject: self.table.intern(subject),
                 ts,
                 loc,
                 flags,

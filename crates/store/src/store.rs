@@ -233,10 +233,17 @@ impl Store {
             meta::write(dir, &config, created, incarnation)?;
         }
         let file_dir = dir.filter(|_| config.storage == StorageType::File);
-        let (table, blocks, last_msg_id, ttl, schedules) = match &file_dir {
+        let (table, blocks, last_msg_id, ttl, schedules, index_current) = match &file_dir {
             Some(dir) => {
                 let r = recovery::recover(&name, &dir.join("msgs"), opts.block_size, &mut report)?;
-                (r.table, r.blocks, r.last_msg_id, r.ttl, r.schedules)
+                (
+                    r.table,
+                    r.blocks,
+                    r.last_msg_id,
+                    r.ttl,
+                    r.schedules,
+                    r.index_current,
+                )
             }
             None => (
                 Default::default(),
@@ -244,6 +251,7 @@ impl Store {
                 None,
                 Default::default(),
                 Default::default(),
+                true,
             ),
         };
         let visible = table.last_seq;
@@ -261,7 +269,7 @@ impl Store {
             schedules,
             closed: false,
             stats: Default::default(),
-            dirty: false,
+            dirty: !index_current,
         };
         crate::dedupe::rebuild(&mut state);
         let (visible_tx, _) = watch::channel(visible);

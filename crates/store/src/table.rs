@@ -166,6 +166,13 @@ impl Table {
         (start..=to.min(self.last_seq)).filter(|s| self.get(*s).is_some())
     }
 
+    /// The shared copy of `subject` (allocated only for a subject with no live message).
+    pub fn intern(&self, subject: &str) -> Arc<str> {
+        self.subjects
+            .get_key_value(subject)
+            .map_or_else(|| Arc::from(subject), |(k, _)| k.clone())
+    }
+
     /// Distinct subjects with live messages.
     pub fn num_subjects(&self) -> u64 {
         self.subjects.len() as u64

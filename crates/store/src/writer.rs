@@ -189,7 +189,9 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
             } else {
                 st.visible = st.table.last_seq;
             }
-            if flush_now || (st.dirty && last_flush.elapsed() >= flush_every) || stop == Some(true)
+            if flush_now
+                || (st.dirty && last_flush.elapsed() >= flush_every)
+                || (stop == Some(true) && st.dirty)
             {
                 if let Err(e) = persist::write_state(&mut st) {
                     tracing::warn!(stream = %shared.name, error = %e, "writing index.db failed");
