@@ -30,6 +30,7 @@ mod recovery;
 mod rules;
 mod schedule;
 mod sidecar;
+mod sources;
 mod state;
 mod store;
 mod stream;
@@ -46,9 +47,10 @@ pub use config::{
 };
 pub use error::{ApiError, Result, StoreError};
 pub use proto::{FilterSet, Headers};
+pub use sources::SourcePosition;
 pub use store::{Store, StoreOptions};
 pub use stream::StreamHandle;
 pub use types::{
-    PubAck, PurgeRequest, RecoveryPath, RecoveryReport, StoredMessage, StreamInfo, StreamState,
-    Truncation, WriteStats,
+    PubAck, PurgeRequest, RecoveryPath, RecoveryReport, SidecarRecovery, StoredMessage, StreamInfo,
+    StreamState, Truncation, WriteStats,
 };

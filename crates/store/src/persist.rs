@@ -1,4 +1,5 @@
-//! Writes the state snapshots: `msgs/index.db` and the sidecars `msgs/thw.db`, `msgs/sched.db`.
+//! Writes the state snapshots: `msgs/index.db`, the sidecars `msgs/thw.db`, `msgs/sched.db`
+//! and the stream-root `sources.db`.
 
 use std::path::Path;
 
@@ -33,6 +34,10 @@ pub fn write_state(st: &mut State) -> Result<()> {
     fsutil::atomic_write(&msgs.join("index.db"), &idx)?;
     write_thw(st, &msgs)?;
     write_sched(st, &msgs)?;
+    let sources = dir.join("sources.db");
+    if !st.sources.positions().is_empty() || sources.exists() {
+        st.sources.write(&sources, st.table.last_seq + 1)?;
+    }
     st.dirty = false;
     Ok(())
 }

@@ -17,9 +17,10 @@ use crate::proto::{self, MsgTtl, names};
 use crate::record::{self, DecodeError, Kind, flags};
 use crate::schedule::Schedules;
 use crate::sidecar;
+use crate::sources::{SOURCES_VERSION, SourceIndex, parse_header};
 use crate::table::{MsgMeta, Table};
 use crate::ttl::TtlWheel;
-use crate::types::{RecoveryPath, RecoveryReport, Truncation};
+use crate::types::{RecoveryPath, RecoveryReport, SidecarRecovery, Truncation};
 
 /// The recovered parts of a file stream.
 pub struct Recovered {
@@ -33,6 +34,8 @@ pub struct Recovered {
     pub ttl: TtlWheel,
     /// Schedules in force.
     pub schedules: Schedules,
+    /// Source positions.
+    pub sources: SourceIndex,
     /// index.db described the blocks exactly (nothing to rewrite on close).
     pub index_current: bool,
 }
@@ -134,12 +137,19 @@ pub fn recover(
     let mut blocks = Blocks::file(msgs_dir.to_path_buf(), block_size, &sizes)?;
     blocks.set_last_checksum(last_sum);
     let per_message = recover_per_message(name, msgs_dir, &table, &blocks, report);
+    let sources_current = match report.sources {
+        SidecarRecovery::Current => true,
+        SidecarRecovery::Missing => per_message.sources.positions().is_empty(),
+        SidecarRecovery::Stale | SidecarRecovery::Rejected => false,
+    };
+    let index_current = index_current && sources_current && report.per_message_blocks_scanned == 0;
     Ok(Recovered {
         table,
         blocks,
         last_msg_id: last_msg_id.take(),
         ttl: per_message.ttl,
         schedules: per_message.schedules,
+        sources: per_message.sources,
         index_current,
     })
 }
@@ -373,18 +383,22 @@ fn resync_max_seq(data: &[u8]) -> Option<u64> {
     max
 }
 
-/// Loads one sidecar with `read`; a missing file gives stamp 0 (scan everything), a bad one is
-/// deleted with a warning and also gives stamp 0.
+/// Loads one sidecar with `read`: its stamp and how it went. A missing file gives stamp 0 (scan
+/// everything); a bad one is deleted with a warning and also gives stamp 0.
 fn load_sidecar(
     name: &str,
     path: &Path,
     version: u8,
+    last_seq: u64,
     report: &mut RecoveryReport,
     read: impl FnOnce(&sidecar::Sidecar<'_>) -> Result<(), String>,
-) -> u64 {
-    let Ok(bytes) = fs::read(path) else { return 0 };
+) -> (u64, SidecarRecovery) {
+    let Ok(bytes) = fs::read(path) else {
+        return (0, SidecarRecovery::Missing);
+    };
     match sidecar::decode(&bytes, version).and_then(|s| read(&s).map(|_| s.stamp)) {
-        Ok(stamp) => stamp,
+        Ok(stamp) if stamp > last_seq => (stamp, SidecarRecovery::Current),
+        Ok(stamp) => (stamp, SidecarRecovery::Stale),
         Err(why) => {
             warn(
                 report,
@@ -392,7 +406,7 @@ fn load_sidecar(
                 format!("{} ignored: {why}; rescanning", path.display()),
             );
             let _ = fs::remove_file(path);
-            0
+            (0, SidecarRecovery::Rejected)
         }
     }
 }
@@ -403,11 +417,13 @@ pub struct PerMessage {
     pub ttl: TtlWheel,
     /// Schedules in force.
     pub schedules: Schedules,
+    /// Source positions.
+    pub sources: SourceIndex,
 }
 
-/// Recovers TTL and schedule state: the entries of thw.db and sched.db, then ONE forward scan
-/// from the oldest of their stamps over only the blocks whose counters show TTL'd, scheduled
-/// or sourced messages at or above it.
+/// Recovers TTL, schedule and source state: the entries of thw.db, sched.db and sources.db,
+/// then ONE forward scan from the oldest of their stamps over only the blocks whose counters
+/// show TTL'd, scheduled or sourced messages at or above the matching stamp.
 fn recover_per_message(
     name: &str,
     msgs_dir: &Path,
@@ -417,34 +433,48 @@ fn recover_per_message(
 ) -> PerMessage {
     let mut ttl = TtlWheel::default();
     let mut schedules = Schedules::default();
-    let thw_stamp = load_sidecar(name, &msgs_dir.join("thw.db"), THW_VERSION, report, |s| {
-        read_thw(s, table, &mut ttl)
-    });
-    let sched_stamp = load_sidecar(
+    let mut sources = SourceIndex::default();
+    let last = table.last_seq;
+    let (thw_stamp, _) = load_sidecar(
+        name,
+        &msgs_dir.join("thw.db"),
+        THW_VERSION,
+        last,
+        report,
+        |s| read_thw(s, table, &mut ttl),
+    );
+    let (sched_stamp, _) = load_sidecar(
         name,
         &msgs_dir.join("sched.db"),
         SCHED_VERSION,
+        last,
         report,
         |s| read_sched(s, table, &mut schedules),
     );
-    let stamp = thw_stamp.min(sched_stamp);
-    let wanted = flags::TTL | flags::SCHEDULE;
+    let sources_path = msgs_dir.parent().unwrap_or(msgs_dir).join("sources.db");
+    let (src_stamp, how) = load_sidecar(name, &sources_path, SOURCES_VERSION, last, report, |s| {
+        sources = SourceIndex::decode(s)?;
+        Ok(())
+    });
+    report.sources = how;
+    let stamp = thw_stamp.min(sched_stamp).min(src_stamp);
     for (&id, stats) in &table.blocks {
-        if stats.ttl + stats.sched + stats.sourced == 0 || stats.last < stamp {
+        let relevant = (stats.ttl > 0 && stats.last >= thw_stamp)
+            || (stats.sched > 0 && stats.last >= sched_stamp)
+            || (stats.sourced > 0 && stats.last >= src_stamp);
+        if !relevant {
             continue;
         }
         report.per_message_blocks_scanned += 1;
         for seq in table.seqs_in(stats.first.max(stamp), stats.last) {
-            let Some(m) = table
-                .get(seq)
-                .filter(|m| m.loc.block == id && m.flags & wanted != 0)
-            else {
+            let Some(m) = table.get(seq).filter(|m| m.loc.block == id) else {
                 continue;
             };
             let needs_ttl =
                 m.flags & flags::TTL != 0 && m.flags & flags::TTL_NEVER == 0 && seq >= thw_stamp;
             let needs_sched = m.flags & flags::SCHEDULE != 0 && seq >= sched_stamp;
-            if !needs_ttl && !needs_sched {
+            let needs_source = m.flags & flags::SOURCED != 0 && seq >= src_stamp;
+            if !needs_ttl && !needs_sched && !needs_source {
                 continue;
             }
             let Some(h) = blocks.read(m.loc).ok().and_then(|b| {
@@ -454,20 +484,32 @@ fn recover_per_message(
             }) else {
                 continue;
             };
-            if needs_ttl
-                && let Some(MsgTtl::After(d)) =
-                    h.get(names::TTL).and_then(|v| MsgTtl::parse(v).ok())
+            if let Some(MsgTtl::After(d)) = h
+                .get(names::TTL)
+                .and_then(|v| MsgTtl::parse(v).ok())
+                .filter(|_| needs_ttl)
             {
                 ttl.insert(seq, m.ts.saturating_add(d.as_nanos() as i64));
             }
-            if needs_sched
-                && let Ok(Some(v)) = crate::schedule::validate(true, &m.subject, &h, m.ts)
+            if let Ok(Some(v)) = crate::schedule::validate(needs_sched, &m.subject, &h, m.ts)
+                .map(|v| v.filter(|_| needs_sched))
             {
                 schedules.insert(&m.subject, seq, v.first);
             }
+            if let Some((iname, origin, ident)) = h
+                .get(names::STREAM_SOURCE)
+                .filter(|_| needs_source)
+                .and_then(parse_header)
+            {
+                sources.record(&iname, origin, &ident);
+            }
         }
     }
-    PerMessage { ttl, schedules }
+    PerMessage {
+        ttl,
+        schedules,
+        sources,
+    }
 }
 
 fn read_thw(s: &sidecar::Sidecar<'_>, table: &Table, wheel: &mut TtlWheel) -> Result<(), String> {

@@ -8,6 +8,7 @@ use crate::limits;
 use crate::proto::{self, Headers, MsgTtl, names};
 use crate::record::{self, flags};
 use crate::schedule;
+use crate::sources;
 use crate::state::State;
 use crate::types::PubAck;
 
@@ -136,6 +137,11 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
     }
     if let Some(v) = schedule {
         st.schedules.insert(&p.subject, seq, v.first);
+    }
+    if let Some((iname, origin_seq, ident)) =
+        h.get(names::STREAM_SOURCE).and_then(sources::parse_header)
+    {
+        st.sources.record(&iname, origin_seq, &ident);
     }
     limits::enforce(st, Some(&p.subject))?;
     Ok(PubAck {

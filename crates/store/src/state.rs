@@ -13,6 +13,7 @@ use crate::error::{Result, StoreError};
 use crate::proto::{self, FilterSet};
 use crate::record::{self, Kind, RecordRef};
 use crate::schedule::Schedules;
+use crate::sources::SourceIndex;
 use crate::table::{MsgMeta, Table};
 use crate::ttl::TtlWheel;
 use crate::types::{StoredMessage, StreamInfo, StreamState, WriteStats};
@@ -53,6 +54,8 @@ pub struct State {
     pub ttl: TtlWheel,
     /// Message schedules in force.
     pub schedules: Schedules,
+    /// Source positions.
+    pub sources: SourceIndex,
     /// Set after a failed write or on close: every further operation fails.
     pub closed: bool,
     /// Write-path counters.

@@ -109,6 +109,7 @@ impl Store {
                         lost: vec![],
                         warnings: vec![format!("not loaded: {e}")],
                         per_message_blocks_scanned: 0,
+                        sources: Default::default(),
                     });
                     continue;
                 }
@@ -221,6 +222,7 @@ impl Store {
             lost: vec![],
             warnings: vec![],
             per_message_blocks_scanned: 0,
+            sources: Default::default(),
         };
         let dir = self.stream_dir(&name);
         if let Some(dir) = &dir
@@ -233,7 +235,7 @@ impl Store {
             meta::write(dir, &config, created, incarnation)?;
         }
         let file_dir = dir.filter(|_| config.storage == StorageType::File);
-        let (table, blocks, last_msg_id, ttl, schedules, index_current) = match &file_dir {
+        let (table, blocks, last_msg_id, ttl, schedules, sources, index_current) = match &file_dir {
             Some(dir) => {
                 let r = recovery::recover(&name, &dir.join("msgs"), opts.block_size, &mut report)?;
                 (
@@ -242,6 +244,7 @@ impl Store {
                     r.last_msg_id,
                     r.ttl,
                     r.schedules,
+                    r.sources,
                     r.index_current,
                 )
             }
@@ -249,6 +252,7 @@ impl Store {
                 Default::default(),
                 Blocks::memory(opts.block_size),
                 None,
+                Default::default(),
                 Default::default(),
                 Default::default(),
                 true,
@@ -267,6 +271,7 @@ impl Store {
             last_msg_id,
             ttl,
             schedules,
+            sources,
             closed: false,
             stats: Default::default(),
             dirty: !index_current,

@@ -110,6 +110,14 @@ impl StreamHandle {
         self.shared.lock().next_matching(from_seq, filter)
     }
 
+    /// The source index: source index name (`<origin> <filter or '>'> <dest or '>'>`) → last
+    /// origin sequence stored and the origin's ident.
+    pub fn source_positions(
+        &self,
+    ) -> std::collections::BTreeMap<String, crate::sources::SourcePosition> {
+        self.shared.lock().sources.positions().clone()
+    }
+
     /// Deletes one message; `Ok(false)` when it did not exist.
     pub fn delete_msg(&self, seq: u64) -> impl Future<Output = Result<bool>> + Send + 'static {
         self.request(move |tx| Op::Delete(seq, tx))

@@ -102,6 +102,20 @@ pub enum RecoveryPath {
     Rebuild,
 }
 
+/// How a sidecar file's state was recovered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SidecarRecovery {
+    /// No file: the state was rebuilt by the forward scan from the start.
+    #[default]
+    Missing,
+    /// The file covered every stored message.
+    Current,
+    /// The file was older than the last message: the scan brought it up to date from its stamp.
+    Stale,
+    /// The file was corrupt or of an unknown version: deleted, state rebuilt by the scan.
+    Rejected,
+}
+
 /// A block file cut at a bad record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Truncation {
@@ -128,6 +142,8 @@ pub struct RecoveryReport {
     /// Blocks read by the per-message (TTL, schedule, source) recovery scan; blocks whose
     /// counters show nothing to recover, or that lie below the sidecar stamps, are skipped.
     pub per_message_blocks_scanned: u64,
+    /// How the source index (`sources.db`) was recovered.
+    pub sources: SidecarRecovery,
     /// Other problems found and handled (a bad index or sidecar file, …).
     pub warnings: Vec<String>,
 }
