@@ -1,5 +1,6 @@
 //! The JetStream backend against a real nats-server started per test on a free loopback port.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -337,6 +338,8 @@ struct Proxy {
     port: u16,
     accept: tokio::task::JoinHandle<()>,
     connections: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    /// While false, new connections are closed at once (the network stays down).
+    relaying: Arc<AtomicBool>,
 }
 
 impl Proxy {
@@ -344,10 +347,14 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy binds");
         let port = listener.local_addr().expect("proxy address").port();
         let connections = Arc::new(Mutex::new(Vec::new()));
+        let relaying = Arc::new(AtomicBool::new(true));
         let accept = tokio::spawn({
-            let connections = connections.clone();
+            let (connections, relaying) = (connections.clone(), relaying.clone());
             async move {
                 while let Ok((mut inbound, _)) = listener.accept().await {
+                    if !relaying.load(Ordering::SeqCst) {
+                        continue;
+                    }
                     let relay = tokio::spawn(async move {
                         if let Ok(mut outbound) = TcpStream::connect(("127.0.0.1", upstream)).await
                         {
@@ -363,6 +370,7 @@ impl Proxy {
             port,
             accept,
             connections,
+            relaying,
         }
     }
 
@@ -375,6 +383,16 @@ impl Proxy {
         for relay in self.connections.lock().expect("lock").drain(..) {
             relay.abort();
         }
+    }
+
+    /// Drops every relayed connection and refuses new ones until [`Proxy::resume`].
+    fn cut_and_hold(&self) {
+        self.relaying.store(false, Ordering::SeqCst);
+        self.cut();
+    }
+
+    fn resume(&self) {
+        self.relaying.store(true, Ordering::SeqCst);
     }
 }
 
@@ -421,6 +439,60 @@ async fn a_dropped_connection_mid_feed_resumes_without_gap_or_duplicate() {
     seen.extend(take(&mut feed, 17).await.into_iter().map(|m| m.0));
     assert_eq!(seen, (1..=20).collect::<Vec<u64>>());
     assert!(backend.stats().consumers_lost >= 1, "{:?}", backend.stats());
+}
+
+#[tokio::test]
+async fn messages_removed_while_a_feed_recovers_end_the_feed_instead_of_a_silent_gap() {
+    let server = start_server().await;
+    let js = operator(&server).await;
+    create_stream(
+        &js,
+        stream::Config {
+            max_messages: 5,
+            ..events_stream()
+        },
+    )
+    .await;
+    let proxy = Proxy::start(server.port()).await;
+    let mut config = backend_config(&server, "EVENTS");
+    config.urls = vec![proxy.url()];
+    let backend = JetStreamBackend::connect(&config)
+        .await
+        .expect("connects through the proxy");
+    js.publish("events.a", "m1".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let mut feed = backend
+        .subscribe(&["events.>".to_owned()], 1)
+        .await
+        .unwrap();
+    assert_eq!(take(&mut feed, 1).await[0].0, 1);
+
+    proxy.cut_and_hold();
+    eventually("the backend notices the lost connection", || async {
+        matches!(backend.health().await, Health::Unavailable { .. })
+    })
+    .await;
+    // Sequences 2..=11 are published and 2..=6 already removed again by `max_messages`.
+    for i in 2..=11 {
+        js.publish("events.a", format!("m{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    proxy.resume();
+    let ended = tokio::time::timeout(DEADLINE, feed.next())
+        .await
+        .expect("the feed reacts once reconnected");
+    match ended {
+        Some(Err(BackendError::Other(reason))) => {
+            assert!(reason.contains("dropped sequences 2 to 6"), "{reason}")
+        }
+        other => panic!("unexpected {other:?}"),
+    }
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::config::{ConfigError, duration};
 
@@ -31,82 +31,75 @@ const REDACTED: &str = "<redacted>";
 const URL_REDACTED: &str = "redacted";
 
 /// How the JetStream backend connects and which stream it serves.
+///
+/// Every key has a default except `stream`, whose absence [`JetStreamConfig::validate`]
+/// reports. Serialising shows secrets as `<redacted>`.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct JetStreamConfig {
     /// Server URLs (`nats://`, `tls://`, `ws://`, `wss://`); tried in turn.
-    #[serde(default = "default_urls")]
     pub urls: Vec<String>,
     /// The JetStream stream that holds the messages; it must already exist.
     pub stream: String,
     /// The client connection name shown by the server's monitoring.
-    #[serde(default = "default_name")]
     pub name: String,
     /// A NATS credentials file (user JWT + nkey seed).
-    #[serde(default)]
     pub creds_file: Option<PathBuf>,
     /// A token for token authentication.
-    #[serde(default)]
     pub token: Option<String>,
     /// User name for user/password authentication (requires `password`).
-    #[serde(default)]
     pub user: Option<String>,
     /// Password for user/password authentication (requires `user`).
-    #[serde(default)]
     pub password: Option<String>,
     /// A file holding an nkey seed (`SU…`).
-    #[serde(default)]
     pub nkey_seed_file: Option<PathBuf>,
     /// PEM file of CA certificates that sign the server's certificate.
-    #[serde(default)]
     pub ca_file: Option<PathBuf>,
     /// PEM client certificate for mutual TLS (requires `client_key`).
-    #[serde(default)]
     pub client_cert: Option<PathBuf>,
     /// PEM private key of `client_cert`.
-    #[serde(default)]
     pub client_key: Option<PathBuf>,
     /// Accept any server certificate. For tests only; rejected together with `ca_file`.
-    #[serde(default)]
     pub tls_insecure_skip_verify: bool,
     /// How long one connection attempt may take.
-    #[serde(default = "default_connect_timeout", with = "duration")]
+    #[serde(with = "duration")]
     pub connect_timeout: Duration,
     /// Pause between reconnection attempts.
-    #[serde(default = "default_reconnect_wait", with = "duration")]
+    #[serde(with = "duration")]
     pub reconnect_wait: Duration,
     /// Reconnection attempts before giving up; -1 (the default) retries forever.
-    #[serde(default = "default_max_reconnects")]
     pub max_reconnects: i64,
     /// Upper bound on every JetStream API request (stream info, consumer create, publish).
-    #[serde(default = "default_request_timeout", with = "duration")]
+    #[serde(with = "duration")]
     pub request_timeout: Duration,
     /// Idle heartbeat asked of consumers; two missed heartbeats mean the consumer is lost
     /// and is recreated.
-    #[serde(default = "default_idle_heartbeat", with = "duration")]
+    #[serde(with = "duration")]
     pub idle_heartbeat: Duration,
 }
 
-fn default_urls() -> Vec<String> {
-    vec!["nats://127.0.0.1:4222".to_owned()]
-}
-fn default_name() -> String {
-    "sluice".to_owned()
-}
-fn default_connect_timeout() -> Duration {
-    Duration::from_secs(5)
-}
-fn default_reconnect_wait() -> Duration {
-    Duration::from_secs(2)
-}
-fn default_max_reconnects() -> i64 {
-    -1
-}
-fn default_request_timeout() -> Duration {
-    Duration::from_secs(2)
-}
-fn default_idle_heartbeat() -> Duration {
-    Duration::from_secs(5)
+impl Default for JetStreamConfig {
+    fn default() -> Self {
+        Self {
+            urls: vec!["nats://127.0.0.1:4222".to_owned()],
+            stream: String::new(),
+            name: "sluice".to_owned(),
+            creds_file: None,
+            token: None,
+            user: None,
+            password: None,
+            nkey_seed_file: None,
+            ca_file: None,
+            client_cert: None,
+            client_key: None,
+            tls_insecure_skip_verify: false,
+            connect_timeout: Duration::from_secs(5),
+            reconnect_wait: Duration::from_secs(2),
+            max_reconnects: -1,
+            request_timeout: Duration::from_secs(2),
+            idle_heartbeat: Duration::from_secs(5),
+        }
+    }
 }
 
 /// The longest accepted heartbeat, so a lost consumer is noticed within two minutes.
@@ -120,21 +113,7 @@ impl JetStreamConfig {
         Self {
             urls: vec![url.into()],
             stream: stream.into(),
-            name: default_name(),
-            creds_file: None,
-            token: None,
-            user: None,
-            password: None,
-            nkey_seed_file: None,
-            ca_file: None,
-            client_cert: None,
-            client_key: None,
-            tls_insecure_skip_verify: false,
-            connect_timeout: default_connect_timeout(),
-            reconnect_wait: default_reconnect_wait(),
-            max_reconnects: default_max_reconnects(),
-            request_timeout: default_request_timeout(),
-            idle_heartbeat: default_idle_heartbeat(),
+            ..Self::default()
         }
     }
 
@@ -357,6 +336,64 @@ impl fmt::Debug for JetStreamConfig {
     }
 }
 
+/// Serialises the configuration for display, secrets redacted.
+impl Serialize for JetStreamConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Shown<'a> {
+            urls: Vec<String>,
+            stream: &'a str,
+            name: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            creds_file: Option<&'a Path>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            token: Option<&'static str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            user: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            password: Option<&'static str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            nkey_seed_file: Option<&'a Path>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            ca_file: Option<&'a Path>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            client_cert: Option<&'a Path>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            client_key: Option<&'a Path>,
+            tls_insecure_skip_verify: bool,
+            #[serde(with = "duration")]
+            connect_timeout: Duration,
+            #[serde(with = "duration")]
+            reconnect_wait: Duration,
+            max_reconnects: i64,
+            #[serde(with = "duration")]
+            request_timeout: Duration,
+            #[serde(with = "duration")]
+            idle_heartbeat: Duration,
+        }
+        Shown {
+            urls: self.urls.iter().map(|url| redact_url(url)).collect(),
+            stream: &self.stream,
+            name: &self.name,
+            creds_file: self.creds_file.as_deref(),
+            token: self.token.as_ref().map(|_| REDACTED),
+            user: self.user.as_deref(),
+            password: self.password.as_ref().map(|_| REDACTED),
+            nkey_seed_file: self.nkey_seed_file.as_deref(),
+            ca_file: self.ca_file.as_deref(),
+            client_cert: self.client_cert.as_deref(),
+            client_key: self.client_key.as_deref(),
+            tls_insecure_skip_verify: self.tls_insecure_skip_verify,
+            connect_timeout: self.connect_timeout,
+            reconnect_wait: self.reconnect_wait,
+            max_reconnects: self.max_reconnects,
+            request_timeout: self.request_timeout,
+            idle_heartbeat: self.idle_heartbeat,
+        }
+        .serialize(serializer)
+    }
+}
+
 /// `url` with any password replaced by `redacted`; unparsable input is redacted after any
 /// `user:pass@` part it seems to carry.
 pub fn redact_url(url: &str) -> String {
@@ -383,8 +420,14 @@ pub fn redact_url(url: &str) -> String {
 }
 
 fn validate_stream_name(stream: &str) -> Result<(), ConfigError> {
-    let bad = stream.is_empty()
-        || stream.len() > 255
+    if stream.is_empty() {
+        return Err(invalid(
+            "stream",
+            stream,
+            "is required: the name of an existing JetStream stream",
+        ));
+    }
+    let bad = stream.len() > 255
         || stream.chars().any(|c| {
             c.is_whitespace() || c.is_control() || matches!(c, '.' | '*' | '>' | '/' | '\\')
         });
@@ -596,5 +639,36 @@ mod tests {
             text,
             "failed nats://alice:<redacted>@h:4222 and <redacted>@h with <redacted>"
         );
+    }
+
+    #[test]
+    fn a_missing_stream_is_named() {
+        let config = parse("urls = [\"nats://h:4222\"]").unwrap();
+        let (key, _) = rejected(&config);
+        assert_eq!(key, "stream");
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("required")
+        );
+    }
+
+    #[test]
+    fn serialising_redacts_secrets_and_reads_back() {
+        let mut config = valid();
+        config.urls = vec!["nats://alice:s3cret@h:4222".into()];
+        config.user = Some("bob".into());
+        config.password = Some("hunter2".into());
+        let text = toml::to_string(&config).unwrap();
+        assert!(
+            !text.contains("s3cret") && !text.contains("hunter2"),
+            "{text}"
+        );
+        assert!(text.contains("request_timeout = \"2s\""), "{text}");
+        let back: JetStreamConfig = toml::from_str(&text).unwrap();
+        assert_eq!(back.request_timeout, config.request_timeout);
+        assert_eq!(back.password.as_deref(), Some(REDACTED));
     }
 }

@@ -79,7 +79,7 @@ pub(super) async fn subscribe(
         current: None,
         finished: false,
     };
-    feed.current = Some(feed.open().await?);
+    feed.current = Some(feed.open(Opening::First).await?);
     Ok(futures::stream::unfold(feed, |mut feed| async move {
         let item = feed.next().await?;
         Some((item, feed))
@@ -99,6 +99,15 @@ struct Feed {
     current: Option<LiveConsumer>,
     /// Set after the feed reported its final error.
     finished: bool,
+}
+
+/// Why a consumer is being opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opening {
+    /// For a new subscription, from the position the caller planned.
+    First,
+    /// To replace a lost consumer, from the last delivered sequence + 1.
+    Recovery,
 }
 
 /// What happened while waiting for the next message.
@@ -225,7 +234,7 @@ impl Feed {
         let deadline = Instant::now() + RECOVERY_WINDOW;
         let mut pause = FIRST_RETRY_PAUSE;
         loop {
-            match self.open().await {
+            match self.open(Opening::Recovery).await {
                 Ok(opened) => return Ok(opened),
                 Err(err) if is_permanent(&err) || Instant::now() + pause > deadline => {
                     tracing::error!(
@@ -252,7 +261,7 @@ impl Feed {
     }
 
     /// Creates a consumer delivering from `next_seq` and starts pulling.
-    async fn open(&mut self) -> Result<LiveConsumer, BackendError> {
+    async fn open(&mut self, opening: Opening) -> Result<LiveConsumer, BackendError> {
         let shared = &self.shared;
         let (stream, limit) = (&shared.config.stream, shared.config.request_timeout);
         // Whatever happened to the connection so far is covered by the new consumer.
@@ -263,6 +272,21 @@ impl Feed {
                 "stream {stream:?} was deleted and created again (epoch {:x}, now {:x})",
                 self.epoch, facts.state.epoch
             )));
+        }
+        // The hub planned the first position; a later gap opened while this feed was
+        // recovering, and must not pass unnoticed: the feed ends and the subscriber resumes
+        // from `next_seq`, where the loss is seen and reported.
+        match opening {
+            // The server starts at the first retained message anyway.
+            Opening::First => self.next_seq = self.next_seq.max(facts.state.first_seq),
+            Opening::Recovery if facts.state.first_seq > self.next_seq => {
+                return Err(BackendError::Other(format!(
+                    "stream {stream:?} dropped sequences {} to {} while the feed was recovering",
+                    self.next_seq,
+                    facts.state.first_seq - 1
+                )));
+            }
+            Opening::Recovery => {}
         }
         let inactive_threshold = facts
             .inactive_threshold_limit
