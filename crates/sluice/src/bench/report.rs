@@ -1,0 +1,323 @@
+//! The result of a run, as JSON (`--json`) or as text for a person.
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// Everything a run measured.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Every participating client got every message of its topic exactly once, and nothing
+    /// failed (no connect, publish or protocol error, no disconnect, no gap).
+    pub ok: bool,
+    /// What was asked for.
+    pub load: Load,
+    /// Subscribing.
+    pub connect: Connect,
+    /// Publishing.
+    pub publish: Publish,
+    /// Receiving.
+    pub delivery: Delivery,
+    /// Publish→receive latency in milliseconds, over every received message.
+    pub latency_ms: Option<Percentiles>,
+    /// The hub's resource use.
+    pub server: Server,
+    /// This process's own resource use.
+    pub bench: OwnUse,
+    /// The first error of each kind.
+    pub errors: Vec<String>,
+    /// Warnings about the setup (limits too low, RSS not readable).
+    pub notes: Vec<String>,
+}
+
+/// The requested load.
+#[derive(Debug, Serialize)]
+pub struct Load {
+    /// Hub URL.
+    pub url: String,
+    /// SSE clients.
+    pub clients: u64,
+    /// Topics the clients are spread over.
+    pub topics: u64,
+    /// Messages per second asked for.
+    pub rate: f64,
+    /// Seconds of publishing.
+    pub duration_secs: f64,
+    /// Approximate payload size in bytes.
+    pub payload_bytes: u64,
+    /// Publishing connections.
+    pub publishers: u64,
+}
+
+/// How subscribing went.
+#[derive(Debug, Serialize)]
+pub struct Connect {
+    /// Clients subscribed before publishing began.
+    pub connected: u64,
+    /// Clients that could not subscribe in time.
+    pub errors: u64,
+    /// Seconds from the first connect to the last `connected` frame (or the deadline).
+    pub seconds: f64,
+}
+
+/// How publishing went.
+#[derive(Debug, Serialize)]
+pub struct Publish {
+    /// Messages the schedule called for.
+    pub target: u64,
+    /// Messages the hub acknowledged.
+    pub published: u64,
+    /// Publishes refused, failed or timed out.
+    pub errors: u64,
+    /// Messages not sent because publishers fell behind the schedule.
+    pub skipped: u64,
+    /// Seconds publishing took.
+    pub seconds: f64,
+    /// Acknowledged messages per second.
+    pub rate: f64,
+    /// Time to acknowledgement in milliseconds.
+    pub ack_ms: Option<Percentiles>,
+}
+
+/// How delivery went.
+#[derive(Debug, Serialize)]
+pub struct Delivery {
+    /// Each acknowledged message once per subscribed client of its topic.
+    pub expected: u64,
+    /// Messages of this run received.
+    pub received: u64,
+    /// `expected - received` (never negative).
+    pub missing: u64,
+    /// Messages whose sequence did not increase (duplicates or reordering).
+    pub out_of_order: u64,
+    /// Messages that were not this run's (other publishers, other topics).
+    pub foreign: u64,
+    /// `gap` frames.
+    pub gaps: u64,
+    /// Streams that ended during the run.
+    pub disconnects: u64,
+    /// Streams that broke the SSE protocol.
+    pub protocol_errors: u64,
+    /// Clients that got every message of their topic exactly once.
+    pub clients_exactly_once: u64,
+    /// Participating clients that did not.
+    pub clients_incomplete: u64,
+    /// Received messages per second, from the first publish to the last receive.
+    pub events_per_sec: f64,
+    /// Seconds from the end of publishing until everything arrived (or draining gave up).
+    pub drain_seconds: f64,
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct Percentiles {
+    /// Number of samples.
+    pub samples: u64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Percentiles {
+    /// From a histogram of microseconds; `None` when it is empty.
+    pub fn of(micros: &Histogram<u64>) -> Option<Self> {
+        if micros.is_empty() {
+            return None;
+        }
+        let ms = |q: f64| micros.value_at_quantile(q) as f64 / 1000.0;
+        Some(Self {
+            samples: micros.len(),
+            p50: ms(0.5),
+            p90: ms(0.9),
+            p99: ms(0.99),
+            p999: ms(0.999),
+            max: micros.max() as f64 / 1000.0,
+        })
+    }
+}
+
+/// The hub's memory and CPU.
+#[derive(Debug, Serialize)]
+pub struct Server {
+    /// Its pid, when given.
+    pub pid: Option<u32>,
+    /// Resident memory before any client connected.
+    pub rss_idle_bytes: Option<u64>,
+    /// Resident memory with every client connected, before publishing.
+    pub rss_connected_bytes: Option<u64>,
+    /// Largest resident memory seen while publishing and draining.
+    pub rss_peak_bytes: Option<u64>,
+    /// `(rss_connected - rss_idle) / connected`: the cost of an idle connection.
+    pub rss_per_connection_idle_bytes: Option<u64>,
+    /// `(rss_peak - rss_idle) / connected`: the cost of a connection under load.
+    pub rss_per_connection_bytes: Option<u64>,
+    /// CPU cores it used on average while publishing and draining (with a pid).
+    pub cpu_cores: Option<f64>,
+    /// Its soft open-file limit (with a pid).
+    pub open_files_limit: Option<u64>,
+}
+
+/// This process's own cost, to show the load generator is not the bottleneck.
+#[derive(Debug, Serialize)]
+pub struct OwnUse {
+    /// Resident memory at the end of the run.
+    pub rss_bytes: Option<u64>,
+    /// CPU cores used on average while publishing and draining.
+    pub cpu_cores: Option<f64>,
+}
+
+/// `(after - before) / count`, when all are known and `count > 0`.
+pub fn per_connection(before: Option<u64>, after: Option<u64>, count: u64) -> Option<u64> {
+    (count > 0).then_some(())?;
+    Some(after?.saturating_sub(before?) / count)
+}
+
+impl Report {
+    /// The report as text for a terminal.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = self.write_text(&mut out);
+        out
+    }
+
+    fn write_text(&self, out: &mut String) -> std::fmt::Result {
+        let load = &self.load;
+        writeln!(
+            out,
+            "sluice bench: {} clients on {} topic(s), {} msgs/s for {}s, payload ~{} B, {} publisher(s), {}",
+            load.clients,
+            load.topics,
+            load.rate,
+            load.duration_secs,
+            load.payload_bytes,
+            load.publishers,
+            load.url
+        )?;
+        let c = &self.connect;
+        writeln!(
+            out,
+            "connect   {} connected in {:.2} s, {} errors",
+            c.connected, c.seconds, c.errors
+        )?;
+        let p = &self.publish;
+        write!(
+            out,
+            "publish   {} of {} acknowledged ({} errors, {} skipped behind schedule) in {:.2} s = {:.1} msgs/s",
+            p.published, p.target, p.errors, p.skipped, p.seconds, p.rate
+        )?;
+        match &p.ack_ms {
+            Some(ack) => writeln!(
+                out,
+                "; ack p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                ack.p50, ack.p99, ack.max
+            )?,
+            None => writeln!(out)?,
+        }
+        let d = &self.delivery;
+        writeln!(
+            out,
+            "deliver   {} of {} expected events received ({} missing, {} out of order, {} foreign), drained in {:.2} s",
+            d.received, d.expected, d.missing, d.out_of_order, d.foreign, d.drain_seconds
+        )?;
+        writeln!(out, "          {:.0} events/s delivered", d.events_per_sec)?;
+        writeln!(
+            out,
+            "clients   {} exactly-once, {} incomplete; {} disconnects, {} gap frames, {} protocol errors",
+            d.clients_exactly_once, d.clients_incomplete, d.disconnects, d.gaps, d.protocol_errors
+        )?;
+        match &self.latency_ms {
+            Some(l) => writeln!(
+                out,
+                "latency   publish→receive p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms ({} samples)",
+                l.p50, l.p90, l.p99, l.p999, l.max, l.samples
+            )?,
+            None => writeln!(out, "latency   no messages received")?,
+        }
+        let s = &self.server;
+        writeln!(
+            out,
+            "server    RSS idle {}, connected {}, peak {}; per connection {} idle, {} under load; CPU {}",
+            mib(s.rss_idle_bytes),
+            mib(s.rss_connected_bytes),
+            mib(s.rss_peak_bytes),
+            kib(s.rss_per_connection_idle_bytes),
+            kib(s.rss_per_connection_bytes),
+            cores(s.cpu_cores),
+        )?;
+        writeln!(
+            out,
+            "bench     RSS {}, CPU {}",
+            mib(self.bench.rss_bytes),
+            cores(self.bench.cpu_cores)
+        )?;
+        for error in &self.errors {
+            writeln!(out, "error     {error}")?;
+        }
+        for note in &self.notes {
+            writeln!(out, "note      {note}")?;
+        }
+        writeln!(
+            out,
+            "result    {}",
+            if self.ok {
+                "OK: every event delivered exactly once"
+            } else {
+                "FAILED: see the counts above"
+            }
+        )
+    }
+}
+
+fn mib(bytes: Option<u64>) -> String {
+    bytes.map_or_else(
+        || "n/a".to_owned(),
+        |b| format!("{:.1} MiB", b as f64 / (1 << 20) as f64),
+    )
+}
+
+fn kib(bytes: Option<u64>) -> String {
+    bytes.map_or_else(
+        || "n/a".to_owned(),
+        |b| format!("{:.2} KiB", b as f64 / 1024.0),
+    )
+}
+
+fn cores(cores: Option<f64>) -> String {
+    cores.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.2} cores"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::stats::new_histogram;
+
+    #[test]
+    fn percentiles_are_milliseconds() {
+        let mut micros = new_histogram();
+        assert_eq!(Percentiles::of(&micros), None);
+        for value in 1..=1000 {
+            micros.record(value * 10).unwrap();
+        }
+        let p = Percentiles::of(&micros).unwrap();
+        assert_eq!(p.samples, 1000);
+        assert!((p.p50 - 5.0).abs() < 0.01, "{p:?}");
+        assert!((p.max - 10.0).abs() < 0.01, "{p:?}");
+    }
+
+    #[test]
+    fn per_connection_needs_every_number() {
+        assert_eq!(per_connection(Some(1000), Some(9000), 4), Some(2000));
+        assert_eq!(per_connection(Some(9000), Some(1000), 4), Some(0));
+        assert_eq!(per_connection(None, Some(9000), 4), None);
+        assert_eq!(per_connection(Some(1), Some(9000), 0), None);
+    }
+}

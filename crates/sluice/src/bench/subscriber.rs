@@ -1,0 +1,360 @@
+//! One SSE client: subscribes to one topic, checks every frame with the strict parser, and
+//! measures publish→receive latency of each message.
+//!
+//! A client takes part in the run only if its `connected` frame arrives before publishing
+//! begins; then every message published on its topic must reach it exactly once, in stream
+//! order. Anything else is counted: connect errors, disconnects, gap frames, frames out of
+//! order, and messages that are not this run's.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{ACCEPT, CONTENT_TYPE};
+use serde::Deserialize;
+use sluice_sse::{Frame, Limits, Parser};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::Run;
+use super::stats::bump;
+
+/// Where the run is; clients watch it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Clients are subscribing; nothing is published yet.
+    Connecting,
+    /// Messages are being published (and then drained).
+    Publishing,
+    /// The run is over: clients hang up.
+    Stopping,
+}
+
+/// What one client saw, for the exactly-once check.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome {
+    /// The client's topic index.
+    pub topic: usize,
+    /// Whether it was subscribed before publishing began.
+    pub participated: bool,
+    /// Messages of this run it received.
+    pub received: u64,
+    /// Whether its stream had no anomaly (disconnect, gap, disorder, foreign or bad frame).
+    pub clean: bool,
+}
+
+/// The part of a message frame's data the client checks.
+#[derive(Deserialize)]
+struct MessageData<'a> {
+    #[serde(borrow)]
+    topic: Cow<'a, str>,
+    #[serde(borrow)]
+    payload: Payload<'a>,
+}
+
+/// The payload every publisher of the run sends (`n` and `pad` are not needed here).
+#[derive(Deserialize)]
+struct Payload<'a> {
+    #[serde(borrow)]
+    run: Cow<'a, str>,
+    sent_us: u64,
+}
+
+/// How long a client may take to connect and receive its `connected` frame.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Bounds for the parser: bench frames are small, so a runaway stream fails fast.
+const PARSER_LIMITS: Limits = Limits {
+    max_line_bytes: 1 << 20,
+    max_frame_bytes: 1 << 20,
+};
+
+/// Runs client number `client` on topic `topic` until the run stops or its stream fails.
+pub async fn subscribe(
+    run: Arc<Run>,
+    client: usize,
+    topic: usize,
+    mut phase: watch::Receiver<Phase>,
+) -> Outcome {
+    let mut client = Client {
+        run: &run,
+        client,
+        outcome: Outcome {
+            topic,
+            participated: false,
+            received: 0,
+            clean: true,
+        },
+        last_seq: 0,
+        latencies: Vec::new(),
+    };
+    let stats = &run.stats;
+    let deadline = Instant::now() + CONNECT_TIMEOUT;
+    let mut body = match tokio::time::timeout_at(deadline, open(&run, topic)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(err)) => {
+            stats.error(&stats.connect_errors, "connect", || format!("{err:#}"));
+            return client.outcome;
+        }
+        Err(_) => {
+            stats.error(&stats.connect_errors, "connect", || {
+                format!("no stream within {:?}", CONNECT_TIMEOUT)
+            });
+            return client.outcome;
+        }
+    };
+    let mut parser = Parser::with_limits(PARSER_LIMITS);
+    loop {
+        let waiting = !client.outcome.participated;
+        let next = tokio::select! {
+            next = body.frame() => next,
+            changed = phase.changed() => {
+                if changed.is_err() || *phase.borrow() == Phase::Stopping {
+                    return client.outcome;
+                }
+                continue;
+            }
+            () = tokio::time::sleep_until(deadline), if waiting => {
+                stats.error(&stats.connect_errors, "connect", || {
+                    format!("no `connected` frame within {:?}", CONNECT_TIMEOUT)
+                });
+                return client.outcome;
+            }
+        };
+        let chunk = match next {
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(chunk) => chunk,
+                Err(_) => continue, // trailers carry no events
+            },
+            Some(Err(err)) => return client.ended(&format!("stream failed: {err}")),
+            None => return client.ended("the hub ended the stream"),
+        };
+        let frames = match parser.feed(&chunk) {
+            Ok(frames) => frames,
+            Err(err) => return client.fail(format!("invalid SSE: {err}")),
+        };
+        for frame in &frames {
+            match client.handle(frame, *phase.borrow()) {
+                Ok(()) => {}
+                Err(Stop::Late) => return client.outcome,
+                Err(Stop::Broken(why)) => return client.fail(why),
+            }
+        }
+        client.flush();
+    }
+}
+
+/// `GET /events?topic=<topic>` as an `EventSource` would send it; the response body.
+async fn open(run: &Run, topic: usize) -> anyhow::Result<Incoming> {
+    let mut sender = run.target.connect().await?;
+    let path = format!("/events?topic={}", run.topic_names[topic]);
+    let request = run
+        .target
+        .request(hyper::Method::GET, &path)
+        .header(ACCEPT, "text/event-stream")
+        .body(Full::<Bytes>::default())?;
+    let response = sender.send_request(request).await.context("GET /events")?;
+    let status = response.status();
+    let content_type = response.headers().get(CONTENT_TYPE).cloned();
+    if !status.is_success() {
+        let body = super::http::read_body(response.into_body())
+            .await
+            .unwrap_or_default();
+        bail!(
+            "GET {path} answered {status}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    let is_sse = content_type
+        .as_ref()
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !is_sse {
+        bail!(
+            "GET {path} answered {status} with Content-Type {content_type:?}, not text/event-stream"
+        );
+    }
+    Ok(response.into_body())
+}
+
+/// Why a client hangs up early.
+#[derive(Debug)]
+enum Stop {
+    /// Its `connected` frame came after publishing began (already counted).
+    Late,
+    /// The stream broke the protocol.
+    Broken(String),
+}
+
+/// One client's state while its stream runs.
+struct Client<'a> {
+    run: &'a Run,
+    client: usize,
+    outcome: Outcome,
+    /// The stream sequence of the last event (the `connected` frame's position at first).
+    last_seq: u64,
+    /// Latencies of the current chunk's messages, recorded together.
+    latencies: Vec<u64>,
+}
+
+impl Client<'_> {
+    fn handle(&mut self, frame: &Frame, phase: Phase) -> Result<(), Stop> {
+        if !frame.dispatches_event() {
+            return Ok(()); // heartbeats and retry hints
+        }
+        let stats = &self.run.stats;
+        match frame.event_type() {
+            "connected" if self.outcome.participated => {
+                return Err(Stop::Broken("a second `connected` frame".to_owned()));
+            }
+            "connected" if phase != Phase::Connecting => {
+                stats.error(&stats.connect_errors, "connect", || {
+                    "connected after publishing had begun".to_owned()
+                });
+                return Err(Stop::Late);
+            }
+            "connected" => {
+                self.last_seq = sequence(frame)?;
+                self.outcome.participated = true;
+                stats.subscribed(self.outcome.topic);
+            }
+            other if !self.outcome.participated => {
+                return Err(Stop::Broken(format!(
+                    "a {other:?} frame before the `connected` frame"
+                )));
+            }
+            "message" => self.message(frame)?,
+            "gap" => {
+                self.outcome.clean = false;
+                stats.error(&stats.gaps, "gap", || {
+                    frame.data.clone().unwrap_or_default()
+                });
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn message(&mut self, frame: &Frame) -> Result<(), Stop> {
+        let stats = &self.run.stats;
+        let seq = sequence(frame)?;
+        if seq <= self.last_seq {
+            self.outcome.clean = false;
+            let last = self.last_seq;
+            stats.error(&stats.out_of_order, "out of order", || {
+                format!("sequence {seq} after {last}")
+            });
+            return Ok(());
+        }
+        self.last_seq = seq;
+        let data = frame.data.as_deref().unwrap_or_default();
+        let topic = &self.run.topic_names[self.outcome.topic];
+        match serde_json::from_str::<MessageData>(data) {
+            Ok(message) if message.payload.run == self.run.run_id && message.topic == **topic => {
+                self.outcome.received += 1;
+                let now = stats.now_us();
+                self.latencies
+                    .push(now.saturating_sub(message.payload.sent_us));
+            }
+            _ => {
+                self.outcome.clean = false;
+                stats.error(&stats.foreign, "foreign message", || {
+                    format!("not this run's message on {topic}: {}", shorten(data))
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the latencies gathered from one chunk.
+    fn flush(&mut self) {
+        self.run
+            .stats
+            .record_latencies(self.client, &self.latencies);
+        self.latencies.clear();
+    }
+
+    /// The stream ended or failed while the run was going on.
+    fn ended(mut self, why: &str) -> Outcome {
+        self.flush();
+        let stats = &self.run.stats;
+        if self.outcome.participated {
+            self.outcome.clean = false;
+            stats.error(&stats.disconnects, "disconnect", || why.to_owned());
+        } else {
+            stats.error(&stats.connect_errors, "connect", || {
+                format!("before `connected`: {why}")
+            });
+        }
+        self.outcome
+    }
+
+    /// The stream broke the protocol; the client hangs up.
+    fn fail(mut self, why: String) -> Outcome {
+        self.flush();
+        let stats = &self.run.stats;
+        self.outcome.clean = false;
+        stats.error(&stats.protocol_errors, "protocol", || why);
+        if !self.outcome.participated {
+            bump(&stats.connect_errors);
+        }
+        self.outcome
+    }
+}
+
+/// The stream sequence in a frame's id `<seq>-<epoch>` (or a bare `<seq>`).
+fn sequence(frame: &Frame) -> Result<u64, Stop> {
+    let id = frame.id.as_deref().unwrap_or_default();
+    let seq = id.split_once('-').map_or(id, |(seq, _)| seq);
+    seq.parse().map_err(|_| {
+        Stop::Broken(format!(
+            "{:?} frame with id {id:?}, not <seq>-<epoch>",
+            frame.event_type()
+        ))
+    })
+}
+
+/// At most 200 characters of `text`, for error messages.
+fn shorten(text: &str) -> Cow<'_, str> {
+    match text.char_indices().nth(200) {
+        Some((end, _)) => format!("{}…", &text[..end]).into(),
+        None => text.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_comes_from_the_id() {
+        let frame = Frame::data("{}").with_id("42-18c3f0a1b2");
+        assert_eq!(sequence(&frame).unwrap(), 42);
+        assert_eq!(sequence(&Frame::data("{}").with_id("7")).unwrap(), 7);
+        let Err(Stop::Broken(err)) = sequence(&Frame::data("{}").with_event("gap")) else {
+            panic!("an id-less frame has no sequence");
+        };
+        assert!(err.contains("\"gap\" frame with id \"\""), "{err}");
+    }
+
+    #[test]
+    fn message_data_carries_run_and_send_time() {
+        let data = r#"{"topic":"bench.0","payload":{"run":"ab","n":3,"sent_us":17,"pad":"xx"},"time":"t"}"#;
+        let message: MessageData = serde_json::from_str(data).unwrap();
+        assert_eq!(message.topic, "bench.0");
+        assert_eq!(message.payload.run, "ab");
+        assert_eq!(message.payload.sent_us, 17);
+        assert!(serde_json::from_str::<MessageData>(r#"{"topic":"a","payload":"text"}"#).is_err());
+    }
+
+    #[test]
+    fn shortens_long_text_on_a_character_boundary() {
+        assert_eq!(shorten("abc"), "abc");
+        let long = "é".repeat(300);
+        assert_eq!(shorten(&long).chars().count(), 201);
+    }
+}
