@@ -67,6 +67,24 @@ async fn pipelined(s: &StreamHandle, n: u64, in_flight: usize) -> Vec<Duration> 
     lat
 }
 
+/// Publishes `n` messages as `publish_batch` calls of `size`, two batches in flight.
+async fn batched(s: &StreamHandle, n: u64, size: u64) {
+    let mut pending = futures::stream::FuturesOrdered::new();
+    let payload = bytes::Bytes::from_static(&PAYLOAD);
+    for _ in 0..n / size {
+        let batch = (0..size)
+            .map(|_| ("b.x".to_string(), Headers::new(), payload.clone()))
+            .collect();
+        pending.push_back(s.publish_batch(batch));
+        if pending.len() >= 2 {
+            pending.next().await.unwrap().unwrap();
+        }
+    }
+    while let Some(r) = pending.next().await {
+        r.unwrap();
+    }
+}
+
 /// 64 publishers, each awaiting its ack before the next publish.
 async fn concurrent(s: &StreamHandle, per_task: u64) -> Vec<Duration> {
     let tasks: Vec<_> = (0..64)
@@ -113,6 +131,17 @@ fn summary() {
     store.close();
 
     let dir = tempfile::tempdir().unwrap();
+    let (store, s) = open(dir.path(), SyncPolicy::Never);
+    let t = Instant::now();
+    rt.block_on(batched(&s, n, 1000));
+    let el = t.elapsed();
+    eprintln!(
+        "append 128 B, sync never, batches of 1000: {:.0} msgs/s",
+        n as f64 / el.as_secs_f64()
+    );
+    store.close();
+
+    let dir = tempfile::tempdir().unwrap();
     let (store, s) = open(dir.path(), SyncPolicy::Always);
     let n = 200_000;
     let t = Instant::now();
@@ -152,6 +181,9 @@ fn append(c: &mut Criterion) {
     g.throughput(Throughput::Elements(100_000));
     g.bench_function("sync_never_1000_in_flight", |b| {
         b.iter(|| rt.block_on(pipelined(&s, 100_000, 1000)))
+    });
+    g.bench_function("sync_never_batches_of_1000", |b| {
+        b.iter(|| rt.block_on(batched(&s, 100_000, 1000)))
     });
     let dir = tempfile::tempdir().unwrap();
     let (_store2, s2) = open(dir.path(), SyncPolicy::Always);

@@ -69,6 +69,32 @@ impl StreamHandle {
         self.request(move |tx| Op::Publish(p, tx))
     }
 
+    /// Publishes several messages in order as one request (one queue entry, one answer): the
+    /// cheapest way to append many messages. Each message gets its own result.
+    pub fn publish_batch(
+        &self,
+        messages: Vec<(String, Headers, Bytes)>,
+    ) -> impl Future<Output = Result<Vec<Result<PubAck>>>> + Send + 'static {
+        let batch = messages
+            .into_iter()
+            .map(|(subject, headers, payload)| Publish {
+                subject,
+                headers,
+                payload,
+                internal: false,
+            })
+            .collect();
+        let (tx, rx) = oneshot::channel();
+        let sent = self.ops.send(Op::PublishBatch(batch, tx)).is_ok();
+        let name = self.shared.name.clone();
+        async move {
+            if !sent {
+                return Err(StoreError::Closed(name));
+            }
+            rx.await.map_err(|_| StoreError::Closed(name))
+        }
+    }
+
     /// Publishes on sluice's own behalf (sourcing, schedules): may carry `Nats-Stream-Source`
     /// and need not match the stream's subjects; every other rule applies.
     pub fn publish_internal(

@@ -22,6 +22,8 @@ use crate::types::{PubAck, PurgeRequest};
 
 /// Largest number of requests applied in one batch.
 const MAX_BATCH: usize = 4096;
+/// Longest wait for returning publishers before a sync-always batch is written.
+const MAX_LINGER: Duration = Duration::from_millis(2);
 /// Longest sleep between housekeeping passes.
 const MAX_IDLE: Duration = Duration::from_millis(500);
 
@@ -29,6 +31,8 @@ const MAX_IDLE: Duration = Duration::from_millis(500);
 pub enum Op {
     /// Store a message.
     Publish(Publish, oneshot::Sender<Result<PubAck>>),
+    /// Store several messages in order, answered together.
+    PublishBatch(Vec<Publish>, oneshot::Sender<Vec<Result<PubAck>>>),
     /// Delete one message.
     Delete(u64, oneshot::Sender<Result<bool>>),
     /// Purge.
@@ -65,6 +69,7 @@ impl Shared {
 
 enum Reply {
     Ack(oneshot::Sender<Result<PubAck>>, Result<PubAck>),
+    Batch(oneshot::Sender<Vec<Result<PubAck>>>, Vec<Result<PubAck>>),
     Delete(oneshot::Sender<Result<bool>>, Result<bool>),
     Purge(oneshot::Sender<Result<u64>>, Result<u64>),
     Unit(oneshot::Sender<Result<()>>, Result<()>),
@@ -81,6 +86,9 @@ impl Reply {
         };
         match self {
             Reply::Ack(tx, Ok(_)) => Reply::Ack(tx, Err(err())),
+            Reply::Batch(tx, acks) => {
+                Reply::Batch(tx, acks.into_iter().map(|a| a.and(Err(err()))).collect())
+            }
             Reply::Delete(tx, Ok(_)) => Reply::Delete(tx, Err(err())),
             Reply::Purge(tx, Ok(_)) => Reply::Purge(tx, Err(err())),
             Reply::Unit(tx, Ok(_)) => Reply::Unit(tx, Err(err())),
@@ -92,6 +100,7 @@ impl Reply {
         // A requester that went away no longer wants the answer.
         let _ = match self {
             Reply::Ack(tx, r) => tx.send(r).map_err(drop),
+            Reply::Batch(tx, r) => tx.send(r).map_err(drop),
             Reply::Delete(tx, r) => tx.send(r).map_err(drop),
             Reply::Purge(tx, r) => tx.send(r).map_err(drop),
             Reply::Unit(tx, r) => tx.send(r).map_err(drop),
@@ -104,6 +113,10 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
     let mut last_sync = Instant::now();
     let mut last_flush = Instant::now();
     let mut stop: Option<bool> = None;
+    // Group commit: publishers answered by the last batch usually come straight back; waiting
+    // briefly for them (a fraction of an fsync) makes the next batch share its fsync.
+    let mut last_batch = 0usize;
+    let mut last_fsync = Duration::ZERO;
     loop {
         let timeout = next_wake(&shared);
         let first = match rx.recv_timeout(timeout) {
@@ -115,12 +128,23 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
             }
         };
         let mut ops: Vec<Op> = first.into_iter().collect();
+        let linger = (shared.sync == SyncPolicy::Always && !ops.is_empty())
+            .then(|| Instant::now() + (last_fsync / 4).min(MAX_LINGER));
         while ops.len() < MAX_BATCH && stop.is_none() {
             match rx.try_recv() {
                 Ok(op) => ops.push(op),
-                Err(_) => break,
+                Err(_) => match linger {
+                    Some(until) if ops.len() < last_batch => {
+                        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                            Ok(op) => ops.push(op),
+                            Err(_) => break,
+                        }
+                    }
+                    _ => break,
+                },
             }
         }
+        last_batch = ops.len();
         let mut replies = Vec::with_capacity(ops.len());
         let mut flush_now = false;
         let mut unsynced: Vec<(PathBuf, Arc<File>)>;
@@ -134,6 +158,10 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
                 }
                 match op {
                     Op::Publish(p, tx) => replies.push(Reply::Ack(tx, rules::publish(&mut st, &p))),
+                    Op::PublishBatch(batch, tx) => {
+                        let acks = batch.iter().map(|p| rules::publish(&mut st, p)).collect();
+                        replies.push(Reply::Batch(tx, acks));
+                    }
                     Op::Delete(seq, tx) => replies.push(Reply::Delete(
                         tx,
                         purge::delete_msg(&mut st, seq)
@@ -168,6 +196,7 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
         }
         let mut result = write_result;
         if result.is_ok() && !unsynced.is_empty() {
+            let started = Instant::now();
             for (path, f) in unsynced.drain(..) {
                 if let Err(e) = f.sync_data() {
                     result = Err(StoreError::Io { path, source: e });
@@ -176,6 +205,7 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
                 shared.lock().stats.fsyncs += 1;
             }
             last_sync = Instant::now();
+            last_fsync = started.elapsed();
         }
         let visible = {
             let mut st = shared.lock();
@@ -215,6 +245,9 @@ fn fail_op(op: Op, name: &str) {
     let closed = || StoreError::Closed(name.to_string());
     match op {
         Op::Publish(_, tx) => Reply::Ack(tx, Err(closed())).send(),
+        Op::PublishBatch(batch, tx) => {
+            Reply::Batch(tx, batch.iter().map(|_| Err(closed())).collect()).send()
+        }
         Op::Delete(_, tx) => Reply::Delete(tx, Err(closed())).send(),
         Op::Purge(_, tx) => Reply::Purge(tx, Err(closed())).send(),
         Op::Update(_, tx) | Op::Flush(tx) => Reply::Unit(tx, Err(closed())).send(),

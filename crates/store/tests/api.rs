@@ -160,3 +160,36 @@ async fn purge_delete_and_recreate_changes_incarnation() {
     assert_ne!(s.info(None).incarnation, inc);
     assert_eq!(s.info(None).state.last_seq, 0);
 }
+
+#[tokio::test]
+async fn publish_batch_assigns_consecutive_sequences_with_per_message_results() {
+    let store = Store::in_memory(opts());
+    let s = store
+        .create_stream(StreamConfig::new("B", ["b.*"]))
+        .unwrap();
+    let batch = vec![
+        (
+            "b.1".to_string(),
+            Headers::new(),
+            bytes::Bytes::from_static(b"1"),
+        ),
+        (
+            "nope".to_string(),
+            Headers::new(),
+            bytes::Bytes::from_static(b"x"),
+        ),
+        (
+            "b.2".to_string(),
+            Headers::new(),
+            bytes::Bytes::from_static(b"2"),
+        ),
+    ];
+    let acks = s.publish_batch(batch).await.unwrap();
+    assert_eq!(acks[0].as_ref().unwrap().seq, 1);
+    assert!(
+        acks[1].as_ref().unwrap_err().api().is_some(),
+        "a subject outside the stream is rejected"
+    );
+    assert_eq!(acks[2].as_ref().unwrap().seq, 2);
+    assert_eq!(s.get(2).unwrap().unwrap().payload, "2");
+}
