@@ -184,6 +184,8 @@ impl Blocks {
                     .create_new(true)
                     .open(&path)
                     .map_err(StoreError::io(&path))?;
+                // The new file's directory entry must be durable before acks depend on it.
+                crate::fsutil::sync_dir(dir)?;
                 Body::File(Arc::new(file))
             }
             None => Body::Memory(Vec::new()),

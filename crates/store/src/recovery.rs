@@ -193,12 +193,13 @@ fn try_index(msgs_dir: &Path, ids: &[u32]) -> Result<Option<(index::Snapshot, Sc
             ));
         }
     }
+    let sizes: std::collections::HashMap<u32, u64> =
+        snap.blocks.iter().map(|b| (b.id, b.size)).collect();
     for seq in snap.table.seqs_in(0, snap.table.last_seq) {
         let m = snap.table.get(seq).expect("live");
-        let fits = snap
-            .blocks
-            .iter()
-            .any(|b| b.id == m.loc.block && m.loc.offset as u64 + m.loc.len as u64 <= b.size);
+        let fits = sizes
+            .get(&m.loc.block)
+            .is_some_and(|size| m.loc.offset as u64 + m.loc.len as u64 <= *size);
         if !fits {
             return Err(format!("sequence {seq} points outside its block"));
         }

@@ -193,3 +193,60 @@ async fn publish_batch_assigns_consecutive_sequences_with_per_message_results() 
     assert_eq!(acks[2].as_ref().unwrap().seq, 2);
     assert_eq!(s.get(2).unwrap().unwrap().payload, "2");
 }
+
+#[tokio::test]
+async fn memory_stream_in_a_file_store_keeps_config_not_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(dir.path(), opts()).unwrap();
+    let s = store
+        .create_stream(StreamConfig {
+            storage: StorageType::Memory,
+            ..StreamConfig::new("MEM", ["mem"])
+        })
+        .unwrap();
+    s.publish("mem", Headers::new(), "x").await.unwrap();
+    assert!(
+        !dir.path().join("streams/MEM/msgs").exists(),
+        "a memory stream writes no blocks"
+    );
+    store.close();
+    let (store, _) = Store::open(dir.path(), opts()).unwrap();
+    let s = store.stream("MEM").unwrap();
+    assert_eq!(s.info(None).config.storage, StorageType::Memory);
+    assert_eq!(s.info(None).state.msgs, 0);
+}
+
+#[tokio::test]
+async fn invalid_names_and_unknown_streams_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(dir.path(), opts()).unwrap();
+    for name in ["../escape", "a/b", "a.b", "x y"] {
+        let err = store
+            .create_stream(StreamConfig::new(name, ["z"]))
+            .unwrap_err();
+        assert!(
+            matches!(err, sluice_store::StoreError::InvalidName { .. }),
+            "{name}: {err}"
+        );
+    }
+    assert!(!dir.path().join("escape").exists());
+    assert!(store.delete_stream("NOPE").is_err());
+    let s = store.create_stream(StreamConfig::new("S", ["s"])).unwrap();
+    assert_eq!(
+        store
+            .create_stream(StreamConfig::new("S", ["s"]))
+            .unwrap()
+            .name(),
+        "S"
+    );
+    assert_eq!(
+        store
+            .create_stream(StreamConfig::new("S", ["other"]))
+            .unwrap_err()
+            .api()
+            .unwrap()
+            .code,
+        10058
+    );
+    drop(s);
+}
