@@ -10,6 +10,7 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use sluice_protocol::headers::Headers;
 
+pub mod embedded;
 pub mod jetstream;
 
 /// A message read from the stream.
@@ -103,6 +104,12 @@ pub enum BackendError {
 /// An ordered, back-pressured sequence of messages.
 pub type MessageStream = BoxStream<'static, Result<BackendMessage, BackendError>>;
 
+impl std::fmt::Debug for dyn Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Backend({})", self.kind())
+    }
+}
+
 /// A durable, sequenced stream of messages.
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
@@ -121,7 +128,11 @@ pub trait Backend: Send + Sync + 'static {
     /// duplicate between the two. Reading is paced by the consumer: nothing is buffered beyond
     /// a small bound. The stream ends with an error when the feed is lost and cannot be
     /// recovered; the caller resumes from the last sequence it saw.
-    async fn subscribe(&self, filters: &[String], start: u64) -> Result<MessageStream, BackendError>;
+    async fn subscribe(
+        &self,
+        filters: &[String],
+        start: u64,
+    ) -> Result<MessageStream, BackendError>;
 
     /// Whether the backend is ready; must answer within one second.
     async fn health(&self) -> Health;

@@ -184,6 +184,9 @@ pub struct EmbeddedConfig {
     pub data_dir: PathBuf,
     /// The stream the hub serves; it must be one of `streams`.
     pub stream: String,
+    /// When writes are fsynced: `always` (an acknowledged publish is on disk), `never`
+    /// (left to the OS), or a duration such as `1s` (at most that far apart).
+    pub sync: String,
     /// Streams created (or updated) at start-up.
     pub streams: Vec<StreamDecl>,
 }
@@ -208,9 +211,22 @@ pub struct StreamDecl {
     /// Largest message accepted in bytes; 0 means unlimited.
     #[serde(default)]
     pub max_msg_size: u64,
+    /// Most messages kept per subject; 0 means unlimited.
+    #[serde(default)]
+    pub max_msgs_per_subject: u64,
     /// Window in which a repeated `Nats-Msg-Id` is a duplicate.
     #[serde(default = "default_duplicate_window", with = "duration")]
     pub duplicate_window: Duration,
+    /// Accept per-message TTLs (`Nats-TTL`, the `ttl` of `POST /publish`).
+    #[serde(default = "yes")]
+    pub allow_msg_ttl: bool,
+    /// Accept message schedules (`Nats-Schedule`).
+    #[serde(default)]
+    pub allow_msg_schedules: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_duplicate_window() -> Duration {
@@ -230,7 +246,10 @@ impl StreamDecl {
             max_bytes: 0,
             max_age: Duration::ZERO,
             max_msg_size: 0,
+            max_msgs_per_subject: 0,
             duplicate_window: default_duplicate_window(),
+            allow_msg_ttl: true,
+            allow_msg_schedules: false,
         }
     }
 }
@@ -294,6 +313,7 @@ impl Default for EmbeddedConfig {
         Self {
             data_dir: PathBuf::from("./sluice-data"),
             stream: DEFAULT_STREAM.to_owned(),
+            sync: "always".to_owned(),
             streams: vec![StreamDecl::default_stream()],
         }
     }

@@ -111,6 +111,22 @@ fn embedded(config: &Config) -> Result<(), ConfigError> {
             "must not be empty",
         ));
     }
+    if !matches!(embedded.sync.as_str(), "always" | "never") {
+        let interval = super::duration::parse(&embedded.sync).map_err(|err| {
+            ConfigError::invalid(
+                "embedded.sync",
+                &embedded.sync,
+                format!("{err}; use always, never or a duration"),
+            )
+        })?;
+        if interval.is_zero() {
+            return Err(ConfigError::invalid(
+                "embedded.sync",
+                &embedded.sync,
+                "an interval must be positive; use always or never",
+            ));
+        }
+    }
     let mut names = HashSet::new();
     for (index, stream) in embedded.streams.iter().enumerate() {
         stream_decl(&format!("embedded.streams[{index}]"), stream)?;
@@ -140,6 +156,26 @@ fn stream_decl(key: &str, stream: &StreamDecl) -> Result<(), ConfigError> {
             "[]",
             "a stream needs at least one subject",
         ));
+    }
+    if stream.max_msg_size > i32::MAX as u64 {
+        return Err(ConfigError::invalid(
+            format!("{key}.max_msg_size"),
+            stream.max_msg_size,
+            "must be below 2 GiB",
+        ));
+    }
+    for (field, value) in [
+        ("max_msgs", stream.max_msgs),
+        ("max_bytes", stream.max_bytes),
+        ("max_msgs_per_subject", stream.max_msgs_per_subject),
+    ] {
+        if value > i64::MAX as u64 {
+            return Err(ConfigError::invalid(
+                format!("{key}.{field}"),
+                value,
+                "is too large",
+            ));
+        }
     }
     for (index, subject) in stream.subjects.iter().enumerate() {
         validate_filter(subject).map_err(|err| {

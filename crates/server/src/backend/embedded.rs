@@ -1,0 +1,246 @@
+//! The embedded backend: one stream of sluice's own store, in-process.
+//!
+//! The stream is looked up by name on every call, so a stream deleted and created again
+//! (a new incarnation) is picked up, and its old subscribers end with an error.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use sluice_protocol::subject::FilterSet;
+use sluice_store::{
+    RecoveryReport, Store, StoreError, StoreOptions, StoredMessage, StreamConfig, StreamHandle,
+    SyncPolicy,
+};
+
+use super::{
+    Backend, BackendError, BackendMessage, Health, MessageStream, PublishAck, PublishRequest,
+    StreamState,
+};
+use crate::config::{Config, StreamDecl, duration};
+
+/// A stream of the embedded store.
+#[derive(Debug)]
+pub struct EmbeddedBackend {
+    store: Mutex<Option<Store>>,
+    stream: String,
+}
+
+impl EmbeddedBackend {
+    /// Opens the store in `embedded.data_dir`, creates or updates every declared stream, and
+    /// serves `embedded.stream`. Returns the recovery report of every stream found on disk.
+    pub async fn open(config: &Config) -> Result<(Self, Vec<RecoveryReport>), BackendError> {
+        let embedded = &config.embedded;
+        let options = StoreOptions {
+            sync: sync_policy(&embedded.sync),
+            ..StoreOptions::default()
+        };
+        let dir = embedded.data_dir.clone();
+        let (store, reports) = tokio::task::spawn_blocking(move || Store::open(&dir, options))
+            .await
+            .map_err(|err| BackendError::Other(format!("opening the store panicked: {err}")))?
+            .map_err(|err| {
+                BackendError::Other(format!(
+                    "cannot open {}: {err}",
+                    embedded.data_dir.display()
+                ))
+            })?;
+        for decl in &embedded.streams {
+            declare(&store, stream_config(decl)).await?;
+        }
+        Ok((Self::new(store, &embedded.stream), reports))
+    }
+
+    /// Serves `stream` of an already open store.
+    pub fn new(store: Store, stream: &str) -> Self {
+        Self {
+            store: Mutex::new(Some(store)),
+            stream: stream.to_owned(),
+        }
+    }
+
+    /// The store, for administration (and tests that delete or recreate the stream).
+    pub fn store(&self) -> Option<Store> {
+        self.store.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn handle(&self) -> Result<StreamHandle, BackendError> {
+        let store = self
+            .store()
+            .ok_or_else(|| BackendError::Unavailable("the store is closed".into()))?;
+        store
+            .stream(&self.stream)
+            .ok_or_else(|| not_found(&self.stream))
+    }
+}
+
+/// The store's sync policy for `embedded.sync` (validated by the configuration).
+pub fn sync_policy(text: &str) -> SyncPolicy {
+    match text {
+        "always" => SyncPolicy::Always,
+        "never" => SyncPolicy::Never,
+        other => duration::parse(other).map_or(SyncPolicy::Always, SyncPolicy::Interval),
+    }
+}
+
+/// The store configuration of a declared stream.
+pub fn stream_config(decl: &StreamDecl) -> StreamConfig {
+    let limit = |value: u64| {
+        if value == 0 {
+            -1
+        } else {
+            i64::try_from(value).unwrap_or(i64::MAX)
+        }
+    };
+    StreamConfig {
+        max_msgs: limit(decl.max_msgs),
+        max_bytes: limit(decl.max_bytes),
+        max_age: decl.max_age,
+        max_msgs_per_subject: limit(decl.max_msgs_per_subject),
+        max_msg_size: if decl.max_msg_size == 0 {
+            -1
+        } else {
+            i32::try_from(decl.max_msg_size).unwrap_or(i32::MAX)
+        },
+        duplicate_window: decl.duplicate_window,
+        allow_msg_ttl: decl.allow_msg_ttl,
+        allow_msg_schedules: decl.allow_msg_schedules,
+        ..StreamConfig::new(decl.name.clone(), decl.subjects.clone())
+    }
+}
+
+/// Creates the stream, or brings an existing one to `config`.
+async fn declare(store: &Store, config: StreamConfig) -> Result<(), BackendError> {
+    let name = config.name.clone();
+    let result = match store.stream(&name) {
+        Some(existing) if existing.info(None).config == config => return Ok(()),
+        Some(_) => store.update_stream(config).await.map(drop),
+        None => store.create_stream(config).map(drop),
+    };
+    result.map_err(|err| match convert_error(err) {
+        BackendError::Api {
+            status,
+            code,
+            description,
+        } => BackendError::Api {
+            status,
+            code,
+            description: format!("stream {name:?}: {description}"),
+        },
+        other => other,
+    })
+}
+
+fn not_found(stream: &str) -> BackendError {
+    BackendError::Api {
+        status: 404,
+        code: sluice_protocol::error::codes::STREAM_NOT_FOUND,
+        description: format!("stream {stream:?} not found"),
+    }
+}
+
+/// Maps a store error onto the backend's error kinds.
+pub fn convert_error(err: StoreError) -> BackendError {
+    match err {
+        StoreError::Api(api) => BackendError::Api {
+            status: api.status,
+            code: api.code,
+            description: api.description,
+        },
+        StoreError::StreamNotFound(name) => not_found(&name),
+        StoreError::InvalidSubject(reason) | StoreError::InvalidConfig(reason) => {
+            BackendError::Api {
+                status: 400,
+                code: sluice_protocol::error::codes::BAD_REQUEST,
+                description: reason,
+            }
+        }
+        StoreError::Closed(name) => BackendError::Unavailable(format!("stream {name:?} is closed")),
+        other => BackendError::Other(other.to_string()),
+    }
+}
+
+fn convert_message(message: StoredMessage) -> BackendMessage {
+    BackendMessage {
+        seq: message.seq,
+        subject: message.subject,
+        time: message.time,
+        headers: message.headers,
+        payload: message.payload,
+    }
+}
+
+#[async_trait]
+impl Backend for EmbeddedBackend {
+    fn kind(&self) -> &'static str {
+        "embedded"
+    }
+
+    async fn publish(&self, request: PublishRequest) -> Result<PublishAck, BackendError> {
+        let handle = self.handle()?;
+        let ack = handle
+            .publish(request.subject, request.headers, request.payload)
+            .await
+            .map_err(convert_error)?;
+        Ok(PublishAck {
+            seq: ack.seq,
+            duplicate: ack.duplicate,
+        })
+    }
+
+    async fn stream_state(&self) -> Result<StreamState, BackendError> {
+        let info = self.handle()?.info(None);
+        Ok(StreamState {
+            first_seq: info.state.first_seq,
+            last_seq: info.state.last_seq,
+            first_time: info.state.first_time,
+            epoch: info.incarnation,
+            subjects: info.config.subjects,
+        })
+    }
+
+    async fn subscribe(
+        &self,
+        filters: &[String],
+        start: u64,
+    ) -> Result<MessageStream, BackendError> {
+        let filters = FilterSet::new(filters.iter().cloned()).map_err(|err| BackendError::Api {
+            status: 400,
+            code: sluice_protocol::error::codes::BAD_REQUEST,
+            description: err.to_string(),
+        })?;
+        let stream = self.handle()?.subscribe(start, filters);
+        Ok(stream
+            .map(|item| item.map(convert_message).map_err(convert_error))
+            .boxed())
+    }
+
+    async fn health(&self) -> Health {
+        match self.handle() {
+            Ok(_) => Health::Ready,
+            Err(BackendError::Unavailable(detail)) => Health::Unavailable {
+                cause: "backend_closed",
+                detail,
+            },
+            Err(err) => Health::Unavailable {
+                cause: "stream_unavailable",
+                detail: err.to_string(),
+            },
+        }
+    }
+
+    async fn shutdown(&self) {
+        let store = self.store.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(store) = store {
+            // Closing joins the writer threads after they wrote index.db and the sidecars.
+            let closed = tokio::task::spawn_blocking(move || store.close());
+            if tokio::time::timeout(Duration::from_secs(30), closed)
+                .await
+                .is_err()
+            {
+                tracing::warn!("the store did not close within 30s");
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Turning a stream message into the frame every subscriber gets.
+
+use sluice_protocol::headers::{Headers, NATS_MARKER_REASON, NATS_SCHEDULE};
+
+use super::ring::{Entry, EntryKind};
+use crate::backend::BackendMessage;
+use crate::event_id::EventId;
+use crate::frames::{self, Gap, GapReason};
+
+/// Encodes messages of one stream incarnation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Encoder {
+    /// The stream incarnation written into every id.
+    pub epoch: u64,
+    /// The topic prefix stripped from subjects.
+    pub topic_prefix: String,
+    /// Largest frame sent; larger messages become `gap` frames.
+    pub max_event_size: usize,
+}
+
+/// Control messages (delete markers, schedule definitions) are stream bookkeeping, never
+/// forwarded to clients and not counted as loss.
+pub fn is_control(headers: &Headers) -> bool {
+    headers.get(NATS_MARKER_REASON).is_some() || headers.get(NATS_SCHEDULE).is_some()
+}
+
+impl Encoder {
+    /// The entry for `message`, or `None` for a control message.
+    pub fn entry(&self, message: &BackendMessage) -> Option<Entry> {
+        if is_control(&message.headers) {
+            return None;
+        }
+        let topic = self.topic(&message.subject);
+        let id = EventId {
+            seq: message.seq,
+            epoch: Some(self.epoch),
+        };
+        let frame = frames::message(id, topic, &message.payload, message.time);
+        let (kind, frame) = if frame.len() > self.max_event_size {
+            let mut gap = Gap::range(GapReason::TooLarge, message.seq, message.seq);
+            gap.topic = Some(topic.to_owned());
+            gap.size = Some(frame.len());
+            (EntryKind::TooLarge, frames::gap(id, &gap))
+        } else {
+            (EntryKind::Message, frame)
+        };
+        Some(Entry {
+            seq: message.seq,
+            time: message.time,
+            kind,
+            frame,
+        })
+    }
+
+    fn topic<'a>(&self, subject: &'a str) -> &'a str {
+        if self.topic_prefix.is_empty() {
+            return subject;
+        }
+        subject
+            .strip_prefix(self.topic_prefix.as_str())
+            .and_then(|rest| rest.strip_prefix('.'))
+            .unwrap_or(subject)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn message(payload: &[u8], headers: Headers) -> BackendMessage {
+        BackendMessage {
+            seq: 5,
+            subject: "app.a.b".into(),
+            time: jiff::Timestamp::UNIX_EPOCH,
+            headers,
+            payload: Bytes::copy_from_slice(payload),
+        }
+    }
+
+    fn encoder(max: usize) -> Encoder {
+        Encoder {
+            epoch: 1,
+            topic_prefix: "app".into(),
+            max_event_size: max,
+        }
+    }
+
+    #[test]
+    fn control_messages_are_skipped() {
+        let mut headers = Headers::new();
+        headers.insert(NATS_MARKER_REASON, "MaxAge");
+        assert_eq!(encoder(4096).entry(&message(b"", headers)), None);
+        let mut headers = Headers::new();
+        headers.insert(NATS_SCHEDULE, "@every 1m");
+        assert_eq!(encoder(4096).entry(&message(b"x", headers)), None);
+    }
+
+    #[test]
+    fn oversized_messages_become_gap_frames_with_topic_without_prefix() {
+        let entry = encoder(256)
+            .entry(&message(&[b'x'; 300], Headers::new()))
+            .expect("entry");
+        assert_eq!(entry.kind, EntryKind::TooLarge);
+        let text = String::from_utf8(entry.frame.to_vec()).unwrap();
+        assert!(
+            text.contains("event: gap") && text.contains("\"reason\":\"too_large\""),
+            "{text}"
+        );
+        assert!(text.contains("\"topic\":\"a.b\""), "{text}");
+        let entry = encoder(4096)
+            .entry(&message(b"1", Headers::new()))
+            .expect("entry");
+        assert_eq!(entry.kind, EntryKind::Message);
+    }
+}

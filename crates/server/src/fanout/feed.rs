@@ -1,0 +1,220 @@
+//! One shared backend subscription for one topic set, filling a ring of encoded frames.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use sluice_protocol::subject::FilterSet;
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+
+use super::encode::Encoder;
+use super::ring::{Read, Ring};
+use crate::backend::{Backend, BackendError, BackendMessage, MessageStream};
+use crate::metrics::Metrics;
+
+/// The state readers share with the feed task.
+#[derive(Debug)]
+pub struct FeedCore {
+    /// The topic set.
+    pub filters: FilterSet,
+    /// How this feed's (and its readers') frames are encoded.
+    pub encoder: Encoder,
+    ring: RwLock<Ring>,
+    /// Bumped after every change of the ring, and when the feed closes.
+    position: watch::Sender<u64>,
+    closed: AtomicBool,
+}
+
+impl FeedCore {
+    /// What the ring holds at `from`.
+    pub fn read(&self, from: u64) -> Read {
+        self.ring.read().map_or(Read::Wait, |ring| ring.read(from))
+    }
+
+    /// The oldest position the ring still covers.
+    pub fn low(&self) -> u64 {
+        self.ring.read().map_or(u64::MAX, |ring| ring.low())
+    }
+
+    /// A receiver notified whenever the ring changes or the feed closes.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.position.subscribe()
+    }
+
+    /// True once the feed has ended because the stream was replaced.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn accept(&self, message: &BackendMessage) {
+        let entry = self.encoder.entry(message);
+        let high = match self.ring.write() {
+            Ok(mut ring) => {
+                match entry {
+                    Some(entry) => ring.push(entry),
+                    None => ring.advance(message.seq + 1),
+                }
+                ring.high()
+            }
+            Err(_) => return,
+        };
+        self.position.send_replace(high);
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.position.send_modify(|_| {});
+    }
+}
+
+/// A running feed; dropping the last handle stops its backend subscription.
+pub struct Feed {
+    /// The shared state.
+    pub core: Arc<FeedCore>,
+    task: AbortHandle,
+    on_drop: Box<dyn Fn(&FilterSet) + Send + Sync>,
+}
+
+impl std::fmt::Debug for Feed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Feed")
+            .field("core", &self.core)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.task.abort();
+        (self.on_drop)(&self.core.filters);
+    }
+}
+
+/// Settings of a new feed.
+pub struct FeedStart {
+    /// The topic set.
+    pub filters: FilterSet,
+    /// Encoding of this incarnation.
+    pub encoder: Encoder,
+    /// First sequence the feed reads (the live end at creation).
+    pub start: u64,
+    /// Ring capacity.
+    pub ring_size: usize,
+}
+
+impl Feed {
+    /// Starts the backend subscription task; `on_drop` runs when the last handle goes.
+    pub fn spawn(
+        start: FeedStart,
+        backend: Arc<dyn Backend>,
+        metrics: Arc<Metrics>,
+        on_drop: Box<dyn Fn(&FilterSet) + Send + Sync>,
+    ) -> Self {
+        let (position, _) = watch::channel(start.start);
+        let core = Arc::new(FeedCore {
+            filters: start.filters,
+            encoder: start.encoder,
+            ring: RwLock::new(Ring::new(start.ring_size, start.start)),
+            position,
+            closed: AtomicBool::new(false),
+        });
+        let task = tokio::spawn(run(core.clone(), backend, metrics, start.start)).abort_handle();
+        Self {
+            core,
+            task,
+            on_drop,
+        }
+    }
+}
+
+/// Backoff between attempts to re-establish a lost backend subscription.
+fn backoff(failures: u32) -> Duration {
+    Duration::from_millis(100u64.saturating_mul(1 << failures.min(6))).min(Duration::from_secs(5))
+}
+
+/// Why a subscription in a given incarnation could not be made.
+#[derive(Debug)]
+pub enum Lost {
+    /// The stream is now another incarnation (deleted and created again).
+    Replaced,
+    /// The backend failed; trying again later may work.
+    Failed(BackendError),
+}
+
+/// Subscribes from `start` only if the stream is still incarnation `epoch`. The epoch is
+/// checked before and after subscribing, so a subscription made while the stream is being
+/// recreated never silently continues in the new incarnation with positions of the old one.
+pub async fn subscribe_in_epoch(
+    backend: &dyn Backend,
+    filters: &[String],
+    start: u64,
+    epoch: u64,
+) -> Result<MessageStream, Lost> {
+    let check = || async {
+        match backend.stream_state().await {
+            Ok(state) if state.epoch == epoch => Ok(()),
+            Ok(_) => Err(Lost::Replaced),
+            Err(err) => Err(Lost::Failed(err)),
+        }
+    };
+    check().await?;
+    let stream = backend
+        .subscribe(filters, start)
+        .await
+        .map_err(Lost::Failed)?;
+    check().await?;
+    Ok(stream)
+}
+
+/// Reads the backend into the ring forever; when the subscription is lost it resumes from
+/// the last sequence seen (so nothing is skipped), unless the stream was replaced by a new
+/// incarnation, in which case the feed closes and its readers end their streams.
+async fn run(core: Arc<FeedCore>, backend: Arc<dyn Backend>, metrics: Arc<Metrics>, start: u64) {
+    let filters = core.filters.as_slice().to_vec();
+    let mut next = start;
+    let mut failures = 0;
+    loop {
+        match subscribe_in_epoch(&*backend, &filters, next, core.encoder.epoch).await {
+            Ok(mut stream) => {
+                while let Some(item) = stream.next().await {
+                    match item {
+                        Ok(message) => {
+                            failures = 0;
+                            next = next.max(message.seq + 1);
+                            core.accept(&message);
+                            // A stream with messages ready never returns Pending; without
+                            // this the feed would hold its worker and starve the readers it
+                            // wakes (they sit in the worker's LIFO slot).
+                            tokio::task::consume_budget().await;
+                        }
+                        Err(err) => {
+                            record(&metrics, &err, "feed lost");
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(Lost::Replaced) => {
+                tracing::info!(filters = %core.filters, "stream was recreated; closing its feed");
+                core.close();
+                return;
+            }
+            Err(Lost::Failed(err)) => record(&metrics, &err, "feed subscribe failed"),
+        }
+        failures += 1;
+        tokio::time::sleep(backoff(failures)).await;
+    }
+}
+
+/// Logs and counts a backend error by kind.
+pub fn record(metrics: &Metrics, err: &BackendError, what: &str) {
+    let kind = match err {
+        BackendError::Api { .. } => "api",
+        BackendError::Unavailable(_) => "unavailable",
+        BackendError::Other(_) => "other",
+    };
+    tracing::warn!(error = %err, kind, "{what}");
+    Metrics::count(&metrics.backend_errors, "kind", kind);
+}

@@ -1,0 +1,115 @@
+//! Fan-out: per node, one backend subscription per distinct topic set, feeding a bounded ring
+//! of frames encoded once; every connection is only a cursor into that ring.
+//!
+//! A connection that falls behind the ring (or starts before it) reads from the stream itself
+//! until it reaches the ring, then rejoins it — no gap, no duplicate, no disconnect.
+
+mod encode;
+mod feed;
+mod ring;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use sluice_protocol::subject::FilterSet;
+
+pub use encode::{Encoder, is_control};
+pub use feed::{Feed, FeedCore, Lost, record, subscribe_in_epoch};
+pub use ring::{Entry, EntryKind, Read, Ring};
+
+use crate::backend::{Backend, StreamState};
+use crate::metrics::Metrics;
+use feed::FeedStart;
+
+type FeedMap = Mutex<HashMap<FilterSet, Weak<Feed>>>;
+
+/// The feeds of one hub.
+#[derive(Debug)]
+pub struct Fanout {
+    backend: Arc<dyn Backend>,
+    metrics: Arc<Metrics>,
+    topic_prefix: String,
+    max_event_size: usize,
+    ring_size: usize,
+    feeds: Arc<FeedMap>,
+}
+
+impl Fanout {
+    /// A fan-out over `backend`.
+    pub fn new(
+        backend: Arc<dyn Backend>,
+        metrics: Arc<Metrics>,
+        topic_prefix: String,
+        max_event_size: usize,
+        ring_size: usize,
+    ) -> Self {
+        Self {
+            backend,
+            metrics,
+            topic_prefix,
+            max_event_size,
+            ring_size,
+            feeds: Arc::default(),
+        }
+    }
+
+    /// The encoder for messages of incarnation `epoch`.
+    pub fn encoder(&self, epoch: u64) -> Encoder {
+        Encoder {
+            epoch,
+            topic_prefix: self.topic_prefix.clone(),
+            max_event_size: self.max_event_size,
+        }
+    }
+
+    /// The shared feed for `filters` in the incarnation of `state`, started at its live end
+    /// when there is none yet (or the existing one belongs to an older incarnation).
+    pub fn feed(&self, filters: &FilterSet, state: &StreamState) -> Arc<Feed> {
+        let existing = self
+            .feeds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(filters)
+            .and_then(Weak::upgrade);
+        // A stale feed is dropped here, outside the lock its drop hook takes.
+        if let Some(feed) = existing
+            && feed.core.encoder.epoch == state.epoch
+            && !feed.core.is_closed()
+        {
+            return feed;
+        }
+        let map = Arc::downgrade(&self.feeds);
+        let metrics = self.metrics.clone();
+        let on_drop = Box::new(move |filters: &FilterSet| {
+            metrics.active_feeds.dec();
+            if let Some(map) = map.upgrade() {
+                let mut feeds = map.lock().unwrap_or_else(|e| e.into_inner());
+                if feeds.get(filters).is_some_and(|w| w.strong_count() == 0) {
+                    feeds.remove(filters);
+                }
+            }
+        });
+        let start = FeedStart {
+            filters: filters.clone(),
+            encoder: self.encoder(state.epoch),
+            start: state.last_seq.saturating_add(1),
+            ring_size: self.ring_size,
+        };
+        self.metrics.active_feeds.inc();
+        let feed = Arc::new(Feed::spawn(
+            start,
+            self.backend.clone(),
+            self.metrics.clone(),
+            on_drop,
+        ));
+        let mut feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
+        feeds.insert(filters.clone(), Arc::downgrade(&feed));
+        feed
+    }
+
+    /// How many feeds are running.
+    pub fn feed_count(&self) -> usize {
+        let feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
+        feeds.values().filter(|w| w.strong_count() > 0).count()
+    }
+}

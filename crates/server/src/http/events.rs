@@ -1,0 +1,216 @@
+//! `GET /events`: validate, plan, and stream.
+//!
+//! Order matters: topics and the resume position are validated first (400), then a
+//! connection slot is taken (429), then the backend is asked for the stream's state (503).
+//! An `EventSource` (which sends `Accept: text/event-stream`) gives up for good on any
+//! non-200 answer, so transient refusals (429, 503) are answered to it with a 200 stream that
+//! only carries a `retry:` hint; it reconnects after that delay.
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::BytesMut;
+
+use super::ApiError;
+use crate::event_id::choose_cursor;
+use crate::fanout::record;
+use crate::frames;
+use crate::hub::Hub;
+use crate::metrics::Metrics;
+use crate::net::ConnInfo;
+use crate::plan::Plan;
+use crate::session::Session;
+use crate::topics;
+
+/// Longest wait for the stream's state before answering 503.
+const STATE_TIMEOUT: Duration = Duration::from_secs(2);
+
+type Params = Query<Vec<(String, String)>>;
+
+/// `GET /events?topic=…&topic=…&last-id=…`
+pub async fn by_query(
+    State(hub): State<Arc<Hub>>,
+    Query(params): Params,
+    headers: HeaderMap,
+    extensions: Extensions,
+) -> Response {
+    let topics = params
+        .iter()
+        .filter(|(k, _)| k == "topic")
+        .map(|(_, v)| v.as_str());
+    subscribe(&hub, topics, &params, &headers, &extensions).await
+}
+
+/// `GET /events/<topic>` (slashes in the path separate tokens like dots).
+pub async fn by_path(
+    State(hub): State<Arc<Hub>>,
+    Path(path): Path<String>,
+    Query(params): Params,
+    headers: HeaderMap,
+    extensions: Extensions,
+) -> Response {
+    let topic = topics::from_path(&path);
+    subscribe(&hub, [topic.as_str()], &params, &headers, &extensions).await
+}
+
+fn reject(hub: &Hub, reason: &'static str, err: ApiError) -> Response {
+    Metrics::count(&hub.metrics.rejected, "reason", reason);
+    err.into_response()
+}
+
+async fn subscribe<'a>(
+    hub: &Arc<Hub>,
+    requested: impl IntoIterator<Item = &'a str>,
+    params: &[(String, String)],
+    headers: &HeaderMap,
+    extensions: &Extensions,
+) -> Response {
+    let config = &hub.config;
+    let wants_stream = accepts_event_stream(headers);
+    let topics = match topics::parse(requested, config) {
+        Ok(topics) => topics,
+        Err(err) => return reject(hub, "bad_request", ApiError::bad_request(err.to_string())),
+    };
+    let header = headers
+        .get("last-event-id")
+        .map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    let query = params
+        .iter()
+        .find(|(k, _)| k == "last-id")
+        .map(|(_, v)| v.as_str());
+    let cursor = match choose_cursor(header, query) {
+        Ok(cursor) => cursor,
+        Err(err) => {
+            return reject(
+                hub,
+                "bad_request",
+                ApiError::bad_request(format!("last-id: {err}")),
+            );
+        }
+    };
+    if let Some(err) = &cursor.ignored_header {
+        tracing::warn!(error = %err, "ignoring invalid Last-Event-ID header");
+    }
+    if hub.is_shutting_down() {
+        return transient(
+            hub,
+            wants_stream,
+            "shutting_down",
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the hub is shutting down",
+        );
+    }
+    let conn = extensions.get::<ConnectInfo<ConnInfo>>().map(|c| &c.0);
+    let Some(guard) = hub.acquire_slot(conn) else {
+        return transient(
+            hub,
+            wants_stream,
+            "max_connections",
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many connections",
+        );
+    };
+    let state = match tokio::time::timeout(STATE_TIMEOUT, hub.backend.stream_state()).await {
+        Ok(Ok(state)) => state,
+        Ok(Err(err)) => {
+            record(&hub.metrics, &err, "stream state failed");
+            return transient(
+                hub,
+                wants_stream,
+                "backend_unavailable",
+                StatusCode::SERVICE_UNAVAILABLE,
+                &err.to_string(),
+            );
+        }
+        Err(_) => {
+            return transient(
+                hub,
+                wants_stream,
+                "backend_unavailable",
+                StatusCode::SERVICE_UNAVAILABLE,
+                "stream state timed out",
+            );
+        }
+    };
+    if let Err(err) = topics::check_within(&topics, &state.subjects, config) {
+        return reject(hub, "bad_request", ApiError::bad_request(err.to_string()));
+    }
+    let plan = Plan::new(cursor.id, &state, config.replay.on_loss);
+    if cursor.id.is_some() {
+        hub.metrics.replay_requests.inc();
+    }
+    let mut preamble = BytesMut::new();
+    preamble.extend_from_slice(&frames::retry(config.sse.retry));
+    preamble.extend_from_slice(&frames::connected(plan.start_id(), &topics.topics));
+    if let Some(gap) = &plan.gap {
+        let reason = gap.reason.label();
+        Metrics::count(&hub.metrics.replay_fallbacks, "reason", reason);
+        Metrics::count(&hub.metrics.gaps, "reason", reason);
+        tracing::info!(cursor = ?cursor.id, start = plan.start, reason, "resume position lost");
+        preamble.extend_from_slice(&frames::gap(plan.start_id(), gap));
+    }
+    tracing::debug!(topics = %topics.filters, start = plan.start, backlog_end = plan.backlog_end, "event stream starts");
+    let feed = hub.fanout.feed(&topics.filters, &state);
+    let session = Session::new(hub.session_context(), guard, feed, &plan, preamble.freeze());
+    stream_response(hub, Body::from_stream(session.into_stream()))
+}
+
+fn accepts_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"))
+}
+
+fn stream_response(hub: &Hub, body: Body) -> Response {
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    if let Some(url) = &hub.config.hub_url
+        && let Ok(link) = HeaderValue::from_str(&format!("<{url}>; rel=\"sluice\""))
+    {
+        headers.insert(header::LINK, link);
+    }
+    response
+}
+
+/// A refusal that may succeed later: 200 with a jittered `retry:` for an `EventSource`,
+/// otherwise `status` with `Retry-After`.
+fn transient(
+    hub: &Hub,
+    wants_stream: bool,
+    reason: &'static str,
+    status: StatusCode,
+    detail: &str,
+) -> Response {
+    Metrics::count(&hub.metrics.rejected, "reason", reason);
+    tracing::info!(reason, detail, "event stream refused");
+    let retry = jittered(hub.config.sse.retry);
+    if wants_stream {
+        return stream_response(hub, Body::from(frames::retry(retry)));
+    }
+    let mut response = ApiError::new(status, detail.to_owned()).into_response();
+    let seconds = retry.as_secs().max(1).to_string();
+    if let Ok(value) = HeaderValue::from_str(&seconds) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
+/// `delay` plus up to 100% random jitter, so refused clients do not return in lockstep.
+fn jittered(delay: Duration) -> Duration {
+    let random = std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now());
+    let millis = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(millis.saturating_add(random % millis.max(1)))
+}

@@ -1,0 +1,170 @@
+//! `POST /publish`: `{"topic", "payload", "msg_id"?, "ttl"?, "headers"?}` →
+//! `{"id", "seq", "duplicate"}`.
+//!
+//! A string payload is stored as its text; any other JSON value is stored as JSON (so it
+//! reaches subscribers as the same JSON value). `msg_id` becomes `Nats-Msg-Id` (dedupe within
+//! the stream's duplicate window), `ttl` becomes `Nats-TTL` (`"30s"`, `"never"` or seconds).
+//! `headers` may carry application headers and `Nats-Expected-*` preconditions; other `Nats-`
+//! headers are refused.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use sluice_protocol::headers::{
+    Headers, NATS_EXPECTED_PREFIX, NATS_MSG_ID, NATS_TTL, validate_name, validate_value,
+};
+use sluice_protocol::subject::{filter_matches, validate_subject};
+use sluice_protocol::ttl::MsgTtl;
+
+use super::ApiError;
+use crate::backend::PublishRequest;
+use crate::event_id::EventId;
+use crate::hub::Hub;
+use crate::metrics::Metrics;
+
+/// Most application headers on one message.
+const MAX_HEADERS: usize = 64;
+/// Longest `msg_id`.
+const MAX_MSG_ID_LEN: usize = 256;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Body {
+    topic: String,
+    payload: Box<RawValue>,
+    #[serde(default)]
+    msg_id: Option<String>,
+    #[serde(default)]
+    ttl: Option<Ttl>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Ttl {
+    Seconds(u64),
+    Text(String),
+}
+
+/// The answer to a successful publish.
+#[derive(Debug, Serialize)]
+struct Answer {
+    id: String,
+    seq: u64,
+    duplicate: bool,
+}
+
+/// `POST /publish`.
+pub async fn publish(State(hub): State<Arc<Hub>>, body: Bytes) -> Response {
+    match store(&hub, &body).await {
+        Ok(answer) => {
+            let result = if answer.duplicate {
+                "duplicate"
+            } else {
+                "stored"
+            };
+            Metrics::count(&hub.metrics.publishes, "result", result);
+            Json(answer).into_response()
+        }
+        Err(err) => {
+            let result = if err.status.is_client_error() {
+                "rejected"
+            } else {
+                "failed"
+            };
+            Metrics::count(&hub.metrics.publishes, "result", result);
+            err.into_response()
+        }
+    }
+}
+
+async fn store(hub: &Hub, body: &[u8]) -> Result<Answer, ApiError> {
+    let body: Body = serde_json::from_slice(body)
+        .map_err(|err| ApiError::bad_request(format!("invalid publish body: {err}")))?;
+    let subject = hub.config.subject_for(&body.topic);
+    validate_subject(&subject)
+        .map_err(|err| ApiError::bad_request(format!("invalid topic {:?}: {err}", body.topic)))?;
+    let request = PublishRequest {
+        subject,
+        headers: headers(&body)?,
+        payload: payload(&body.payload)?,
+    };
+    let state = hub.backend.stream_state().await?;
+    if !state
+        .subjects
+        .iter()
+        .any(|f| filter_matches(f, &request.subject))
+    {
+        return Err(ApiError::bad_request(format!(
+            "topic {:?} is outside the stream's subjects {:?}",
+            body.topic, state.subjects
+        )));
+    }
+    let ack = hub.backend.publish(request).await?;
+    Ok(Answer {
+        id: EventId {
+            seq: ack.seq,
+            epoch: Some(state.epoch),
+        }
+        .to_string(),
+        seq: ack.seq,
+        duplicate: ack.duplicate,
+    })
+}
+
+fn payload(raw: &RawValue) -> Result<Bytes, ApiError> {
+    let text = raw.get();
+    if text.starts_with('"') {
+        let string: String = serde_json::from_str(text)
+            .map_err(|err| ApiError::bad_request(format!("invalid payload string: {err}")))?;
+        return Ok(Bytes::from(string));
+    }
+    Ok(Bytes::copy_from_slice(text.as_bytes()))
+}
+
+fn headers(body: &Body) -> Result<Headers, ApiError> {
+    if body.headers.len() > MAX_HEADERS {
+        return Err(ApiError::bad_request(format!(
+            "{} headers given, at most {MAX_HEADERS} are allowed",
+            body.headers.len()
+        )));
+    }
+    let mut headers = Headers::new();
+    for (name, value) in &body.headers {
+        validate_name(name).map_err(|err| ApiError::bad_request(err.to_string()))?;
+        validate_value(name, value).map_err(|err| ApiError::bad_request(err.to_string()))?;
+        let reserved = name.len() >= 5 && name[..5].eq_ignore_ascii_case("nats-");
+        if reserved && !name.starts_with(NATS_EXPECTED_PREFIX) {
+            return Err(ApiError::bad_request(format!(
+                "header {name:?} is reserved; use msg_id and ttl, or Nats-Expected-* preconditions"
+            )));
+        }
+        headers.append(name.clone(), value.clone());
+    }
+    if let Some(id) = &body.msg_id {
+        if id.is_empty() || id.len() > MAX_MSG_ID_LEN {
+            return Err(ApiError::bad_request(format!(
+                "msg_id must be 1 to {MAX_MSG_ID_LEN} bytes, got {} bytes",
+                id.len()
+            )));
+        }
+        validate_value(NATS_MSG_ID, id).map_err(|err| ApiError::bad_request(err.to_string()))?;
+        headers.insert(NATS_MSG_ID, id.clone());
+    }
+    if let Some(ttl) = &body.ttl {
+        let text = match ttl {
+            Ttl::Seconds(secs) => secs.to_string(),
+            Ttl::Text(text) => text.clone(),
+        };
+        MsgTtl::parse(&text).map_err(|err| ApiError::bad_request(format!("ttl: {err}")))?;
+        headers.insert(NATS_TTL, text);
+    }
+    Ok(headers)
+}

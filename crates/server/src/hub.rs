@@ -1,0 +1,110 @@
+//! The hub: configuration, backend, metrics and fan-out shared by every request, and the
+//! server loop with graceful shutdown.
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::backend::Backend;
+use crate::config::Config;
+use crate::fanout::Fanout;
+use crate::metrics::Metrics;
+use crate::net::{ConnInfo, TimedListener};
+use crate::session::{ConnectionGuard, SessionContext};
+
+/// Everything a request handler needs.
+#[derive(Debug)]
+pub struct Hub {
+    /// The validated configuration.
+    pub config: Arc<Config>,
+    /// The durable stream.
+    pub backend: Arc<dyn Backend>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Shared feeds.
+    pub fanout: Fanout,
+    slots: Arc<AtomicUsize>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Hub {
+    /// A hub over `backend`. `config` must be validated.
+    pub fn new(config: Config, backend: Arc<dyn Backend>) -> Arc<Self> {
+        let metrics = Arc::new(Metrics::new());
+        let fanout = Fanout::new(
+            backend.clone(),
+            metrics.clone(),
+            config.topic_prefix.clone(),
+            config.sse.max_event_size,
+            config.fanout.ring_size,
+        );
+        Arc::new(Self {
+            config: Arc::new(config),
+            backend,
+            metrics,
+            fanout,
+            slots: Arc::default(),
+            shutdown: watch::channel(false).0,
+        })
+    }
+
+    /// Takes a connection slot for an event stream, if `limits.max_connections` allows.
+    pub fn acquire_slot(&self, conn: Option<&ConnInfo>) -> Option<ConnectionGuard> {
+        ConnectionGuard::acquire(
+            self.metrics.clone(),
+            self.slots.clone(),
+            self.config.limits.max_connections,
+            conn.map(|c| c.state.clone()),
+            conn.map(|c| c.peer),
+        )
+    }
+
+    /// What a new session needs.
+    pub fn session_context(&self) -> SessionContext {
+        SessionContext {
+            backend: self.backend.clone(),
+            metrics: self.metrics.clone(),
+            heartbeat: self.config.sse.heartbeat,
+            shutdown: self.shutdown.subscribe(),
+            replay_cap: self.config.replay.max_messages,
+            replay_window: self.config.replay.window,
+        }
+    }
+
+    /// Ends every event stream (each logs `disconnect_reason=shutdown`).
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// True once shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}
+
+/// Serves `hub` on `listener` until `signal` completes, then drains: stops accepting, ends
+/// every event stream, waits for responses in flight, and shuts the backend down.
+pub async fn serve(
+    hub: Arc<Hub>,
+    listener: TcpListener,
+    signal: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let listener = TimedListener::new(listener, hub.config.sse.write_timeout);
+    let app = crate::http::router(hub.clone()).into_make_service_with_connect_info::<ConnInfo>();
+    let draining = hub.clone();
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            signal.await;
+            tracing::info!("shutting down: no new connections, ending event streams");
+            draining.begin_shutdown();
+        })
+        .await;
+    hub.begin_shutdown();
+    hub.backend.shutdown().await;
+    tracing::info!("shut down");
+    result
+}

@@ -1,0 +1,352 @@
+//! One client's event stream: a cursor into its topic set's shared feed, reading from the
+//! backend itself only while it is behind the feed's ring.
+//!
+//! A session holds no queue of messages: at most one frame is in hand at a time, and the
+//! frames themselves are shared with every other session of the same feed.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use jiff::Timestamp;
+use tokio::sync::watch;
+use tokio::time::{Instant, Sleep};
+
+use crate::backend::{Backend, MessageStream};
+use crate::event_id::EventId;
+use crate::fanout::{Entry, EntryKind, Feed, Lost, Read, record, subscribe_in_epoch};
+use crate::frames::{self, Gap, GapReason};
+use crate::metrics::Metrics;
+use crate::net::ConnState;
+use crate::plan::Plan;
+
+/// Why a stream ended; logged as `disconnect_reason` and counted by reason.
+pub mod reason {
+    /// The server is shutting down.
+    pub const SHUTDOWN: &str = "shutdown";
+    /// The client closed the connection (or a write failed for another reason).
+    pub const CLIENT_CLOSED: &str = "client_closed";
+    /// The socket accepted nothing for `sse.write_timeout`.
+    pub const SLOW_CLIENT: &str = "slow_client";
+    /// The connection replayed `replay.max_messages` backlog messages; the client resumes by
+    /// `Last-Event-ID`.
+    pub const REPLAY_CAP_REACHED: &str = "replay_cap_reached";
+    /// The backend subscription failed; the client resumes by `Last-Event-ID`.
+    pub const BACKEND_ERROR: &str = "backend_error";
+    /// The stream was deleted and created again; the client resumes and is told of the loss.
+    pub const STREAM_RECREATED: &str = "stream_recreated";
+}
+
+/// Holds a connection slot and reports the stream's end exactly once.
+#[derive(Debug)]
+pub struct ConnectionGuard {
+    metrics: Arc<Metrics>,
+    slots: Arc<AtomicUsize>,
+    conn: Option<ConnState>,
+    peer: Option<SocketAddr>,
+    reason: Option<&'static str>,
+    delivered: u64,
+}
+
+impl ConnectionGuard {
+    /// Takes one of `max` slots (0: unlimited); `None` when all are taken.
+    pub fn acquire(
+        metrics: Arc<Metrics>,
+        slots: Arc<AtomicUsize>,
+        max: usize,
+        conn: Option<ConnState>,
+        peer: Option<SocketAddr>,
+    ) -> Option<Self> {
+        let taken = slots.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (max == 0 || n < max).then_some(n + 1)
+        });
+        taken.ok()?;
+        metrics.active_connections.inc();
+        Some(Self {
+            metrics,
+            slots,
+            conn,
+            peer,
+            reason: None,
+            delivered: 0,
+        })
+    }
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.slots.fetch_sub(1, Ordering::AcqRel);
+        self.metrics.active_connections.dec();
+        let stalled = self.conn.as_ref().is_some_and(ConnState::stalled);
+        let reason = match self.reason {
+            Some(reason) => reason,
+            None if stalled => reason::SLOW_CLIENT,
+            None => reason::CLIENT_CLOSED,
+        };
+        if reason == reason::SLOW_CLIENT {
+            self.metrics.slow_disconnects.inc();
+        }
+        Metrics::count(&self.metrics.disconnects, "reason", reason);
+        tracing::info!(disconnect_reason = reason, peer = ?self.peer, delivered = self.delivered, "event stream ended");
+    }
+}
+
+/// What a session needs from the hub.
+#[derive(Debug, Clone)]
+pub struct SessionContext {
+    /// The backend, for catching up.
+    pub backend: Arc<dyn Backend>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Heartbeat interval.
+    pub heartbeat: Duration,
+    /// Fires (true) when the server shuts down.
+    pub shutdown: watch::Receiver<bool>,
+    /// `replay.max_messages` (0: no cap).
+    pub replay_cap: u64,
+    /// `replay.window`.
+    pub replay_window: Option<Duration>,
+}
+
+/// One step of reading.
+enum Step {
+    Entry(Entry),
+    Frame(Bytes),
+    Heartbeat,
+    End(&'static str),
+}
+
+/// A client's event stream.
+pub struct Session {
+    ctx: SessionContext,
+    guard: ConnectionGuard,
+    feed: Arc<Feed>,
+    position: watch::Receiver<u64>,
+    next: u64,
+    backlog_end: u64,
+    window_cutoff: Option<Timestamp>,
+    replayed: u64,
+    pending_gap: Option<(u64, u64)>,
+    preamble: Option<Bytes>,
+    catchup: Option<MessageStream>,
+    heartbeat: Pin<Box<Sleep>>,
+    ended: bool,
+}
+
+impl Session {
+    /// A session following `plan` on `feed`; `preamble` (the `connected` frame and any resume
+    /// gap) is sent first.
+    pub fn new(
+        ctx: SessionContext,
+        guard: ConnectionGuard,
+        feed: Arc<Feed>,
+        plan: &Plan,
+        preamble: Bytes,
+    ) -> Self {
+        let window_cutoff = ctx
+            .replay_window
+            .filter(|_| plan.start <= plan.backlog_end)
+            .and_then(|window| jiff::SignedDuration::try_from(window).ok())
+            .and_then(|window| Timestamp::now().checked_sub(window).ok());
+        let heartbeat = Box::pin(tokio::time::sleep(ctx.heartbeat));
+        Self {
+            position: feed.core.subscribe(),
+            ctx,
+            guard,
+            feed,
+            next: plan.start,
+            backlog_end: plan.backlog_end,
+            window_cutoff,
+            replayed: 0,
+            pending_gap: None,
+            preamble: Some(preamble),
+            catchup: None,
+            heartbeat,
+            ended: false,
+        }
+    }
+
+    /// Turns the session into the body of an HTTP response.
+    pub fn into_stream(
+        self,
+    ) -> impl futures::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {
+        futures::stream::unfold(self, |mut session| async move {
+            let frame = session.next_frame().await?;
+            Some((Ok(frame), session))
+        })
+    }
+
+    /// The next chunk to write, or `None` when the stream ends.
+    pub async fn next_frame(&mut self) -> Option<Bytes> {
+        if let Some(preamble) = self.preamble.take() {
+            return Some(preamble);
+        }
+        while !self.ended {
+            let entry = match self.next_step().await {
+                Step::Entry(entry) => entry,
+                Step::Frame(frame) => return Some(frame),
+                Step::Heartbeat => return Some(self.heartbeat_frame()),
+                Step::End(reason) => {
+                    self.end(reason);
+                    return self.take_gap_frame();
+                }
+            };
+            if let Some(frame) = self.admit(entry) {
+                return Some(frame);
+            }
+        }
+        None
+    }
+
+    fn end(&mut self, reason: &'static str) {
+        self.ended = true;
+        self.guard.reason = Some(reason);
+    }
+
+    /// Applies the plan's backlog rules to an entry and returns the frame to send, if any.
+    fn admit(&mut self, entry: Entry) -> Option<Bytes> {
+        if entry.seq <= self.backlog_end {
+            if self.window_cutoff.is_some_and(|cutoff| entry.time < cutoff) {
+                self.next = entry.seq + 1;
+                let from = self.pending_gap.map_or(entry.seq, |(from, _)| from);
+                self.pending_gap = Some((from, entry.seq));
+                Metrics::count(
+                    &self.ctx.metrics.dropped,
+                    "reason",
+                    GapReason::ReplayWindow.label(),
+                );
+                return None;
+            }
+            if self.ctx.replay_cap > 0 && self.replayed >= self.ctx.replay_cap {
+                self.end(reason::REPLAY_CAP_REACHED);
+                return self.take_gap_frame();
+            }
+            self.replayed += 1;
+        }
+        self.next = entry.seq + 1;
+        match entry.kind {
+            EntryKind::Message => {
+                self.ctx.metrics.delivered.inc();
+            }
+            EntryKind::TooLarge => {
+                Metrics::count(
+                    &self.ctx.metrics.dropped,
+                    "reason",
+                    GapReason::TooLarge.label(),
+                );
+                Metrics::count(
+                    &self.ctx.metrics.gaps,
+                    "reason",
+                    GapReason::TooLarge.label(),
+                );
+            }
+        };
+        self.guard.delivered += 1;
+        Some(match self.take_gap_frame() {
+            Some(gap) => {
+                let mut both = BytesMut::with_capacity(gap.len() + entry.frame.len());
+                both.extend_from_slice(&gap);
+                both.extend_from_slice(&entry.frame);
+                both.freeze()
+            }
+            None => entry.frame,
+        })
+    }
+
+    /// The `gap` frame for backlog skipped by `replay.window`, if any is pending.
+    fn take_gap_frame(&mut self) -> Option<Bytes> {
+        let (from, to) = self.pending_gap.take()?;
+        Metrics::count(
+            &self.ctx.metrics.gaps,
+            "reason",
+            GapReason::ReplayWindow.label(),
+        );
+        let id = EventId::before(to + 1, self.feed.core.encoder.epoch);
+        Some(frames::gap(
+            id,
+            &Gap::range(GapReason::ReplayWindow, from, to),
+        ))
+    }
+
+    fn heartbeat_frame(&mut self) -> Bytes {
+        let deadline = Instant::now() + self.ctx.heartbeat;
+        self.heartbeat.as_mut().reset(deadline);
+        frames::heartbeat(Timestamp::now())
+    }
+
+    async fn next_step(&mut self) -> Step {
+        loop {
+            if let Some(stream) = self.catchup.as_mut() {
+                tokio::task::consume_budget().await;
+                let item = tokio::select! {
+                    biased;
+                    _ = self.ctx.shutdown.wait_for(|down| *down) => return Step::End(reason::SHUTDOWN),
+                    item = stream.next() => item,
+                    () = self.heartbeat.as_mut() => return Step::Heartbeat,
+                };
+                match item {
+                    Some(Ok(message)) if message.seq < self.next => {}
+                    Some(Ok(message)) => {
+                        if message.seq >= self.feed.core.low() {
+                            // The ring covers this position now: rejoin it.
+                            self.catchup = None;
+                            self.next = message.seq;
+                            continue;
+                        }
+                        match self.feed.core.encoder.entry(&message) {
+                            Some(entry) => return Step::Entry(entry),
+                            None => self.next = message.seq + 1,
+                        }
+                    }
+                    Some(Err(err)) => {
+                        record(&self.ctx.metrics, &err, "catch-up read failed");
+                        return Step::End(reason::BACKEND_ERROR);
+                    }
+                    None => return Step::End(reason::BACKEND_ERROR),
+                }
+                continue;
+            }
+            match self.feed.core.read(self.next) {
+                Read::Entry(entry) => return Step::Entry(entry),
+                Read::Behind => {
+                    let core = &self.feed.core;
+                    let filters = core.filters.as_slice().to_vec();
+                    let epoch = core.encoder.epoch;
+                    match subscribe_in_epoch(&*self.ctx.backend, &filters, self.next, epoch).await {
+                        Ok(stream) => {
+                            self.ctx.metrics.catchups.inc();
+                            self.catchup = Some(stream);
+                        }
+                        Err(Lost::Replaced) => return Step::End(reason::STREAM_RECREATED),
+                        Err(Lost::Failed(err)) => {
+                            record(&self.ctx.metrics, &err, "catch-up subscribe failed");
+                            return Step::End(reason::BACKEND_ERROR);
+                        }
+                    }
+                }
+                Read::Wait => {
+                    if self.feed.core.is_closed() {
+                        return Step::End(reason::STREAM_RECREATED);
+                    }
+                    if let Some(gap) = self.take_gap_frame() {
+                        return Step::Frame(gap);
+                    }
+                    tokio::select! {
+                        biased;
+                        _ = self.ctx.shutdown.wait_for(|down| *down) => return Step::End(reason::SHUTDOWN),
+                        changed = self.position.changed() => {
+                            if changed.is_err() {
+                                return Step::End(reason::STREAM_RECREATED);
+                            }
+                        }
+                        () = self.heartbeat.as_mut() => return Step::Heartbeat,
+                    }
+                }
+            }
+        }
+    }
+}

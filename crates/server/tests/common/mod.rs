@@ -1,0 +1,185 @@
+//! A hub served on a real loopback socket inside the test process, over any backend.
+//!
+//! Scenarios in `scenarios/` only talk HTTP to a [`TestHub`], so every backend runs the same
+//! ones: a test file builds a [`HubFactory`] for its backend and calls each scenario.
+#![allow(dead_code, missing_docs)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use sluice_server::Hub;
+use sluice_server::backend::Backend;
+use sluice_server::backend::embedded::EmbeddedBackend;
+use sluice_server::config::Config;
+use sluice_test_support::{HttpResponse, SseClient, http};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A running hub.
+pub struct TestHub {
+    pub hub: Arc<Hub>,
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+    /// Whatever must live as long as the hub (temporary directories, servers).
+    pub keep: Vec<Box<dyn std::any::Any + Send>>,
+}
+
+impl TestHub {
+    /// Serves `backend` with `config` on 127.0.0.1:0.
+    pub async fn start(mut config: Config, backend: Arc<dyn Backend>) -> Self {
+        config.listen = "127.0.0.1:0".parse().expect("address");
+        config.validate().expect("test config is valid");
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let hub = Hub::new(config, backend);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(sluice_server::serve(hub.clone(), listener, async move {
+            let _ = stopped.await;
+        }));
+        Self {
+            hub,
+            addr,
+            stop: Some(stop),
+            task: Some(task),
+            keep: Vec::new(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Opens an event stream like an `EventSource`.
+    pub async fn subscribe(&self, query: &str) -> SseClient {
+        self.subscribe_with(query, &[]).await
+    }
+
+    pub async fn subscribe_with(&self, query: &str, headers: &[(&str, &str)]) -> SseClient {
+        SseClient::connect_with_headers(&self.url(&format!("/events{query}")), headers)
+            .await
+            .expect("connect")
+    }
+
+    /// Publishes and returns the answer (any status).
+    pub async fn publish_raw(&self, body: Value) -> HttpResponse {
+        http::post_json(&self.url("/publish"), &body)
+            .await
+            .expect("publish request")
+    }
+
+    /// Publishes `payload` on `topic`; panics unless stored; returns the answer.
+    pub async fn publish(&self, topic: &str, payload: Value) -> Value {
+        let response = self
+            .publish_raw(json!({ "topic": topic, "payload": payload }))
+            .await;
+        assert_eq!(response.status, 200, "publish failed: {}", response.text());
+        response.json().expect("json answer")
+    }
+
+    pub async fn get(&self, path: &str) -> HttpResponse {
+        http::get(&self.url(path)).await.expect("GET")
+    }
+
+    /// The value of one metric line (exact name with labels), 0 when absent.
+    pub fn metric(&self, name: &str) -> u64 {
+        metric_value(&self.hub.metrics.encode(), name)
+    }
+
+    /// Polls `condition` until it holds or 20 s pass.
+    pub async fn eventually(&self, what: &str, mut condition: impl FnMut(&Self) -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !condition(self) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Shuts down gracefully and waits for the server to return.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(20), task)
+                .await
+                .expect("server stops within 20s")
+                .expect("server task")
+                .expect("server result");
+        }
+    }
+}
+
+pub fn metric_value(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix(name)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .map_or(0, |v| v as u64)
+}
+
+/// Starts hubs for scenarios.
+pub trait HubFactory: Sync {
+    /// A hub over a fresh, empty stream capturing every subject, configured by `config`.
+    fn start(&self, config: Config) -> Pin<Box<dyn Future<Output = TestHub> + Send + '_>>;
+}
+
+/// Hubs over the embedded store in a temporary directory.
+pub struct Embedded;
+
+impl Embedded {
+    /// Opens the embedded backend for `config` in a new temporary directory.
+    pub async fn backend(config: &mut Config) -> (Arc<EmbeddedBackend>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        config.embedded.data_dir = dir.path().to_owned();
+        config.embedded.sync = "never".into();
+        let (backend, _) = EmbeddedBackend::open(config).await.expect("open store");
+        (Arc::new(backend), dir)
+    }
+
+    /// A hub plus its concrete backend, for tests that manipulate the store.
+    pub async fn start_with_store(mut config: Config) -> (TestHub, Arc<EmbeddedBackend>) {
+        let (backend, dir) = Self::backend(&mut config).await;
+        let mut hub = TestHub::start(config, backend.clone()).await;
+        hub.keep.push(Box::new(dir));
+        (hub, backend)
+    }
+}
+
+impl HubFactory for Embedded {
+    fn start(&self, config: Config) -> Pin<Box<dyn Future<Output = TestHub> + Send + '_>> {
+        Box::pin(async move { Self::start_with_store(config).await.0 })
+    }
+}
+
+/// The JSON data of a frame.
+pub fn data(frame: &sluice_test_support::Frame) -> Value {
+    serde_json::from_str(frame.data.as_deref().unwrap_or("null")).expect("JSON data")
+}
+
+/// Reads events until one of type `event` arrives; fails on anything else dispatched.
+pub async fn expect_event(
+    client: &mut SseClient,
+    event: &str,
+) -> anyhow::Result<sluice_test_support::Frame> {
+    let frame = client.next_event().await.context("next event")?;
+    if frame.event_type() != event {
+        bail!("expected a {event} event, got {frame:?}");
+    }
+    Ok(frame)
+}
+pub mod scenarios;

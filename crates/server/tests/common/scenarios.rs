@@ -1,0 +1,658 @@
+//! Backend-independent scenarios: each starts its own hub from a factory, talks HTTP only,
+//! and asserts one rule. Every backend's test file runs all of them.
+
+use std::time::Duration;
+
+use serde_json::json;
+use sluice_server::config::Config;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::{HubFactory, TestHub, data, expect_event};
+
+fn config() -> Config {
+    Config::default()
+}
+
+/// SSE headers, a `retry:` hint, and the `connected` frame with the position before the first
+/// message this stream will deliver.
+pub async fn sse_headers_and_connected_frame(f: &dyn HubFactory) {
+    let mut config = config();
+    config.hub_url = Some("https://hub.example.com/events".into());
+    let hub = f.start(config).await;
+    let first = hub.publish("a.b", json!(1)).await;
+    let mut client = hub.subscribe("?topic=a.b&topic=c.*").await;
+    assert_eq!(client.status(), 200);
+    assert_eq!(client.header("content-type"), Some("text/event-stream"));
+    assert_eq!(client.header("cache-control"), Some("no-cache"));
+    assert_eq!(client.header("x-accel-buffering"), Some("no"));
+    assert_eq!(
+        client.header("link"),
+        Some("<https://hub.example.com/events>; rel=\"sluice\"")
+    );
+    let retry = client.next_frame().await.expect("retry frame");
+    assert_eq!(retry.retry, Some(2000));
+    let connected = expect_event(&mut client, "connected")
+        .await
+        .expect("connected");
+    assert_eq!(
+        connected.id.as_deref(),
+        first["id"].as_str(),
+        "id = last stored position"
+    );
+    assert_eq!(data(&connected), json!({ "topics": ["a.b", "c.*"] }));
+    hub.stop().await;
+}
+
+/// A multi-topic subscription is one ordered stream; JSON payloads stay JSON, text is a
+/// string, and the topic is given without the prefix.
+pub async fn multi_topic_stream_in_order(f: &dyn HubFactory) {
+    let mut config = config();
+    config.topic_prefix = "app".into();
+    let hub = f.start(config).await;
+    let mut client = hub.subscribe("?topic=orders.*&topic=users.%3E").await;
+    expect_event(&mut client, "connected")
+        .await
+        .expect("connected");
+    let mut ids = Vec::new();
+    for (topic, payload) in [
+        ("orders.1", json!({"n": 1})),
+        ("other.x", json!("not subscribed")),
+        ("users.a.b", json!("plain text\nwith a newline")),
+        ("orders.2", json!([1, 2])),
+    ] {
+        ids.push(hub.publish(topic, payload).await["id"].clone());
+    }
+    let first = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(first.id.as_deref(), ids[0].as_str());
+    let first = data(&first);
+    assert_eq!(
+        (first["topic"].clone(), first["payload"].clone()),
+        (json!("orders.1"), json!({"n": 1}))
+    );
+    first["time"]
+        .as_str()
+        .expect("time")
+        .parse::<jiff::Timestamp>()
+        .expect("RFC 3339 time");
+    let second = data(&expect_event(&mut client, "message").await.unwrap());
+    assert_eq!(second["topic"], "users.a.b");
+    assert_eq!(second["payload"], "plain text\nwith a newline");
+    let third = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(third.id.as_deref(), ids[3].as_str());
+    hub.stop().await;
+}
+
+/// A valid `Last-Event-ID` header wins over `?last-id=`; an invalid header is ignored; an
+/// invalid query is a 400.
+pub async fn last_event_id_header_wins(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    let ids: Vec<String> = futures_ids(&hub, 3).await;
+    let mut client = hub
+        .subscribe_with(
+            &format!("?topic=t&last-id={}", "0"),
+            &[("last-event-id", &ids[1])],
+        )
+        .await;
+    let connected = expect_event(&mut client, "connected").await.unwrap();
+    assert_eq!(connected.id.as_deref(), Some(ids[1].as_str()));
+    let next = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(
+        next.id.as_deref(),
+        Some(ids[2].as_str()),
+        "resumed after the header's id"
+    );
+
+    let mut client = hub
+        .subscribe_with(
+            &format!("?topic=t&last-id={}", ids[0]),
+            &[("last-event-id", "garbage")],
+        )
+        .await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let next = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(
+        next.id.as_deref(),
+        Some(ids[1].as_str()),
+        "invalid header ignored, query used"
+    );
+
+    let response = hub.get("/events?topic=t&last-id=nope").await;
+    assert_eq!(response.status, 400);
+    assert!(response.text().contains("nope"), "{}", response.text());
+    hub.stop().await;
+}
+
+async fn futures_ids(hub: &TestHub, count: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for n in 0..count {
+        ids.push(
+            hub.publish("t", json!(n)).await["id"]
+                .as_str()
+                .expect("id")
+                .to_owned(),
+        );
+    }
+    ids
+}
+
+/// Reconnecting with the `connected` frame's id loses nothing published in between.
+pub async fn connected_id_resumes_losslessly(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    hub.publish("t", json!("before")).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    let connected = expect_event(&mut client, "connected").await.unwrap();
+    drop(client);
+    let missed = hub.publish("t", json!("while away")).await;
+    let id = connected.id.expect("connected id");
+    let mut client = hub
+        .subscribe_with("?topic=t", &[("last-event-id", &id)])
+        .await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let message = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(message.id.as_deref(), missed["id"].as_str());
+    assert_eq!(data(&message)["payload"], "while away");
+    hub.stop().await;
+}
+
+/// Topics are validated, counted and checked against the stream.
+pub async fn topic_rules(f: &dyn HubFactory) {
+    let mut config = config();
+    config.limits.max_topics_per_subscription = 2;
+    let hub = f.start(config).await;
+    for query in [
+        "",
+        "?topic=a..b",
+        "?topic=a&topic=b&topic=c",
+        "?topic=%3E.a",
+        "?topic=a%0Ab",
+    ] {
+        let response = hub.get(&format!("/events{query}")).await;
+        assert_eq!(response.status, 400, "{query}: {}", response.text());
+        let body = response.json().expect("json error");
+        assert_eq!(body["code"], 400);
+        assert!(body["description"].as_str().is_some_and(|d| !d.is_empty()));
+    }
+    let mut client = hub.subscribe("/a/b").await;
+    let connected = expect_event(&mut client, "connected").await.unwrap();
+    assert_eq!(data(&connected)["topics"], json!(["a.b"]));
+    let mut client = hub.subscribe("?topic=a.*&topic=%3E").await;
+    expect_event(&mut client, "connected")
+        .await
+        .expect("wildcards allowed");
+    hub.stop().await;
+}
+
+/// `msg_id` deduplicates; the answer says so and repeats the original sequence.
+pub async fn publish_dedupes_by_msg_id(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    let body = json!({ "topic": "t", "payload": "x", "msg_id": "order-1" });
+    let first = hub.publish_raw(body.clone()).await.json().unwrap();
+    let again = hub.publish_raw(body).await.json().unwrap();
+    assert_eq!(first["duplicate"], false);
+    assert_eq!(again["duplicate"], true);
+    assert_eq!(first["seq"], again["seq"]);
+    assert_eq!(first["id"], again["id"]);
+    hub.stop().await;
+}
+
+/// A stream error comes back with its status, code and description; a bad body is a 400.
+pub async fn publish_errors_carry_code(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    hub.publish("t", json!(1)).await;
+    let response = hub
+        .publish_raw(json!({ "topic": "t", "payload": 2, "headers": { "Nats-Expected-Last-Sequence": "99" } }))
+        .await;
+    assert_eq!(response.status, 400, "{}", response.text());
+    assert_eq!(response.json().unwrap()["code"], 10071);
+    for bad in [
+        json!({ "topic": "a.*", "payload": 1 }),
+        json!({ "payload": 1 }),
+        json!({ "topic": "t", "payload": 1, "extra": true }),
+        json!({ "topic": "t", "payload": 1, "headers": { "Nats-Stream-Source": "x" } }),
+        json!({ "topic": "t", "payload": 1, "ttl": "-1s" }),
+    ] {
+        let response = hub.publish_raw(bad.clone()).await;
+        assert_eq!(response.status, 400, "{bad}: {}", response.text());
+        assert!(response.json().unwrap()["description"].is_string());
+    }
+    hub.stop().await;
+}
+
+/// A cursor ahead of the stream gets an `ahead` gap, then the earliest retained messages.
+pub async fn cursor_ahead_reports_gap(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    let first = hub.publish("t", json!(1)).await;
+    let epoch = first["id"]
+        .as_str()
+        .unwrap()
+        .split('-')
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    let mut client = hub
+        .subscribe_with("?topic=t", &[("last-event-id", &format!("500-{epoch}"))])
+        .await;
+    let connected = expect_event(&mut client, "connected").await.unwrap();
+    assert_eq!(connected.id.as_deref(), Some(format!("0-{epoch}").as_str()));
+    let gap = expect_event(&mut client, "gap").await.unwrap();
+    assert_eq!(data(&gap)["reason"], "ahead");
+    assert_eq!(data(&gap)["cursor"], format!("500-{epoch}"));
+    let message = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(message.id.as_deref(), first["id"].as_str());
+    assert_eq!(
+        hub.metric("sluice_replay_fallbacks_total{reason=\"ahead\"}"),
+        1
+    );
+    hub.stop().await;
+}
+
+/// A cursor from another incarnation gets an `incarnation` gap.
+pub async fn cursor_from_other_incarnation_reports_gap(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    let first = hub.publish("t", json!(1)).await;
+    let mut client = hub
+        .subscribe_with("?topic=t", &[("last-event-id", "1-abcdef")])
+        .await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let gap = expect_event(&mut client, "gap").await.unwrap();
+    assert_eq!(data(&gap)["reason"], "incarnation");
+    let message = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(
+        message.id.as_deref(),
+        first["id"].as_str(),
+        "continues from the earliest"
+    );
+    hub.stop().await;
+}
+
+/// `replay.max_messages` counts only the backlog that existed at plan time: the stream closes
+/// after that many, live messages never count.
+pub async fn replay_cap_counts_backlog_only(f: &dyn HubFactory) {
+    let mut config = config();
+    config.replay.max_messages = 2;
+    let hub = f.start(config).await;
+    let ids = futures_ids(&hub, 4).await;
+    let mut client = hub.subscribe("?topic=t&last-id=0").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let frames = client.frames_until_end().await.expect("stream ends");
+    let got: Vec<_> = frames
+        .iter()
+        .filter(|f| f.event_type() == "message")
+        .filter_map(|f| f.id.clone())
+        .collect();
+    assert_eq!(
+        got,
+        ids[..2],
+        "two backlog messages, then the stream closes"
+    );
+    assert_eq!(
+        hub.metric("sluice_disconnects_total{reason=\"replay_cap_reached\"}"),
+        1
+    );
+
+    // Live messages are not capped.
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let live = futures_ids(&hub, 3).await;
+    for id in live {
+        assert_eq!(
+            expect_event(&mut client, "message").await.unwrap().id,
+            Some(id)
+        );
+    }
+    hub.stop().await;
+}
+
+/// A message larger than `sse.max_event_size` becomes a `too_large` gap and is counted.
+pub async fn oversized_message_becomes_gap(f: &dyn HubFactory) {
+    let mut config = config();
+    config.sse.max_event_size = 512;
+    let hub = f.start(config).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let big = hub.publish("t", json!("x".repeat(1000))).await;
+    let small = hub.publish("t", json!("ok")).await;
+    let gap = expect_event(&mut client, "gap").await.unwrap();
+    assert_eq!(gap.id.as_deref(), big["id"].as_str());
+    let gap = data(&gap);
+    assert_eq!(
+        (
+            gap["reason"].clone(),
+            gap["from"].clone(),
+            gap["to"].clone()
+        ),
+        (json!("too_large"), big["seq"].clone(), big["seq"].clone())
+    );
+    assert_eq!(gap["topic"], "t");
+    assert_eq!(
+        expect_event(&mut client, "message")
+            .await
+            .unwrap()
+            .id
+            .as_deref(),
+        small["id"].as_str()
+    );
+    assert_eq!(
+        hub.metric("sluice_messages_dropped_total{reason=\"too_large\"}"),
+        1
+    );
+    hub.stop().await;
+}
+
+/// Backlog older than `replay.window` is skipped with one `replay_window` gap; newer backlog
+/// and live messages are delivered.
+pub async fn replay_window_skips_old_backlog(f: &dyn HubFactory) {
+    let mut config = config();
+    config.replay.window = Some(Duration::from_secs(1));
+    let hub = f.start(config).await;
+    let old = futures_ids(&hub, 2).await;
+    // The two messages must be older than the window when the subscription is planned.
+    let aged = jiff::Timestamp::now() + jiff::SignedDuration::from_millis(1100);
+    while jiff::Timestamp::now() < aged {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let fresh = hub.publish("t", json!("fresh")).await;
+    let mut client = hub.subscribe("?topic=t&last-id=0").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let gap = expect_event(&mut client, "gap").await.unwrap();
+    assert_eq!(gap.id.as_deref(), Some(old[1].as_str()));
+    assert_eq!(data(&gap)["reason"], "replay_window");
+    assert_eq!(data(&gap)["from"], 1);
+    assert_eq!(data(&gap)["to"], 2);
+    assert_eq!(
+        expect_event(&mut client, "message")
+            .await
+            .unwrap()
+            .id
+            .as_deref(),
+        fresh["id"].as_str()
+    );
+    assert_eq!(
+        hub.metric("sluice_messages_dropped_total{reason=\"replay_window\"}"),
+        2
+    );
+    hub.stop().await;
+}
+
+/// Clients with the same topic set share one backend feed; another set gets its own.
+pub async fn one_feed_per_topic_set(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    let mut clients = Vec::new();
+    for query in [
+        "?topic=a&topic=b",
+        "?topic=b&topic=a",
+        "?topic=a&topic=b&topic=a",
+    ] {
+        let mut client = hub.subscribe(query).await;
+        expect_event(&mut client, "connected").await.unwrap();
+        clients.push(client);
+    }
+    assert_eq!(hub.hub.fanout.feed_count(), 1);
+    let mut other = hub.subscribe("?topic=c").await;
+    expect_event(&mut other, "connected").await.unwrap();
+    assert_eq!(hub.hub.fanout.feed_count(), 2);
+    let sent = hub.publish("b", json!("shared")).await;
+    for client in &mut clients {
+        assert_eq!(
+            expect_event(client, "message").await.unwrap().id.as_deref(),
+            sent["id"].as_str()
+        );
+    }
+    hub.stop().await;
+}
+
+/// A client resuming far behind the in-memory ring reads from the stream, then rejoins the
+/// live feed: every message once, in order, no gap.
+pub async fn resume_behind_ring_catches_up_then_live(f: &dyn HubFactory) {
+    let mut config = config();
+    config.fanout.ring_size = 16;
+    let hub = f.start(config).await;
+    let mut live = hub.subscribe("?topic=t").await;
+    expect_event(&mut live, "connected").await.unwrap();
+    let mut expected = futures_ids(&hub, 60).await;
+    let mut client = hub.subscribe("?topic=t&last-id=0").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    for id in &expected {
+        let frame = client.next_event().await.unwrap();
+        assert_eq!(
+            (frame.event_type(), frame.id.as_deref()),
+            ("message", Some(id.as_str()))
+        );
+    }
+    assert!(
+        hub.metric("sluice_catchups_total") >= 1,
+        "caught up from the stream"
+    );
+    expected = futures_ids(&hub, 3).await;
+    for id in &expected {
+        assert_eq!(
+            expect_event(&mut client, "message")
+                .await
+                .unwrap()
+                .id
+                .as_deref(),
+            Some(id.as_str())
+        );
+    }
+    hub.stop().await;
+}
+
+/// A client that stops reading while far more than the ring is published is served from the
+/// stream when it reads again: all messages, in order, no gap, no disconnect.
+pub async fn paused_reader_gets_everything(f: &dyn HubFactory) {
+    let mut config = config();
+    config.fanout.ring_size = 16;
+    config.sse.write_timeout = Duration::from_secs(60);
+    config.sse.max_event_size = 256 * 1024;
+    let hub = f.start(config).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let payload = "p".repeat(64 * 1024);
+    let mut ids = Vec::new();
+    // ~25 MiB: more than socket buffers and the ring can hold for a reader that is not reading.
+    for _ in 0..400 {
+        ids.push(
+            hub.publish("t", json!(payload)).await["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    for id in &ids {
+        let frame = client.next_event().await.unwrap();
+        assert_eq!(
+            (frame.event_type(), frame.id.as_deref()),
+            ("message", Some(id.as_str()))
+        );
+    }
+    assert!(
+        hub.metric("sluice_catchups_total") >= 1,
+        "the paused reader fell behind the ring"
+    );
+    assert_eq!(hub.metric("sluice_slow_client_disconnects_total"), 0);
+    hub.stop().await;
+}
+
+/// A socket that accepts nothing for `write_timeout` is closed and counted as slow.
+pub async fn stalled_socket_is_closed_as_slow(f: &dyn HubFactory) {
+    let mut config = config();
+    config.sse.write_timeout = Duration::from_secs(1);
+    config.sse.max_event_size = 256 * 1024;
+    let hub = f.start(config).await;
+    let mut socket = tokio::net::TcpStream::connect(hub.addr).await.unwrap();
+    socket
+        .write_all(b"GET /events?topic=t HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = [0u8; 64];
+    let n = socket.read(&mut head).await.unwrap();
+    assert!(head[..n].starts_with(b"HTTP/1.1 200"));
+    // ~19 MiB in one burst: more than the socket buffers of a client that reads nothing.
+    let payload = "s".repeat(64 * 1024);
+    for _ in 0..300 {
+        hub.publish("t", json!(payload)).await;
+    }
+    hub.eventually("slow_client disconnect logged", |h| {
+        h.metric("sluice_disconnects_total{reason=\"slow_client\"}") == 1
+    })
+    .await;
+    drop(socket);
+    hub.stop().await;
+}
+
+/// Over `max_connections`: 429 with Retry-After, but an EventSource gets 200 and only `retry:`.
+pub async fn max_connections_refusals(f: &dyn HubFactory) {
+    let mut config = config();
+    config.limits.max_connections = 1;
+    let hub = f.start(config).await;
+    let mut held = hub.subscribe("?topic=t").await;
+    expect_event(&mut held, "connected").await.unwrap();
+    let response = hub.get("/events?topic=t").await;
+    assert_eq!(response.status, 429);
+    assert!(
+        response
+            .header("retry-after")
+            .is_some_and(|v| v.parse::<u64>().is_ok())
+    );
+    let mut refused = hub.subscribe("?topic=t").await;
+    assert_eq!(refused.status(), 200);
+    let frames = refused.frames_until_end().await.unwrap();
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert!(frames[0].retry.is_some_and(|ms| ms >= 2000) && frames[0].data.is_none());
+    assert_eq!(
+        hub.metric("sluice_connections_rejected_total{reason=\"max_connections\"}"),
+        2
+    );
+    drop(held);
+    hub.eventually("slot released", |h| {
+        h.metric("sluice_active_connections") == 0
+    })
+    .await;
+    let mut again = hub.subscribe("?topic=t").await;
+    expect_event(&mut again, "connected")
+        .await
+        .expect("a slot is free again");
+    hub.stop().await;
+}
+
+/// Probes answer with and without a trailing slash; metrics are exposed.
+pub async fn probes_and_metrics(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    for path in [
+        "/livez",
+        "/livez/",
+        "/readyz",
+        "/readyz/",
+        "/healthz",
+        "/healthz/",
+    ] {
+        let response = hub.get(path).await;
+        assert_eq!(response.status, 200, "{path}");
+        assert_eq!(response.json().unwrap()["status"], "ok");
+    }
+    hub.publish("t", json!(1)).await;
+    let response = hub.get("/metrics").await;
+    assert_eq!(response.status, 200);
+    for name in [
+        "sluice_active_connections",
+        "sluice_messages_delivered",
+        "sluice_publishes",
+    ] {
+        assert!(response.text().contains(name), "{name}");
+    }
+    let response = http_request(&hub, "DELETE", "/events?topic=t").await;
+    assert_eq!(response.status, 405);
+    hub.stop().await;
+}
+
+async fn http_request(
+    hub: &TestHub,
+    method: &str,
+    path: &str,
+) -> sluice_test_support::HttpResponse {
+    let request = sluice_test_support::http::request(method.parse().unwrap(), &hub.url(path), &[])
+        .unwrap()
+        .body(Default::default())
+        .unwrap();
+    sluice_test_support::http::send(request).await.unwrap()
+}
+
+/// CORS: listed origins are echoed with credentials, `*` admits any origin without them,
+/// preflights are answered, and `Vary: Origin` is set.
+pub async fn cors_rules(f: &dyn HubFactory) {
+    let mut config = config();
+    config.cors.allowed_origins = vec!["https://app.example.com".into(), "*".into()];
+    let hub = f.start(config).await;
+    let listed = hub
+        .subscribe_with("?topic=t", &[("origin", "https://app.example.com")])
+        .await;
+    assert_eq!(
+        listed.header("access-control-allow-origin"),
+        Some("https://app.example.com")
+    );
+    assert_eq!(
+        listed.header("access-control-allow-credentials"),
+        Some("true")
+    );
+    assert!(
+        listed.headers().get_all("vary").iter().any(|v| v
+            .to_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("origin"))
+    );
+    let other = hub
+        .subscribe_with("?topic=t", &[("origin", "https://other.example")])
+        .await;
+    assert_eq!(
+        other.header("access-control-allow-origin"),
+        Some("https://other.example")
+    );
+    assert_eq!(other.header("access-control-allow-credentials"), None);
+    let request = sluice_test_support::http::request(
+        "OPTIONS".parse().unwrap(),
+        &hub.url("/events?topic=t"),
+        &[
+            ("origin", "https://app.example.com"),
+            ("access-control-request-method", "GET"),
+            ("access-control-request-headers", "last-event-id"),
+        ],
+    )
+    .unwrap()
+    .body(Default::default())
+    .unwrap();
+    let preflight = sluice_test_support::http::send(request).await.unwrap();
+    assert!(preflight.status.is_success(), "{}", preflight.status);
+    assert!(
+        preflight
+            .header("access-control-allow-headers")
+            .is_some_and(|h| h.contains("last-event-id"))
+    );
+    hub.stop().await;
+}
+
+/// Shutdown ends open streams cleanly and the server returns.
+pub async fn shutdown_drains_streams(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let stopping = tokio::spawn(hub.stop());
+    let rest = client.frames_until_end().await.expect("clean end");
+    assert!(rest.iter().all(|f| !f.dispatches_event()), "{rest:?}");
+    stopping.await.unwrap();
+}
+
+/// `GET /` serves the built-in page.
+pub async fn serves_the_page(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    let page = hub.get("/?topic=a").await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.header("content-type")
+            .is_some_and(|c| c.starts_with("text/html"))
+    );
+    let text = page.text();
+    assert!(text.contains("new EventSource") && text.contains("window.sluiceEvents"));
+    assert!(!text.contains("src=\"http"), "no external assets");
+    hub.stop().await;
+}

@@ -1,0 +1,217 @@
+//! The hub over the embedded store, on real loopback HTTP: every shared scenario, plus the
+//! rules that need to manipulate the store directly.
+
+mod common;
+
+use common::{Embedded, data, expect_event, scenarios};
+use serde_json::json;
+use sluice_protocol::headers::{Headers, NATS_MARKER_REASON};
+use sluice_server::backend::embedded::stream_config;
+use sluice_server::backend::{Backend, PublishRequest};
+use sluice_server::config::{Config, StreamDecl};
+use sluice_store::PurgeRequest;
+
+macro_rules! scenario {
+    ($($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            scenarios::$name(&Embedded).await;
+        }
+    )*};
+}
+
+scenario!(
+    sse_headers_and_connected_frame,
+    multi_topic_stream_in_order,
+    last_event_id_header_wins,
+    connected_id_resumes_losslessly,
+    topic_rules,
+    publish_dedupes_by_msg_id,
+    publish_errors_carry_code,
+    cursor_ahead_reports_gap,
+    cursor_from_other_incarnation_reports_gap,
+    replay_cap_counts_backlog_only,
+    oversized_message_becomes_gap,
+    replay_window_skips_old_backlog,
+    one_feed_per_topic_set,
+    resume_behind_ring_catches_up_then_live,
+    paused_reader_gets_everything,
+    stalled_socket_is_closed_as_slow,
+    max_connections_refusals,
+    probes_and_metrics,
+    cors_rules,
+    shutdown_drains_streams,
+    serves_the_page,
+);
+
+fn narrow_stream_config() -> Config {
+    let mut config = Config::default();
+    let mut decl = StreamDecl::default_stream();
+    decl.subjects = vec!["orders.>".into()];
+    config.embedded.streams = vec![decl];
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_outside_the_stream_are_rejected() {
+    let (hub, _) = Embedded::start_with_store(narrow_stream_config()).await;
+    for query in ["?topic=users.1", "?topic=%3E", "?topic=orders"] {
+        let response = hub.get(&format!("/events{query}")).await;
+        assert_eq!(response.status, 400, "{query}");
+        assert!(
+            response.text().contains("outside the stream"),
+            "{}",
+            response.text()
+        );
+    }
+    let response = hub
+        .publish_raw(json!({ "topic": "users.1", "payload": 1 }))
+        .await;
+    assert_eq!(response.status, 400);
+    let mut client = hub.subscribe("?topic=orders.*").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_messages_are_not_forwarded() {
+    let (hub, backend) = Embedded::start_with_store(Config::default()).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let mut headers = Headers::new();
+    headers.insert(NATS_MARKER_REASON, "Remove");
+    backend
+        .publish(PublishRequest {
+            subject: "t".into(),
+            headers,
+            payload: Default::default(),
+        })
+        .await
+        .expect("marker stored");
+    let after = hub.publish("t", json!("real")).await;
+    let next = client.next_event().await.unwrap();
+    assert_eq!(
+        (next.event_type(), next.id.as_deref()),
+        ("message", after["id"].as_str())
+    );
+    assert_eq!(hub.metric("sluice_gaps_total{reason=\"too_large\"}"), 0);
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purged_position_reports_expired_range() {
+    let (hub, backend) = Embedded::start_with_store(Config::default()).await;
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(
+            hub.publish("t", json!(n)).await["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let stream = backend.store().unwrap().stream("sluice").unwrap();
+    stream
+        .purge(PurgeRequest {
+            up_to_seq: Some(4),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let first = stream.info(None).state.first_seq;
+    assert!(
+        (3..=5).contains(&first),
+        "purged some but not all: first = {first}"
+    );
+    let position = |seq: u64| ids[usize::try_from(seq).unwrap() - 1].clone();
+    let mut client = hub
+        .subscribe_with("?topic=t", &[("last-event-id", &ids[0])])
+        .await;
+    let connected = expect_event(&mut client, "connected").await.unwrap();
+    assert_eq!(
+        connected.id,
+        Some(position(first - 1)),
+        "position before the first retained"
+    );
+    let gap = expect_event(&mut client, "gap").await.unwrap();
+    assert_eq!(data(&gap)["reason"], "expired");
+    assert_eq!(
+        (data(&gap)["from"].clone(), data(&gap)["to"].clone()),
+        (json!(2), json!(first - 1))
+    );
+    let next = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(next.id, Some(position(first)));
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recreated_stream_ends_streams_and_resume_reports_incarnation() {
+    let (hub, backend) = Embedded::start_with_store(Config::default()).await;
+    let old = hub.publish("t", json!("old")).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let store = backend.store().unwrap();
+    store.delete_stream("sluice").unwrap();
+    store
+        .create_stream(stream_config(&StreamDecl::default_stream()))
+        .unwrap();
+    let rest = client
+        .frames_until_end()
+        .await
+        .expect("the stream ends cleanly");
+    assert!(rest.iter().all(|f| !f.dispatches_event()), "{rest:?}");
+    let new = hub.publish("t", json!("new")).await;
+    let mut client = hub
+        .subscribe_with(
+            "?topic=t",
+            &[("last-event-id", old["id"].as_str().unwrap())],
+        )
+        .await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let gap = expect_event(&mut client, "gap").await.unwrap();
+    assert_eq!(data(&gap)["reason"], "incarnation");
+    let next = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(next.id.as_deref(), new["id"].as_str());
+    assert_ne!(old["id"], new["id"]);
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_fails_with_cause_when_the_stream_is_gone() {
+    let (hub, backend) = Embedded::start_with_store(Config::default()).await;
+    backend.store().unwrap().delete_stream("sluice").unwrap();
+    for path in ["/readyz", "/healthz/"] {
+        let response = hub.get(path).await;
+        assert_eq!(response.status, 503, "{path}");
+        assert_eq!(response.json().unwrap()["cause"], "stream_unavailable");
+    }
+    assert_eq!(
+        hub.metric("sluice_readiness_failures_total{cause=\"stream_unavailable\"}"),
+        2
+    );
+    assert_eq!(hub.get("/livez").await.status, 200);
+    let response = hub.get("/events?topic=t").await;
+    assert_eq!(response.status, 503);
+    let mut client = hub.subscribe("?topic=t").await;
+    assert_eq!(
+        client.status(),
+        200,
+        "an EventSource is told to retry, not refused"
+    );
+    let frames = client.frames_until_end().await.unwrap();
+    assert!(frames.len() == 1 && frames[0].retry.is_some());
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_topic_prefix_applies_to_publish_and_subscribe() {
+    let config = Config {
+        topic_prefix: "app".into(),
+        ..Config::default()
+    };
+    let (hub, backend) = Embedded::start_with_store(config).await;
+    hub.publish("a.b", json!(1)).await;
+    let stream = backend.store().unwrap().stream("sluice").unwrap();
+    assert_eq!(stream.get(1).unwrap().unwrap().subject, "app.a.b");
+    hub.stop().await;
+}
