@@ -1,27 +1,70 @@
 //! The `sluice` command: `serve`, `pub`, `sub`, `stream`, `bench`.
+//!
+//! Logs go to stderr (`--log-format text|json`, filter with `SLUICE_LOG`, default `info`);
+//! stdout carries only command output (for `serve`: the `sluice listening on http://…` line).
 
 mod bench;
+mod client;
+mod serve;
+mod stream_cmd;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
 /// The sluice event hub.
 #[derive(Debug, Parser)]
 #[command(name = "sluice", version, about)]
 struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, env = "SLUICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the hub (with no flags: 127.0.0.1:8080, embedded store in ./sluice-data).
+    Serve(serve::ServeArgs),
+    /// Publish one message to a running hub.
+    Pub(client::PubArgs),
+    /// Print the events of topics from a running hub, resuming after disconnects.
+    Sub(client::SubArgs),
+    /// Administer the embedded store (ls, info, purge).
+    Stream(stream_cmd::StreamArgs),
     /// Load a running hub with SSE clients and publishes; report throughput, latency, losses
     /// and the hub's memory per connection.
     Bench(bench::BenchArgs),
 }
 
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    match cli.command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Pub(args) => client::publish(args).await,
+        Command::Sub(args) => client::subscribe(args).await,
+        Command::Stream(args) => stream_cmd::run(args).await,
         Command::Bench(args) => bench::run(args).await,
     }
 }

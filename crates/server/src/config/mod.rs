@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::jetstream::JetStreamConfig;
+
 pub use layers::{Overrides, load, load_str};
 
 /// A configuration that cannot be used; the message names the key and the value.
@@ -112,6 +114,9 @@ pub struct Config {
     pub fanout: FanoutConfig,
     /// The embedded store.
     pub embedded: EmbeddedConfig,
+    /// The NATS JetStream backend; required when `backend = "jetstream"`.
+    #[serde(skip_serializing)]
+    pub jetstream: Option<JetStreamConfig>,
 }
 
 /// Server-Sent Events settings.
@@ -267,6 +272,7 @@ impl Default for Config {
             cors: CorsConfig::default(),
             fanout: FanoutConfig::default(),
             embedded: EmbeddedConfig::default(),
+            jetstream: None,
         }
     }
 }

@@ -177,3 +177,24 @@ fn topic_prefix_must_be_a_subject() {
     assert_eq!(config.subject_for("a.b"), "app.a.b");
     assert_eq!(config.topic_for("app.a.b"), "a.b");
 }
+
+#[test]
+fn jetstream_section_is_part_of_the_tree() {
+    let message = error_text("backend = \"jetstream\"\n");
+    assert!(message.contains("[jetstream]"), "{message}");
+    let file = "backend = \"jetstream\"\n[jetstream]\nstream = \"EVENTS\"\nurls = [\"http://x\"]\n";
+    let message = error_text(file);
+    assert!(message.contains("jetstream.urls[0]"), "{message}");
+    let flags = Overrides {
+        backend: Some("jetstream".into()),
+        nats_url: Some("nats://127.0.0.1:4222,nats://127.0.0.1:4223".into()),
+        stream: Some("EVENTS".into()),
+        ..Overrides::default()
+    };
+    let (config, _) = load_str("", "f", env(&[]), &flags).expect("flags are enough");
+    let jetstream = config.jetstream.expect("section");
+    assert_eq!(jetstream.stream, "EVENTS");
+    assert_eq!(jetstream.urls.len(), 2);
+    let message = error_text("[jetstream]\nstream = \"S\"\nbogus = 1\n");
+    assert!(message.contains("bogus"), "{message}");
+}

@@ -52,10 +52,7 @@ pub fn config(config: &Config) -> Result<(), ConfigError> {
         ));
     }
     embedded(config)?;
-    if config.backend == BackendKind::Jetstream {
-        jetstream(config)?;
-    }
-    Ok(())
+    jetstream(config)
 }
 
 fn sse(config: &Config) -> Result<(), ConfigError> {
@@ -202,12 +199,16 @@ pub fn stream_name(key: &str, name: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn jetstream(_config: &Config) -> Result<(), ConfigError> {
-    Err(ConfigError::invalid(
-        "backend",
-        "jetstream",
-        "this build has no JetStream backend",
-    ))
+fn jetstream(config: &Config) -> Result<(), ConfigError> {
+    match &config.jetstream {
+        Some(section) => section.validate(),
+        None if config.backend == BackendKind::Jetstream => Err(ConfigError::invalid(
+            "backend",
+            "jetstream",
+            "needs a [jetstream] section (at least `stream`, or the --nats-url and --stream flags)",
+        )),
+        None => Ok(()),
+    }
 }
 
 fn http_url(key: &str, url: &str) -> Result<(), ConfigError> {

@@ -1,0 +1,125 @@
+//! `sluice serve`: load and validate the configuration, open the backend, bind, announce the
+//! address on stdout, serve until SIGTERM or Ctrl-C, then drain.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use sluice_server::backend::Backend;
+use sluice_server::backend::embedded::EmbeddedBackend;
+use sluice_server::backend::jetstream::JetStreamBackend;
+use sluice_server::config::{self, BackendKind, Config, Overrides};
+
+/// Flags of `sluice serve`; each wins over the file and the environment.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// TOML configuration file (keys: docs/CONFIGURATION.md).
+    #[arg(long, env = "SLUICE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address to listen on, e.g. 127.0.0.1:8080 (port 0 picks a free one).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Directory of the embedded store.
+    #[arg(long)]
+    data_dir: Option<String>,
+    /// `embedded` (default) or `jetstream`.
+    #[arg(long)]
+    backend: Option<String>,
+    /// NATS server URL(s), comma-separated (JetStream backend).
+    #[arg(long)]
+    nats_url: Option<String>,
+    /// The stream to serve.
+    #[arg(long)]
+    stream: Option<String>,
+    /// Tokens prepended to every topic to form the stream subject.
+    #[arg(long)]
+    topic_prefix: Option<String>,
+}
+
+impl ServeArgs {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            listen: self.listen.clone(),
+            backend: self.backend.clone(),
+            data_dir: self.data_dir.clone(),
+            stream: self.stream.clone(),
+            nats_url: self.nats_url.clone(),
+            topic_prefix: self.topic_prefix.clone(),
+        }
+    }
+}
+
+/// Loads the configuration of `serve` (file < environment < flags) and validates it.
+pub fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
+    let (config, warnings) =
+        config::load(args.config.as_deref(), std::env::vars(), &args.overrides())?;
+    for warning in warnings {
+        tracing::warn!("{warning}");
+    }
+    Ok(config)
+}
+
+/// Runs the hub until a shutdown signal.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config = load_config(&args)?;
+    let backend = open_backend(&config).await?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, backend = backend.kind(), "listening");
+    // The readiness contract with scripts and tests: exactly this line on stdout.
+    println!("sluice listening on http://{addr}");
+    let hub = sluice_server::Hub::new(config, backend);
+    sluice_server::serve(hub, listener, shutdown_signal()).await?;
+    Ok(())
+}
+
+async fn open_backend(config: &Config) -> anyhow::Result<Arc<dyn Backend>> {
+    Ok(match config.backend {
+        BackendKind::Embedded => {
+            let (backend, reports) = EmbeddedBackend::open(config).await?;
+            for report in reports {
+                tracing::info!(?report, "stream recovered");
+            }
+            tracing::info!(data_dir = %config.embedded.data_dir.display(), stream = %config.embedded.stream, "embedded store open");
+            Arc::new(backend)
+        }
+        BackendKind::Jetstream => {
+            let jetstream = config
+                .jetstream
+                .as_ref()
+                .context("backend = \"jetstream\" needs a [jetstream] section")?;
+            Arc::new(JetStreamBackend::connect(jetstream).await?)
+        }
+    })
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %err, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("Ctrl-C received"),
+        () = term => tracing::info!("SIGTERM received"),
+    }
+}
