@@ -388,6 +388,12 @@ mod tests {
     }
 
     #[test]
+    fn literal_filters_have_no_wildcard_token() {
+        assert!(is_literal("a.b") && is_literal("a*.b>"));
+        assert!(!is_literal("a.*") && !is_literal("*.b") && !is_literal("a.>") && !is_literal(">"));
+    }
+
+    #[test]
     fn matching_follows_token_rules() {
         assert!(filter_matches("a.*.c", "a.b.c"));
         assert!(!filter_matches("a.*.c", "a.b.c.d"));
@@ -430,6 +436,8 @@ mod tests {
         let b = FilterSet::new(vec!["c".to_owned(), "a.>".to_owned(), "b.*".to_owned()]).unwrap();
         assert_eq!(a, b);
         assert_eq!(a.as_slice(), ["a.>", "b.*", "c"]);
+        assert_eq!(a.iter().collect::<Vec<_>>(), ["a.>", "b.*", "c"]);
+        assert_eq!((a.len(), a.is_empty()), (3, false));
         assert_eq!(a.to_string(), "a.> b.* c");
         let mut map = std::collections::HashMap::new();
         map.insert(a.clone(), 1);

@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use sluice_protocol::subject::{
-    FilterSet, MAX_SUBJECT_LEN, filter_is_subset, filter_matches, filters_overlap, validate_filter,
-    validate_subject,
+    FilterSet, MAX_SUBJECT_LEN, filter_is_subset, filter_matches, filters_overlap, is_literal,
+    validate_filter, validate_subject,
 };
 
 /// The grammar, restated independently of the implementation.
@@ -121,6 +121,9 @@ proptest! {
     #[test]
     fn validators_accept_exactly_the_grammar(value in prop_oneof![tricky_string(), any::<String>()]) {
         prop_assert_eq!(validate_subject(&value).is_ok(), grammar_holds(&value, false), "{:?}", value);
+        if validate_filter(&value).is_ok() {
+            prop_assert_eq!(is_literal(&value), validate_subject(&value).is_ok(), "{:?}", value);
+        }
         prop_assert_eq!(validate_filter(&value).is_ok(), grammar_holds(&value, true), "{:?}", value);
     }
 
