@@ -106,6 +106,12 @@ pub fn gap(id: EventId, gap: &Gap) -> Bytes {
     encode(&Frame::data(data).with_id(id.to_string()).with_event("gap"))
 }
 
+/// The last frame of a stream whose token expired: `event: token_expired`; the client
+/// reconnects (by `Last-Event-ID`) with a fresh token.
+pub fn token_expired() -> Bytes {
+    encode(&Frame::data(r#"{"reason":"token_expired"}"#).with_event("token_expired"))
+}
+
 /// A heartbeat comment.
 pub fn heartbeat(now: Timestamp) -> Bytes {
     encode(&Frame::comment(format!("heartbeat {now}")))

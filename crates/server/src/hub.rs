@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicUsize;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::auth::{AuthConfigError, Authenticator};
 use crate::backend::Backend;
 use crate::config::Config;
 use crate::fanout::Fanout;
@@ -17,7 +18,6 @@ use crate::net::{ConnInfo, TimedListener};
 use crate::session::{ConnectionGuard, SessionContext};
 
 /// Everything a request handler needs.
-#[derive(Debug)]
 pub struct Hub {
     /// The validated configuration.
     pub config: Arc<Config>,
@@ -27,13 +27,26 @@ pub struct Hub {
     pub metrics: Arc<Metrics>,
     /// Shared feeds.
     pub fanout: Fanout,
+    /// Who may subscribe and publish.
+    pub auth: Arc<Authenticator>,
     slots: Arc<AtomicUsize>,
     shutdown: watch::Sender<bool>,
 }
 
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("backend", &self.backend)
+            .field("listen", &self.config.listen)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Hub {
-    /// A hub over `backend`. `config` must be validated.
-    pub fn new(config: Config, backend: Arc<dyn Backend>) -> Arc<Self> {
+    /// A hub over `backend`. `config` must be validated; the authorization keys are read
+    /// here, so a missing or bad key file is an error before any socket opens.
+    pub fn new(config: Config, backend: Arc<dyn Backend>) -> Result<Arc<Self>, AuthConfigError> {
+        let auth = Arc::new(Authenticator::new(&config.auth)?);
         let metrics = Arc::new(Metrics::new());
         let fanout = Fanout::new(
             backend.clone(),
@@ -42,14 +55,15 @@ impl Hub {
             config.sse.max_event_size,
             config.fanout.ring_size,
         );
-        Arc::new(Self {
+        Ok(Arc::new(Self {
             config: Arc::new(config),
             backend,
             metrics,
             fanout,
+            auth,
             slots: Arc::default(),
             shutdown: watch::channel(false).0,
-        })
+        }))
     }
 
     /// Takes a connection slot for an event stream, if `limits.max_connections` allows.
@@ -72,6 +86,7 @@ impl Hub {
             shutdown: self.shutdown.subscribe(),
             replay_cap: self.config.replay.max_messages,
             replay_window: self.config.replay.window,
+            expires_in: None,
         }
     }
 

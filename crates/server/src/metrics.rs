@@ -175,6 +175,7 @@ mod tests {
     fn exposes_every_documented_name() {
         let metrics = Metrics::new();
         Metrics::count(&metrics.dropped, "reason", "too_large");
+        Metrics::count(&metrics.publishes, "result", "stored");
         let text = metrics.encode();
         for name in [
             "sluice_active_connections",
@@ -182,7 +183,7 @@ mod tests {
             "sluice_messages_dropped_total{reason=\"too_large\"} 1",
             "sluice_slow_client_disconnects_total",
             "sluice_replay_requests_total",
-            "sluice_publishes_total",
+            "sluice_publishes_total{result=\"stored\"} 1",
         ] {
             assert!(text.contains(name), "{name} missing from:\n{text}");
         }

@@ -39,6 +39,8 @@ pub mod reason {
     pub const BACKEND_ERROR: &str = "backend_error";
     /// The stream was deleted and created again; the client resumes and is told of the loss.
     pub const STREAM_RECREATED: &str = "stream_recreated";
+    /// The subscriber's token expired; the client reconnects with a fresh one.
+    pub const TOKEN_EXPIRED: &str = "token_expired";
 }
 
 /// Holds a connection slot and reports the stream's end exactly once.
@@ -110,6 +112,8 @@ pub struct SessionContext {
     pub replay_cap: u64,
     /// `replay.window`.
     pub replay_window: Option<Duration>,
+    /// When the subscriber's token expires (none: never).
+    pub expires_in: Option<Duration>,
 }
 
 /// One step of reading.
@@ -134,6 +138,7 @@ pub struct Session {
     preamble: Option<Bytes>,
     catchup: Option<MessageStream>,
     heartbeat: Pin<Box<Sleep>>,
+    expiry: Option<Pin<Box<Sleep>>>,
     ended: bool,
 }
 
@@ -153,6 +158,9 @@ impl Session {
             .and_then(|window| jiff::SignedDuration::try_from(window).ok())
             .and_then(|window| Timestamp::now().checked_sub(window).ok());
         let heartbeat = Box::pin(tokio::time::sleep(ctx.heartbeat));
+        let expiry = ctx
+            .expires_in
+            .map(|after| Box::pin(tokio::time::sleep(after)));
         Self {
             position: feed.core.subscribe(),
             ctx,
@@ -166,6 +174,7 @@ impl Session {
             preamble: Some(preamble),
             catchup: None,
             heartbeat,
+            expiry,
             ended: false,
         }
     }
@@ -192,7 +201,13 @@ impl Session {
                 Step::Heartbeat => return Some(self.heartbeat_frame()),
                 Step::End(reason) => {
                     self.end(reason);
-                    return self.take_gap_frame();
+                    let gap = self.take_gap_frame();
+                    if reason != reason::TOKEN_EXPIRED {
+                        return gap;
+                    }
+                    let mut last = BytesMut::from(gap.unwrap_or_default());
+                    last.extend_from_slice(&frames::token_expired());
+                    return Some(last.freeze());
                 }
             };
             if let Some(frame) = self.admit(entry) {
@@ -280,6 +295,9 @@ impl Session {
 
     async fn next_step(&mut self) -> Step {
         loop {
+            if self.expiry.as_ref().is_some_and(|e| e.is_elapsed()) {
+                return Step::End(reason::TOKEN_EXPIRED);
+            }
             if let Some(stream) = self.catchup.as_mut() {
                 tokio::task::consume_budget().await;
                 let item = tokio::select! {
@@ -287,6 +305,7 @@ impl Session {
                     _ = self.ctx.shutdown.wait_for(|down| *down) => return Step::End(reason::SHUTDOWN),
                     item = stream.next() => item,
                     () = self.heartbeat.as_mut() => return Step::Heartbeat,
+                    () = expired(&mut self.expiry) => return Step::End(reason::TOKEN_EXPIRED),
                 };
                 match item {
                     Some(Ok(message)) if message.seq < self.next => {}
@@ -344,9 +363,18 @@ impl Session {
                             }
                         }
                         () = self.heartbeat.as_mut() => return Step::Heartbeat,
+                        () = expired(&mut self.expiry) => return Step::End(reason::TOKEN_EXPIRED),
                     }
                 }
             }
         }
+    }
+}
+
+/// Completes when the token's expiry passes; never without one.
+async fn expired(expiry: &mut Option<Pin<Box<Sleep>>>) {
+    match expiry {
+        Some(sleep) => sleep.as_mut().await,
+        None => std::future::pending().await,
     }
 }

@@ -42,6 +42,7 @@ scenario!(
     cors_rules,
     shutdown_drains_streams,
     serves_the_page,
+    authorization_is_enforced,
 );
 
 fn narrow_stream_config() -> Config {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
+use sluice_server::auth::Direction;
 use sluice_server::backend::Backend;
 use sluice_server::backend::embedded::EmbeddedBackend;
 use sluice_server::backend::jetstream::JetStreamBackend;
@@ -63,15 +64,22 @@ pub fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
 /// Runs the hub until a shutdown signal.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = load_config(&args)?;
+    let listen = config.listen;
     let backend = open_backend(&config).await?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
+    let kind = backend.kind();
+    let hub = sluice_server::Hub::new(config, backend)?;
+    if hub.auth.is_enabled(Direction::Subscribe) || hub.auth.is_enabled(Direction::Publish) {
+        hub.auth
+            .reload_on_sighup()
+            .context("cannot listen for SIGHUP")?;
+    }
+    let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
+        .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, backend = backend.kind(), "listening");
+    tracing::info!(%addr, backend = kind, "listening");
     // The readiness contract with scripts and tests: exactly this line on stdout.
     println!("sluice listening on http://{addr}");
-    let hub = sluice_server::Hub::new(config, backend);
     sluice_server::serve(hub, listener, shutdown_signal()).await?;
     Ok(())
 }

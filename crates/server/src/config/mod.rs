@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::auth::AuthConfig;
 use crate::backend::jetstream::JetStreamConfig;
 
 pub use layers::{Overrides, load, load_str};
@@ -114,6 +115,8 @@ pub struct Config {
     pub fanout: FanoutConfig,
     /// The embedded store.
     pub embedded: EmbeddedConfig,
+    /// Authorization of subscribers and publishers (docs/AUTH.md); open when absent.
+    pub auth: AuthConfig,
     /// The NATS JetStream backend; required when `backend = "jetstream"`.
     #[serde(skip_serializing)]
     pub jetstream: Option<JetStreamConfig>,
@@ -272,6 +275,7 @@ impl Default for Config {
             cors: CorsConfig::default(),
             fanout: FanoutConfig::default(),
             embedded: EmbeddedConfig::default(),
+            auth: AuthConfig::default(),
             jetstream: None,
         }
     }

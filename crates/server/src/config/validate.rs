@@ -8,6 +8,7 @@ use serde::{Deserialize, Deserializer, de};
 use sluice_protocol::subject::{validate_filter, validate_subject};
 
 use super::{BackendKind, Config, ConfigError, StreamDecl};
+use crate::auth::AuthConfigError;
 
 /// The longest accepted `retry:` hint and heartbeat interval.
 const MAX_INTERVAL: Duration = Duration::from_secs(3600);
@@ -52,6 +53,12 @@ pub fn config(config: &Config) -> Result<(), ConfigError> {
         ));
     }
     embedded(config)?;
+    config.auth.validate().map_err(|err| match err {
+        AuthConfigError::Invalid { key, value, reason } => {
+            ConfigError::Invalid { key, value, reason }
+        }
+        other => ConfigError::invalid("auth", "", other.to_string()),
+    })?;
     jetstream(config)
 }
 

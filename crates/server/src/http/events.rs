@@ -12,11 +12,12 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Path, Query, State};
-use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 
 use super::ApiError;
+use crate::auth::Direction;
 use crate::event_id::choose_cursor;
 use crate::fanout::record;
 use crate::frames;
@@ -36,6 +37,7 @@ type Params = Query<Vec<(String, String)>>;
 pub async fn by_query(
     State(hub): State<Arc<Hub>>,
     Query(params): Params,
+    uri: Uri,
     headers: HeaderMap,
     extensions: Extensions,
 ) -> Response {
@@ -43,7 +45,13 @@ pub async fn by_query(
         .iter()
         .filter(|(k, _)| k == "topic")
         .map(|(_, v)| v.as_str());
-    subscribe(&hub, topics, &params, &headers, &extensions).await
+    let request = RequestParts {
+        params: &params,
+        query: uri.query(),
+        headers: &headers,
+        extensions: &extensions,
+    };
+    subscribe(&hub, topics, request).await
 }
 
 /// `GET /events/<topic>` (slashes in the path separate tokens like dots).
@@ -51,11 +59,18 @@ pub async fn by_path(
     State(hub): State<Arc<Hub>>,
     Path(path): Path<String>,
     Query(params): Params,
+    uri: Uri,
     headers: HeaderMap,
     extensions: Extensions,
 ) -> Response {
     let topic = topics::from_path(&path);
-    subscribe(&hub, [topic.as_str()], &params, &headers, &extensions).await
+    let request = RequestParts {
+        params: &params,
+        query: uri.query(),
+        headers: &headers,
+        extensions: &extensions,
+    };
+    subscribe(&hub, [topic.as_str()], request).await
 }
 
 fn reject(hub: &Hub, reason: &'static str, err: ApiError) -> Response {
@@ -63,18 +78,45 @@ fn reject(hub: &Hub, reason: &'static str, err: ApiError) -> Response {
     err.into_response()
 }
 
+/// What a subscription needs from its request.
+struct RequestParts<'r> {
+    params: &'r [(String, String)],
+    query: Option<&'r str>,
+    headers: &'r HeaderMap,
+    extensions: &'r Extensions,
+}
+
 async fn subscribe<'a>(
     hub: &Arc<Hub>,
     requested: impl IntoIterator<Item = &'a str>,
-    params: &[(String, String)],
-    headers: &HeaderMap,
-    extensions: &Extensions,
+    request: RequestParts<'_>,
 ) -> Response {
+    let RequestParts {
+        params,
+        query: raw_query,
+        headers,
+        extensions,
+    } = request;
     let config = &hub.config;
     let wants_stream = accepts_event_stream(headers);
     let topics = match topics::parse(requested, config) {
         Ok(topics) => topics,
         Err(err) => return reject(hub, "bad_request", ApiError::bad_request(err.to_string())),
+    };
+    let grant = hub
+        .auth
+        .authenticate(Direction::Subscribe, headers, raw_query)
+        .and_then(|grant| {
+            grant
+                .check_subscribe(topics.topics.iter().map(String::as_str))
+                .map(|()| grant)
+        });
+    let grant = match grant {
+        Ok(grant) => grant,
+        Err(err) => {
+            Metrics::count(&hub.metrics.rejected, "reason", err.reason());
+            return err.into_response();
+        }
     };
     let header = headers
         .get("last-event-id")
@@ -156,7 +198,9 @@ async fn subscribe<'a>(
     }
     tracing::debug!(topics = %topics.filters, start = plan.start, backlog_end = plan.backlog_end, "event stream starts");
     let feed = hub.fanout.feed(&topics.filters, &state);
-    let session = Session::new(hub.session_context(), guard, feed, &plan, preamble.freeze());
+    let mut context = hub.session_context();
+    context.expires_in = grant.expires_in();
+    let session = Session::new(context, guard, feed, &plan, preamble.freeze());
     stream_response(hub, Body::from_stream(session.into_stream()))
 }
 

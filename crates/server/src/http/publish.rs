@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -23,6 +24,7 @@ use sluice_protocol::subject::{filter_matches, validate_subject};
 use sluice_protocol::ttl::MsgTtl;
 
 use super::ApiError;
+use crate::auth::{AuthError, Direction, Grant};
 use crate::backend::PublishRequest;
 use crate::event_id::EventId;
 use crate::hub::Hub;
@@ -62,8 +64,23 @@ struct Answer {
 }
 
 /// `POST /publish`.
-pub async fn publish(State(hub): State<Arc<Hub>>, body: Bytes) -> Response {
-    match store(&hub, &body).await {
+pub async fn publish(
+    State(hub): State<Arc<Hub>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let grant = match hub
+        .auth
+        .authenticate(Direction::Publish, &headers, uri.query())
+    {
+        Ok(grant) => grant,
+        Err(err) => {
+            Metrics::count(&hub.metrics.publishes, "result", "unauthorized");
+            return err.into_response();
+        }
+    };
+    match store(&hub, &grant, &body).await {
         Ok(answer) => {
             let result = if answer.duplicate {
                 "duplicate"
@@ -73,7 +90,11 @@ pub async fn publish(State(hub): State<Arc<Hub>>, body: Bytes) -> Response {
             Metrics::count(&hub.metrics.publishes, "result", result);
             Json(answer).into_response()
         }
-        Err(err) => {
+        Err(Failure::Auth(err)) => {
+            Metrics::count(&hub.metrics.publishes, "result", "unauthorized");
+            err.into_response()
+        }
+        Err(Failure::Api(err)) => {
             let result = if err.status.is_client_error() {
                 "rejected"
             } else {
@@ -85,9 +106,28 @@ pub async fn publish(State(hub): State<Arc<Hub>>, body: Bytes) -> Response {
     }
 }
 
-async fn store(hub: &Hub, body: &[u8]) -> Result<Answer, ApiError> {
+/// Why a publish failed: an authorization refusal or any other error.
+enum Failure {
+    Auth(AuthError),
+    Api(ApiError),
+}
+
+impl From<ApiError> for Failure {
+    fn from(err: ApiError) -> Self {
+        Self::Api(err)
+    }
+}
+
+impl From<crate::backend::BackendError> for Failure {
+    fn from(err: crate::backend::BackendError) -> Self {
+        Self::Api(err.into())
+    }
+}
+
+async fn store(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Answer, Failure> {
     let body: Body = serde_json::from_slice(body)
         .map_err(|err| ApiError::bad_request(format!("invalid publish body: {err}")))?;
+    grant.check_publish(&body.topic).map_err(Failure::Auth)?;
     let subject = hub.config.subject_for(&body.topic);
     validate_subject(&subject)
         .map_err(|err| ApiError::bad_request(format!("invalid topic {:?}: {err}", body.topic)))?;
@@ -105,7 +145,8 @@ async fn store(hub: &Hub, body: &[u8]) -> Result<Answer, ApiError> {
         return Err(ApiError::bad_request(format!(
             "topic {:?} is outside the stream's subjects {:?}",
             body.topic, state.subjects
-        )));
+        ))
+        .into());
     }
     let ack = hub.backend.publish(request).await?;
     Ok(Answer {

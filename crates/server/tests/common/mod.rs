@@ -39,7 +39,7 @@ impl TestHub {
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("local addr");
-        let hub = Hub::new(config, backend);
+        let hub = Hub::new(config, backend).expect("auth keys load");
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(sluice_server::serve(hub.clone(), listener, async move {
             let _ = stopped.await;

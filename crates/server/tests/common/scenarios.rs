@@ -656,3 +656,98 @@ pub async fn serves_the_page(f: &dyn HubFactory) {
     assert!(!text.contains("src=\"http"), "no external assets");
     hub.stop().await;
 }
+
+const SECRET: &str = "0123456789abcdef0123456789abcdef-test-secret";
+
+fn token(exp_in_secs: u64, subscribe: &[&str], publish: &[&str]) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = json!({
+        "sub": "tester",
+        "exp": now + exp_in_secs,
+        "sluice": { "subscribe": subscribe, "publish": publish },
+    });
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()).unwrap(),
+    )
+    .unwrap()
+}
+
+fn auth_config() -> Config {
+    let text = format!(
+        "[auth.subscribe]\nalgorithms = [\"HS256\"]\nleeway = 0\nkeys = [{{ type = \"hmac\", secret = \"{SECRET}\" }}]\n\
+         [auth.publish]\nalgorithms = [\"HS256\"]\nkeys = [{{ type = \"hmac\", secret = \"{SECRET}\" }}]\n"
+    );
+    sluice_server::config::load_str(&text, "auth test", Vec::new(), &Default::default())
+        .expect("auth config")
+        .0
+}
+
+/// Subscribers and publishers are checked before any backend work: 401 without a valid
+/// token, 403 for a topic outside the grant; a stream ends when its token expires, telling
+/// the client with a `token_expired` frame.
+pub async fn authorization_is_enforced(f: &dyn HubFactory) {
+    let hub = f.start(auth_config()).await;
+    let response = hub.get("/events?topic=orders.eu").await;
+    assert_eq!(response.status, 401);
+    assert!(
+        response
+            .header("www-authenticate")
+            .is_some_and(|v| v.starts_with("Bearer"))
+    );
+    let bearer = format!("Bearer {}", token(600, &["orders.>"], &["orders.>"]));
+    let forbidden = hub
+        .subscribe_with("?topic=users.1", &[("authorization", &bearer)])
+        .await;
+    assert_eq!(forbidden.status(), 403);
+    let mut allowed = hub
+        .subscribe_with("?topic=orders.eu", &[("authorization", &bearer)])
+        .await;
+    expect_event(&mut allowed, "connected")
+        .await
+        .expect("granted");
+
+    let publish = |topic: &str, auth: Option<&str>| {
+        let mut headers = vec![("content-type", "application/json")];
+        if let Some(auth) = auth {
+            headers.push(("authorization", auth));
+        }
+        let request = sluice_test_support::http::request(
+            "POST".parse().unwrap(),
+            &hub.url("/publish"),
+            &headers,
+        )
+        .unwrap()
+        .body(json!({ "topic": topic, "payload": 1 }).to_string().into())
+        .unwrap();
+        sluice_test_support::http::send(request)
+    };
+    assert_eq!(publish("orders.eu", None).await.unwrap().status, 401);
+    assert_eq!(publish("users.1", Some(&bearer)).await.unwrap().status, 403);
+    let stored = publish("orders.eu", Some(&bearer)).await.unwrap();
+    assert_eq!(stored.status, 200, "{}", stored.text());
+    let message = expect_event(&mut allowed, "message").await.unwrap();
+    assert_eq!(message.id.as_deref(), stored.json().unwrap()["id"].as_str());
+
+    let short = format!("Bearer {}", token(1, &["orders.>"], &[]));
+    let mut expiring = hub
+        .subscribe_with("?topic=orders.eu", &[("authorization", &short)])
+        .await;
+    expect_event(&mut expiring, "connected").await.unwrap();
+    let rest = expiring.frames_until_end().await.expect("ends at expiry");
+    let last = rest
+        .iter()
+        .rev()
+        .find(|f| f.dispatches_event())
+        .expect("a final event");
+    assert_eq!(last.event_type(), "token_expired");
+    assert_eq!(
+        hub.metric("sluice_disconnects_total{reason=\"token_expired\"}"),
+        1
+    );
+    hub.stop().await;
+}
