@@ -43,6 +43,8 @@ scenario!(
     shutdown_drains_streams,
     serves_the_page,
     authorization_is_enforced,
+    heartbeats_keep_idle_streams_alive,
+    hostile_payloads_stay_inside_one_event,
 );
 
 fn narrow_stream_config() -> Config {

@@ -751,3 +751,41 @@ pub async fn authorization_is_enforced(f: &dyn HubFactory) {
     );
     hub.stop().await;
 }
+
+/// Idle streams get `: heartbeat <time>` comments every `sse.heartbeat`.
+pub async fn heartbeats_keep_idle_streams_alive(f: &dyn HubFactory) {
+    let mut config = config();
+    config.sse.heartbeat = Duration::from_millis(200);
+    let hub = f.start(config).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    for _ in 0..2 {
+        let frame = client.next_frame().await.unwrap();
+        assert!(!frame.dispatches_event());
+        let comment = frame.comment.expect("a comment frame");
+        let time = comment
+            .strip_prefix("heartbeat ")
+            .expect("heartbeat comment");
+        time.parse::<jiff::Timestamp>().expect("RFC 3339 time");
+    }
+    hub.stop().await;
+}
+
+/// No payload can break the SSE framing: line breaks and fake fields stay inside one event.
+pub async fn hostile_payloads_stay_inside_one_event(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let hostile = "a\n\nevent: evil\r\ndata: {\"x\":1}\rid: 999\n\n";
+    let sent = hub.publish("t", json!(hostile)).await;
+    let raw = hub.publish("t", json!({ "k": "v\n\ndata: x" })).await;
+    let first = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(first.id.as_deref(), sent["id"].as_str());
+    assert_eq!(data(&first)["payload"], hostile);
+    let second = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(second.id.as_deref(), raw["id"].as_str());
+    assert_eq!(data(&second)["payload"], json!({ "k": "v\n\ndata: x" }));
+    let response = hub.get("/events?topic=a%0Aevent:%20x").await;
+    assert_eq!(response.status, 400, "a topic cannot carry a line break");
+    hub.stop().await;
+}
