@@ -52,6 +52,7 @@ pub struct ConnectionGuard {
     peer: Option<SocketAddr>,
     reason: Option<&'static str>,
     delivered: u64,
+    streaming: bool,
 }
 
 impl ConnectionGuard {
@@ -75,6 +76,7 @@ impl ConnectionGuard {
             peer,
             reason: None,
             delivered: 0,
+            streaming: false,
         })
     }
 }
@@ -83,6 +85,10 @@ impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         self.slots.fetch_sub(1, Ordering::AcqRel);
         self.metrics.active_connections.dec();
+        if !self.streaming {
+            // Refused before streaming (counted as a rejection by the handler).
+            return;
+        }
         let stalled = self.conn.as_ref().is_some_and(ConnState::stalled);
         let reason = match self.reason {
             Some(reason) => reason,
@@ -147,11 +153,12 @@ impl Session {
     /// gap) is sent first.
     pub fn new(
         ctx: SessionContext,
-        guard: ConnectionGuard,
+        mut guard: ConnectionGuard,
         feed: Arc<Feed>,
         plan: &Plan,
         preamble: Bytes,
     ) -> Self {
+        guard.streaming = true;
         let window_cutoff = ctx
             .replay_window
             .filter(|_| plan.start <= plan.backlog_end)
@@ -376,5 +383,18 @@ async fn expired(expiry: &mut Option<Pin<Box<Sleep>>>) {
     match expiry {
         Some(sleep) => sleep.as_mut().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Per-connection state must stay small (the goal is ≤ 8 KiB per connection in total,
+    /// sockets and HTTP buffers included): no message queue lives here.
+    #[test]
+    fn session_state_is_small() {
+        let size = std::mem::size_of::<Session>();
+        assert!(size <= 512, "Session is {size} bytes");
     }
 }
