@@ -10,9 +10,9 @@
 //! [`format_duration`] writes Go's `Duration.String()` form (`1h2m3.5s`, `1.5ms`, `0s`), which
 //! parses back to the same value.
 
-use crate::quote::shown;
-
 use std::time::Duration;
+
+use crate::quote::shown;
 
 /// The longest duration accepted: `i64::MAX` nanoseconds, as in Go.
 pub const MAX_DURATION: Duration = Duration::from_nanos(i64::MAX as u64);

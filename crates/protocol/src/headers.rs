@@ -10,9 +10,9 @@
 //! values already known to be valid (the constants below, values from a decoded block) and
 //! [`Headers::validate`] checks a set built that way before it is trusted to [`Headers::encode`].
 
-use crate::quote::{shown, shown_bytes};
-
 use std::fmt::Write as _;
+
+use crate::quote::{shown, shown_bytes};
 
 /// Deduplication id: a repeated id within the stream's duplicate window is acknowledged with the
 /// original sequence instead of being stored again.

@@ -23,8 +23,6 @@
 //! jump; a wall-clock time that occurs twice fires once, at its first occurrence. `@at` and
 //! `@every` name instants, so a time zone with them is an error.
 
-use crate::quote::shown;
-
 use std::fmt;
 use std::time::Duration;
 
@@ -33,6 +31,7 @@ use jiff::civil::Date;
 use jiff::tz::TimeZone;
 
 use crate::duration::{DurationError, format_duration, parse_duration};
+use crate::quote::shown;
 
 /// How far ahead a cron schedule is searched for its next run: ten years covers every
 /// satisfiable expression, including 29 February across a skipped leap year (2100).

@@ -14,9 +14,9 @@
 //! validated input. On anything else they still never panic: they compare token by token,
 //! treating a `*` token as any one token and a `>` token as the rest (one or more tokens).
 
-use crate::quote::shown;
-
 use std::fmt;
+
+use crate::quote::shown;
 
 /// The longest subject or filter accepted, in bytes.
 ///

@@ -1,11 +1,10 @@
 //! The `Nats-TTL` header: how long one message lives.
 
-use crate::quote::shown;
-
 use std::fmt;
 use std::time::Duration;
 
 use crate::duration::{MAX_DURATION, parse_duration};
+use crate::quote::shown;
 
 /// A per-message time to live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
