@@ -231,7 +231,7 @@ impl Session {
 
     /// Applies the plan's backlog rules to an entry and returns the frame to send, if any.
     fn admit(&mut self, entry: Entry) -> Option<Bytes> {
-        if entry.seq <= self.backlog_end {
+        if entry.kind != EntryKind::Lost && entry.seq <= self.backlog_end {
             if self.window_cutoff.is_some_and(|cutoff| entry.time < cutoff) {
                 self.next = entry.seq + 1;
                 let from = self.pending_gap.map_or(entry.seq, |(from, _)| from);
@@ -253,6 +253,9 @@ impl Session {
         match entry.kind {
             EntryKind::Message => {
                 self.ctx.metrics.delivered.inc();
+            }
+            EntryKind::Lost => {
+                Metrics::count(&self.ctx.metrics.gaps, "reason", GapReason::Expired.label());
             }
             EntryKind::TooLarge => {
                 Metrics::count(
@@ -343,9 +346,12 @@ impl Session {
                     let filters = core.filters.as_slice().to_vec();
                     let epoch = core.encoder.epoch;
                     match subscribe_in_epoch(&*self.ctx.backend, &filters, self.next, epoch).await {
-                        Ok(stream) => {
+                        Ok(subscription) => {
                             self.ctx.metrics.catchups.inc();
-                            self.catchup = Some(stream);
+                            self.catchup = Some(subscription.stream);
+                            if let Some((from, to)) = subscription.lost {
+                                return Step::Entry(core.encoder.lost(from, to));
+                            }
                         }
                         Err(Lost::Replaced) => return Step::End(reason::STREAM_RECREATED),
                         Err(Lost::Failed(err)) => {

@@ -52,6 +52,20 @@ impl Encoder {
         })
     }
 
+    /// A `gap` entry for positions `from..=to` that expired before they could be read.
+    pub fn lost(&self, from: u64, to: u64) -> Entry {
+        let id = EventId {
+            seq: to,
+            epoch: Some(self.epoch),
+        };
+        Entry {
+            seq: to,
+            time: jiff::Timestamp::now(),
+            kind: EntryKind::Lost,
+            frame: frames::gap(id, &Gap::range(GapReason::Expired, from, to)),
+        }
+    }
+
     fn topic<'a>(&self, subject: &'a str) -> &'a str {
         if self.topic_prefix.is_empty() {
             return subject;

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use super::encode::Encoder;
-use super::ring::{Read, Ring};
+use super::ring::{Entry, Read, Ring};
 use crate::backend::{Backend, BackendError, BackendMessage, MessageStream};
 use crate::metrics::Metrics;
 
@@ -49,13 +49,20 @@ impl FeedCore {
     }
 
     fn accept(&self, message: &BackendMessage) {
-        let entry = self.encoder.entry(message);
+        match self.encoder.entry(message) {
+            Some(entry) => self.push(entry),
+            None => self.update(|ring| ring.advance(message.seq + 1)),
+        }
+    }
+
+    fn push(&self, entry: Entry) {
+        self.update(|ring| ring.push(entry));
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Ring)) {
         let high = match self.ring.write() {
             Ok(mut ring) => {
-                match entry {
-                    Some(entry) => ring.push(entry),
-                    None => ring.advance(message.seq + 1),
-                }
+                change(&mut ring);
                 ring.high()
             }
             Err(_) => return,
@@ -146,15 +153,19 @@ pub enum Lost {
 /// Subscribes from `start` only if the stream is still incarnation `epoch`. The epoch is
 /// checked before and after subscribing, so a subscription made while the stream is being
 /// recreated never silently continues in the new incarnation with positions of the old one.
+///
+/// When `start` is below the first retained sequence, the positions in between are gone; the
+/// subscription reports them in [`Subscription::lost`] so the reader can say so instead of
+/// silently skipping them.
 pub async fn subscribe_in_epoch(
     backend: &dyn Backend,
     filters: &[String],
     start: u64,
     epoch: u64,
-) -> Result<MessageStream, Lost> {
+) -> Result<Subscription, Lost> {
     let check = || async {
         match backend.stream_state().await {
-            Ok(state) if state.epoch == epoch => Ok(()),
+            Ok(state) if state.epoch == epoch => Ok(state.first_seq),
             Ok(_) => Err(Lost::Replaced),
             Err(err) => Err(Lost::Failed(err)),
         }
@@ -164,8 +175,17 @@ pub async fn subscribe_in_epoch(
         .subscribe(filters, start)
         .await
         .map_err(Lost::Failed)?;
-    check().await?;
-    Ok(stream)
+    let first = check().await?;
+    let lost = (start < first).then(|| (start, first - 1));
+    Ok(Subscription { stream, lost })
+}
+
+/// A backend subscription in a known incarnation.
+pub struct Subscription {
+    /// The messages.
+    pub stream: MessageStream,
+    /// Positions `from..=to` no longer retained when the subscription began.
+    pub lost: Option<(u64, u64)>,
 }
 
 /// Reads the backend into the ring forever; when the subscription is lost it resumes from
@@ -177,7 +197,12 @@ async fn run(core: Arc<FeedCore>, backend: Arc<dyn Backend>, metrics: Arc<Metric
     let mut failures = 0;
     loop {
         match subscribe_in_epoch(&*backend, &filters, next, core.encoder.epoch).await {
-            Ok(mut stream) => {
+            Ok(Subscription { mut stream, lost }) => {
+                if let Some((from, to)) = lost {
+                    tracing::warn!(filters = %core.filters, from, to, "feed resumed after positions expired");
+                    core.push(core.encoder.lost(from, to));
+                    next = next.max(to + 1);
+                }
                 while let Some(item) = stream.next().await {
                     match item {
                         Ok(message) => {

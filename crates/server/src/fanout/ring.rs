@@ -12,6 +12,8 @@ pub enum EntryKind {
     Message,
     /// A `gap` frame replacing a message larger than `sse.max_event_size`.
     TooLarge,
+    /// A `gap` frame for positions that expired before they could be read.
+    Lost,
 }
 
 /// One encoded frame for one stream message.
