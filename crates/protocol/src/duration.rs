@@ -127,12 +127,12 @@ pub fn parse_duration(value: &str) -> Result<Duration, DurationError> {
                 unit: unit.to_owned(),
             });
         };
-        let mut whole: u128 = 0;
+        let mut whole: u64 = 0;
         for digit in int_digits.bytes() {
-            whole = whole * 10 + u128::from(digit - b'0');
-            if whole * u128::from(unit_ns) > max {
-                return Err(overflow());
-            }
+            whole = whole
+                .checked_mul(10)
+                .and_then(|w| w.checked_add(u64::from(digit - b'0')))
+                .ok_or_else(overflow)?;
         }
         // Only the first 19 fraction digits can matter below a nanosecond of an hour.
         let mut frac: u128 = 0;
@@ -141,7 +141,7 @@ pub fn parse_duration(value: &str) -> Result<Duration, DurationError> {
             frac = frac * 10 + u128::from(digit - b'0');
             scale *= 10;
         }
-        total += whole * u128::from(unit_ns) + frac * u128::from(unit_ns) / scale;
+        total += u128::from(whole) * u128::from(unit_ns) + frac * u128::from(unit_ns) / scale;
         if total > max {
             return Err(overflow());
         }
@@ -198,6 +198,8 @@ mod tests {
         let cases = [
             ("0", Duration::ZERO),
             ("-0", Duration::ZERO),
+            ("-0s", Duration::ZERO),
+            ("-0.0h0ns", Duration::ZERO),
             ("+0s", Duration::ZERO),
             ("5s", Duration::from_secs(5)),
             ("1h2m3.5s", Duration::from_millis(3_723_500)),
@@ -264,6 +266,10 @@ mod tests {
         let cases = [
             (Duration::ZERO, "0s"),
             (Duration::from_nanos(1), "1ns"),
+            (Duration::from_nanos(999), "999ns"),
+            (Duration::from_micros(1), "1µs"),
+            (Duration::from_millis(1), "1ms"),
+            (Duration::from_secs(1), "1s"),
             (Duration::from_nanos(1_500), "1.5µs"),
             (Duration::from_micros(2_250), "2.25ms"),
             (Duration::from_secs(3), "3s"),

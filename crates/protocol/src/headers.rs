@@ -513,6 +513,8 @@ mod tests {
             [("A", "x"), ("B", "y z"), ("A", "")]
         );
         assert_eq!(h.get_all("A").collect::<Vec<_>>(), ["x", ""]);
+        assert_eq!(h.len(), 3);
+        assert_eq!(Headers::new().len(), 0);
     }
 
     #[test]
@@ -568,6 +570,15 @@ mod tests {
                 String::from_utf8_lossy(block)
             );
         }
+    }
+
+    #[test]
+    fn decode_accepts_blocks_up_to_64_kib() {
+        let mut h = Headers::new();
+        h.append("X", "y".repeat(MAX_HEADER_BLOCK_LEN - 17));
+        let block = h.encode();
+        assert_eq!(block.len(), 65_536);
+        assert_eq!(Headers::decode(&block), Ok(h));
     }
 
     #[test]
