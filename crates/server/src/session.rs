@@ -24,6 +24,11 @@ use crate::metrics::Metrics;
 use crate::net::ConnState;
 use crate::plan::Plan;
 
+/// Most frames sent in one write to a client that is behind.
+const MAX_BATCH_FRAMES: usize = 64;
+/// Most bytes gathered into one write.
+const MAX_BATCH_BYTES: usize = 16 * 1024;
+
 /// Why a stream ended; logged as `disconnect_reason` and counted by reason.
 pub mod reason {
     /// The server is shutting down.
@@ -218,10 +223,41 @@ impl Session {
                 }
             };
             if let Some(frame) = self.admit(entry) {
-                return Some(frame);
+                return Some(self.batch(frame));
             }
         }
         None
+    }
+
+    /// Appends the frames the ring already holds after `first`, so a client that is a few
+    /// messages behind gets them in one write instead of one write each (bounded, so a
+    /// connection never holds more than [`MAX_BATCH_BYTES`] of copies).
+    fn batch(&mut self, first: Bytes) -> Bytes {
+        if self.catchup.is_some() || self.ended {
+            return first;
+        }
+        let mut out: Option<BytesMut> = None;
+        for _ in 0..MAX_BATCH_FRAMES {
+            let Read::Entry(entry) = self.feed.core.read(self.next) else {
+                break;
+            };
+            let Some(frame) = self.admit(entry) else {
+                if self.ended {
+                    break;
+                }
+                continue;
+            };
+            let buf = out.get_or_insert_with(|| {
+                let mut buf = BytesMut::with_capacity(MAX_BATCH_BYTES.min(first.len() * 4));
+                buf.extend_from_slice(&first);
+                buf
+            });
+            buf.extend_from_slice(&frame);
+            if buf.len() >= MAX_BATCH_BYTES || self.ended {
+                break;
+            }
+        }
+        out.map_or(first, BytesMut::freeze)
     }
 
     fn end(&mut self, reason: &'static str) {
