@@ -344,6 +344,10 @@ impl Session {
             if self.expiry.as_ref().is_some_and(|e| e.is_elapsed()) {
                 return Step::End(reason::TOKEN_EXPIRED);
             }
+            if self.catchup.is_some() && self.next >= self.feed.core.low() {
+                // Caught up with what the ring covers: drop the private subscription.
+                self.catchup = None;
+            }
             if let Some(stream) = self.catchup.as_mut() {
                 tokio::task::consume_budget().await;
                 let item = tokio::select! {
