@@ -39,7 +39,8 @@ impl Dedupe {
 /// Rebuilds the dedupe window after open: walks back from the newest message while it is
 /// within the window, reading the ids of messages flagged as carrying one.
 pub fn rebuild(st: &mut crate::state::State) {
-    let cutoff = crate::state::now_ns() - st.config.dedupe_window().as_nanos() as i64;
+    let cutoff =
+        crate::state::now_ns().saturating_sub(crate::state::nanos(st.config.dedupe_window()));
     let mut found = Vec::new();
     let mut seq = st.table.last_seq;
     while seq >= 1 && seq >= st.table.first_seq() {

@@ -30,6 +30,9 @@ pub enum StoreError {
     /// The stream is closed or failed on a write; reopen the store.
     #[error("stream {0:?} is closed")]
     Closed(String),
+    /// Another store (in this or another process) has the data directory open.
+    #[error("data directory {0} is in use by another sluice store")]
+    Locked(PathBuf),
     /// A stored record failed verification when read.
     #[error("corrupt record for sequence {seq} in {path}")]
     Corrupt {

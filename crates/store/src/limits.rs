@@ -64,9 +64,9 @@ pub fn enforce(st: &mut State, subject: Option<&str>) -> Result<()> {
 /// returns the age-removed messages that were the last of their subject (for delete markers).
 pub fn expire(st: &mut State, now: i64) -> Result<Vec<MsgMeta>> {
     let mut doomed = st.ttl.due(now);
-    let max_age = st.config.max_age.as_nanos() as i64;
+    let max_age = crate::state::nanos(st.config.max_age);
     if max_age > 0 {
-        let cutoff = now - max_age;
+        let cutoff = now.saturating_sub(max_age);
         doomed.extend(
             st.table
                 .seqs_in(0, st.table.last_seq)
@@ -109,7 +109,7 @@ pub fn marker_headers(st: &State) -> crate::proto::Headers {
 
 /// When the next age or TTL expiry is due (ns), if any.
 pub fn next_due(st: &State) -> Option<i64> {
-    let max_age = st.config.max_age.as_nanos() as i64;
+    let max_age = crate::state::nanos(st.config.max_age);
     let age = (max_age > 0)
         .then(|| {
             st.table
@@ -118,7 +118,7 @@ pub fn next_due(st: &State) -> Option<i64> {
                 .find(|m| m.flags & flags::TTL_NEVER == 0)
         })
         .flatten()
-        .map(|m| m.ts + max_age);
+        .map(|m| m.ts.saturating_add(max_age));
     [age, st.ttl.next(), st.schedules.next()]
         .into_iter()
         .flatten()

@@ -490,7 +490,7 @@ fn recover_per_message(
                 .and_then(|v| MsgTtl::parse(v).ok())
                 .filter(|_| needs_ttl)
             {
-                ttl.insert(seq, m.ts.saturating_add(d.as_nanos() as i64));
+                ttl.insert(seq, m.ts.saturating_add(crate::state::nanos(d)));
             }
             if let Ok(Some(v)) = crate::schedule::validate(needs_sched, &m.subject, &h, m.ts)
                 .map(|v| v.filter(|_| needs_sched))

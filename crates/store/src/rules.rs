@@ -11,6 +11,7 @@ use crate::schedule;
 use crate::sources;
 use crate::state::State;
 use crate::types::PubAck;
+use sluice_protocol::headers::MAX_HEADER_BLOCK_LEN;
 
 /// One message to store.
 #[derive(Debug, Clone)]
@@ -25,6 +26,9 @@ pub struct Publish {
     /// and skips the subject capture check.
     pub internal: bool,
 }
+
+/// The largest message (subject + headers + payload) any stream accepts: what fits a record.
+pub const MAX_MESSAGE: usize = record::MAX_RECORD - 1024;
 
 fn parse_seq(value: &str, last: u64) -> Result<u64, ApiError> {
     value
@@ -54,14 +58,19 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
         }
     }
     let hdrs = proto::encode_headers(h);
+    // What the record format (and a header decoder) can hold is a hard limit on every stream.
+    if hdrs.len() > MAX_HEADER_BLOCK_LEN {
+        return Err(ApiError::header_exceeds_maximum().into());
+    }
     let size = p.subject.len() + hdrs.len() + p.payload.len();
-    if c.max_msg_size > 0 && size > c.max_msg_size as usize {
+    if (c.max_msg_size > 0 && size > c.max_msg_size as usize) || size > MAX_MESSAGE {
         return Err(ApiError::message_exceeds_maximum().into());
     }
     let now = st.next_ts();
     let msg_id = h.get(names::MSG_ID).filter(|id| !id.is_empty());
     if let Some(id) = msg_id {
-        st.dedupe.expire(now - c.dedupe_window().as_nanos() as i64);
+        st.dedupe
+            .expire(now.saturating_sub(crate::state::nanos(c.dedupe_window())));
         if let Some(seq) = st.dedupe.get(id) {
             return Ok(PubAck {
                 seq,
@@ -133,7 +142,8 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
     }
     st.last_msg_id = msg_id.map(str::to_string);
     if let Some(MsgTtl::After(d)) = ttl {
-        st.ttl.insert(seq, now.saturating_add(d.as_nanos() as i64));
+        st.ttl
+            .insert(seq, now.saturating_add(crate::state::nanos(d)));
     }
     if let Some(v) = schedule {
         st.schedules.insert(&p.subject, seq, v.first);

@@ -25,6 +25,11 @@ pub fn now_ns() -> i64 {
         .map_or(0, |d| d.as_nanos() as i64)
 }
 
+/// A duration in ns, saturating at `i64::MAX`.
+pub fn nanos(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
 /// A timestamp from ns since the epoch.
 pub fn timestamp(ns: i64) -> jiff::Timestamp {
     jiff::Timestamp::from_nanosecond(ns as i128).unwrap_or(jiff::Timestamp::UNIX_EPOCH)

@@ -41,6 +41,8 @@ impl Default for StoreOptions {
 
 struct Inner {
     dir: Option<PathBuf>,
+    /// Holds the data directory's exclusive lock for the store's lifetime.
+    _lock: Option<fs::File>,
     opts: StoreOptions,
     streams: Mutex<BTreeMap<String, StreamHandle>>,
 }
@@ -69,6 +71,22 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Takes the exclusive lock on `<dir>/LOCK`, so two processes never write one data directory.
+fn lock_dir(dir: &Path) -> Result<fs::File> {
+    let path = dir.join("LOCK");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(StoreError::io(&path))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(fs::TryLockError::WouldBlock) => Err(StoreError::Locked(dir.to_path_buf())),
+        Err(fs::TryLockError::Error(e)) => Err(StoreError::Io { path, source: e }),
+    }
+}
+
 impl Store {
     /// Opens (creating if needed) the data directory `dir` and recovers every stream in
     /// `dir/streams`. Returns one report per stream recovered.
@@ -76,9 +94,11 @@ impl Store {
         let dir = dir.as_ref().to_path_buf();
         let streams_dir = dir.join("streams");
         fs::create_dir_all(&streams_dir).map_err(StoreError::io(&streams_dir))?;
+        let lock = lock_dir(&dir)?;
         let store = Store {
             inner: Arc::new(Inner {
                 dir: Some(dir),
+                _lock: Some(lock),
                 opts,
                 streams: Mutex::new(BTreeMap::new()),
             }),
@@ -126,6 +146,7 @@ impl Store {
         Store {
             inner: Arc::new(Inner {
                 dir: None,
+                _lock: None,
                 opts,
                 streams: Mutex::new(BTreeMap::new()),
             }),

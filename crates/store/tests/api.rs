@@ -250,3 +250,32 @@ async fn invalid_names_and_unknown_streams_are_rejected() {
     );
     drop(s);
 }
+
+#[test]
+fn a_data_directory_is_opened_by_one_store_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(dir.path(), opts()).unwrap();
+    assert!(matches!(
+        Store::open(dir.path(), opts()).unwrap_err(),
+        sluice_store::StoreError::Locked(_)
+    ));
+    store.close();
+    Store::open(dir.path(), opts()).unwrap();
+}
+
+#[tokio::test]
+async fn oversized_headers_are_rejected_before_they_reach_a_block() {
+    let store = Store::in_memory(opts());
+    let s = store.create_stream(StreamConfig::new("H", ["h"])).unwrap();
+    let mut h = Headers::new();
+    h.insert("X-Big", "v".repeat(70 * 1024));
+    assert_eq!(
+        s.publish("h", h, "x")
+            .await
+            .unwrap_err()
+            .api()
+            .unwrap()
+            .code,
+        10097
+    );
+}
