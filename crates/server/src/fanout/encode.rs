@@ -35,14 +35,18 @@ impl Encoder {
             seq: message.seq,
             epoch: Some(self.epoch),
         };
-        let frame = frames::message(id, topic, &message.payload, message.time);
-        let (kind, frame) = if frame.len() > self.max_event_size {
-            let mut gap = Gap::range(GapReason::TooLarge, message.seq, message.seq);
-            gap.topic = Some(topic.to_owned());
-            gap.size = Some(frame.len());
-            (EntryKind::TooLarge, frames::gap(id, &gap))
-        } else {
-            (EntryKind::Message, frame)
+        // A payload already larger than the limit is not worth encoding; `size` then reports
+        // the payload's length (a lower bound of the frame's).
+        let frame = (message.payload.len() <= self.max_event_size)
+            .then(|| frames::message(id, topic, &message.payload, message.time));
+        let (kind, frame) = match frame {
+            Some(frame) if frame.len() <= self.max_event_size => (EntryKind::Message, frame),
+            oversized => {
+                let mut gap = Gap::range(GapReason::TooLarge, message.seq, message.seq);
+                gap.topic = Some(topic.to_owned());
+                gap.size = Some(oversized.map_or(message.payload.len(), |f| f.len()));
+                (EntryKind::TooLarge, frames::gap(id, &gap))
+            }
         };
         Some(Entry {
             seq: message.seq,
