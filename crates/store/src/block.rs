@@ -13,6 +13,44 @@ use crate::record::{Kind, RecordRef};
 /// Default block size before rollover.
 pub const DEFAULT_BLOCK_SIZE: u64 = 8 << 20;
 
+/// A record ready to be read outside the stream's lock.
+pub enum RecordSource {
+    /// In a block file.
+    File {
+        /// The block's handle.
+        file: Arc<File>,
+        /// Its path, for errors.
+        path: PathBuf,
+        /// The record's location.
+        loc: Loc,
+    },
+    /// Already copied out of a memory block.
+    Bytes(Vec<u8>),
+}
+
+impl RecordSource {
+    /// The record's bytes.
+    pub fn fetch(self) -> Result<Vec<u8>> {
+        match self {
+            RecordSource::Bytes(b) => Ok(b),
+            RecordSource::File { file, path, loc } => {
+                let mut buf = vec![0; loc.len as usize];
+                file.read_exact_at(&mut buf, loc.offset as u64)
+                    .map_err(StoreError::io(&path))?;
+                Ok(buf)
+            }
+        }
+    }
+
+    /// The file holding it (empty for memory).
+    pub fn path(&self) -> PathBuf {
+        match self {
+            RecordSource::File { path, .. } => path.clone(),
+            RecordSource::Bytes(_) => PathBuf::new(),
+        }
+    }
+}
+
 /// Where a record lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Loc {
@@ -252,23 +290,30 @@ impl Blocks {
 
     /// Reads one record's bytes.
     pub fn read(&self, loc: Loc) -> Result<Vec<u8>> {
+        self.source(loc)?.fetch()
+    }
+
+    /// What is needed to read a record without holding the stream's lock: the block's file
+    /// handle (it stays readable even if the block is removed meanwhile), or the record's bytes
+    /// copied from a memory block.
+    pub fn source(&self, loc: Loc) -> Result<RecordSource> {
         let block = self.blocks.get(&loc.block).ok_or_else(|| StoreError::Io {
             path: self.path(loc.block),
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "block removed"),
         })?;
         let end = loc.offset as u64 + loc.len as u64;
-        match &block.body {
-            Body::Memory(v) => Ok(v
-                .get(loc.offset as usize..end as usize)
-                .unwrap_or_default()
-                .to_vec()),
-            Body::File(f) => {
-                let mut buf = vec![0; loc.len as usize];
-                f.read_exact_at(&mut buf, loc.offset as u64)
-                    .map_err(StoreError::io(self.path(loc.block)))?;
-                Ok(buf)
-            }
-        }
+        Ok(match &block.body {
+            Body::Memory(v) => RecordSource::Bytes(
+                v.get(loc.offset as usize..end as usize)
+                    .unwrap_or_default()
+                    .to_vec(),
+            ),
+            Body::File(f) => RecordSource::File {
+                file: f.clone(),
+                path: self.path(loc.block),
+                loc,
+            },
+        })
     }
 
     /// The path of a block (empty for memory blocks).

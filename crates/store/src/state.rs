@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use crate::block::Blocks;
+use crate::block::{Blocks, RecordSource};
 use crate::config::StreamConfig;
 use crate::dedupe::Dedupe;
 use crate::error::{Result, StoreError};
@@ -179,32 +179,34 @@ impl State {
         Ok(())
     }
 
-    /// Reads a visible message.
-    pub fn read(&self, seq: u64) -> Result<Option<StoredMessage>> {
+    /// Locates a visible message; read it with [`PendingRead::finish`] after unlocking.
+    pub fn prepare(&self, seq: u64) -> Result<Option<PendingRead>> {
         if seq > self.visible {
             return Ok(None);
         }
-        self.read_any(seq)
+        self.prepare_any(seq)
+    }
+
+    /// Locates a live message whether or not it is visible yet (for the writer).
+    pub fn prepare_any(&self, seq: u64) -> Result<Option<PendingRead>> {
+        let Some(meta) = self.table.get(seq) else {
+            return Ok(None);
+        };
+        Ok(Some(PendingRead {
+            seq,
+            source: self.blocks.source(meta.loc)?,
+        }))
     }
 
     /// Reads a live message whether or not it is visible yet (for the writer).
     pub fn read_any(&self, seq: u64) -> Result<Option<StoredMessage>> {
-        let Some(meta) = self.table.get(seq) else {
-            return Ok(None);
-        };
-        let bytes = self.blocks.read(meta.loc)?;
-        decode_message(&bytes, seq)
-            .ok_or_else(|| StoreError::Corrupt {
-                seq,
-                path: self.blocks.path(meta.loc.block),
-            })
-            .map(Some)
+        self.prepare_any(seq)?.map(PendingRead::finish).transpose()
     }
 
-    /// The first visible message at or after `from` matching `filter`.
-    pub fn next_matching(&self, from: u64, filter: &FilterSet) -> Result<Option<StoredMessage>> {
+    /// Locates the first visible message at or after `from` matching `filter`.
+    pub fn next_matching(&self, from: u64, filter: &FilterSet) -> Result<Option<PendingRead>> {
         match self.table.next_matching(from, self.visible, filter) {
-            Some(seq) => self.read(seq),
+            Some(seq) => self.prepare(seq),
             None => Ok(None),
         }
     }
@@ -232,6 +234,24 @@ impl State {
             },
             stats: self.stats,
         }
+    }
+}
+
+/// A located message, read and decoded without the stream's lock held.
+pub struct PendingRead {
+    seq: u64,
+    source: RecordSource,
+}
+
+impl PendingRead {
+    /// Reads and verifies the record.
+    pub fn finish(self) -> Result<StoredMessage> {
+        let path = self.source.path();
+        let bytes = self.source.fetch()?;
+        decode_message(&bytes, self.seq).ok_or(StoreError::Corrupt {
+            seq: self.seq,
+            path,
+        })
     }
 }
 

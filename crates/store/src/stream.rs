@@ -11,6 +11,7 @@ use tokio::sync::oneshot;
 use crate::error::{Result, StoreError};
 use crate::proto::{FilterSet, Headers};
 use crate::rules::Publish;
+use crate::state::PendingRead;
 use crate::types::{PubAck, PurgeRequest, StoredMessage, StreamInfo};
 use crate::writer::{Op, Shared};
 
@@ -114,16 +115,20 @@ impl StreamHandle {
 
     /// The message at `seq`, if it exists.
     pub fn get(&self, seq: u64) -> Result<Option<StoredMessage>> {
-        self.shared.lock().read(seq)
+        let pending = self.shared.lock().prepare(seq)?;
+        pending.map(PendingRead::finish).transpose()
     }
 
     /// The last message on a literal subject.
     pub fn last_for_subject(&self, subject: &str) -> Result<Option<StoredMessage>> {
-        let st = self.shared.lock();
-        match st.table.last_for_subject(subject, st.visible) {
-            Some(seq) => st.read(seq),
-            None => Ok(None),
-        }
+        let pending = {
+            let st = self.shared.lock();
+            match st.table.last_for_subject(subject, st.visible) {
+                Some(seq) => st.prepare(seq)?,
+                None => None,
+            }
+        };
+        pending.map(PendingRead::finish).transpose()
     }
 
     /// The first message with sequence ≥ `from_seq` whose subject matches `filter`, found through
@@ -133,7 +138,8 @@ impl StreamHandle {
         from_seq: u64,
         filter: &FilterSet,
     ) -> Result<Option<StoredMessage>> {
-        self.shared.lock().next_matching(from_seq, filter)
+        let pending = self.shared.lock().next_matching(from_seq, filter)?;
+        pending.map(PendingRead::finish).transpose()
     }
 
     /// The source index: source index name (`<origin> <filter or '>'> <dest or '>'>`) → last

@@ -31,7 +31,8 @@ impl StreamHandle {
                     } else {
                         st.next_matching(next, &filter)
                     }
-                };
+                }
+                .and_then(|pending| pending.map(|p| p.finish()).transpose());
                 match found {
                     Ok(Some(m)) => {
                         let after = m.seq + 1;
