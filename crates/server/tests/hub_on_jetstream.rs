@@ -88,3 +88,79 @@ scenario!(
     heartbeats_keep_idle_streams_alive,
     hostile_payloads_stay_inside_one_event,
 );
+
+/// Starts a hub over JetStream and returns it with an operator's JetStream context.
+async fn hub_with_operator() -> (TestHub, jetstream::Context) {
+    let hub = JetStream.start(Config::default()).await;
+    let server = hub.keep[0]
+        .downcast_ref::<NatsServer>()
+        .expect("the nats-server");
+    let client = async_nats::connect(server.url())
+        .await
+        .expect("operator connects");
+    (hub, jetstream::new(client))
+}
+
+fn sluice_stream() -> stream::Config {
+    stream::Config {
+        name: "SLUICE".to_owned(),
+        subjects: vec!["app.>".to_owned()],
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recreated_stream_ends_streams_and_resume_reports_incarnation() {
+    let (hub, js) = hub_with_operator().await;
+    let old = hub.publish("t", serde_json::json!("old")).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    common::expect_event(&mut client, "connected")
+        .await
+        .unwrap();
+    js.delete_stream("SLUICE").await.expect("deleted");
+    js.create_stream(sluice_stream()).await.expect("recreated");
+    let rest = client
+        .frames_until_end()
+        .await
+        .expect("the stream ends cleanly");
+    assert!(rest.iter().all(|f| !f.dispatches_event()), "{rest:?}");
+    let new = hub.publish("t", serde_json::json!("new")).await;
+    let mut client = hub
+        .subscribe_with(
+            "?topic=t",
+            &[("last-event-id", old["id"].as_str().unwrap())],
+        )
+        .await;
+    common::expect_event(&mut client, "connected")
+        .await
+        .unwrap();
+    let gap = common::expect_event(&mut client, "gap").await.unwrap();
+    assert_eq!(common::data(&gap)["reason"], "incarnation");
+    let next = common::expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(next.id.as_deref(), new["id"].as_str());
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_fails_with_a_cause_when_the_stream_is_gone() {
+    let (hub, js) = hub_with_operator().await;
+    assert_eq!(hub.get("/readyz").await.status, 200);
+    js.delete_stream("SLUICE").await.expect("deleted");
+    let response = hub.get("/readyz/").await;
+    assert_eq!(response.status, 503);
+    let cause = response.json().unwrap()["cause"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        hub.metric(&format!(
+            "sluice_readiness_failures_total{{cause=\"{cause}\"}}"
+        )),
+        1
+    );
+    let mut client = hub.subscribe("?topic=t").await;
+    assert_eq!(client.status(), 200, "an EventSource is told to retry");
+    let frames = client.frames_until_end().await.unwrap();
+    assert!(frames.len() == 1 && frames[0].retry.is_some(), "{frames:?}");
+    hub.stop().await;
+}
