@@ -162,11 +162,9 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
                         let acks = batch.iter().map(|p| rules::publish(&mut st, p)).collect();
                         replies.push(Reply::Batch(tx, acks));
                     }
-                    Op::Delete(seq, tx) => replies.push(Reply::Delete(
-                        tx,
-                        purge::delete_msg(&mut st, seq)
-                            .and_then(|r| st.drop_empty_blocks().map(|_| r)),
-                    )),
+                    Op::Delete(seq, tx) => {
+                        replies.push(Reply::Delete(tx, purge::delete_msg(&mut st, seq)))
+                    }
                     Op::Purge(req, tx) => {
                         replies.push(Reply::Purge(tx, purge::purge(&mut st, &req)))
                     }
@@ -180,6 +178,10 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
             }
             if !st.closed {
                 housekeeping(&mut st);
+                // Limits may have emptied whole blocks during the batch.
+                if let Err(e) = st.drop_empty_blocks() {
+                    tracing::warn!(stream = %shared.name, error = %e, "removing empty blocks failed");
+                }
             }
             write_result = st.blocks.flush();
             st.stats.batches += u64::from(!replies.is_empty());
@@ -271,8 +273,7 @@ fn housekeeping(st: &mut State) {
             };
             rules::publish(st, &marker)?;
         }
-        fire_schedules(st, now)?;
-        st.drop_empty_blocks()
+        fire_schedules(st, now)
     });
     if let Err(e) = result {
         tracing::warn!(stream = %st.config.name, error = %e, "expiry failed");
@@ -338,6 +339,5 @@ fn update(st: &mut State, cfg: StreamConfig) -> Result<()> {
         crate::meta::write(dir, &cfg, st.created, st.incarnation)?;
     }
     st.config = cfg;
-    limits::enforce(st, None)?;
-    st.drop_empty_blocks()
+    limits::enforce(st, None)
 }
