@@ -627,3 +627,74 @@ async fn old_servers_get_multi_filter_feeds_filtered_in_process() {
     // again, so count what was dropped before it.
     assert!(backend.stats().filtered_out >= 3, "{:?}", backend.stats());
 }
+
+/// A long backlog arrives complete and in order through the pull batches; the replay rate is
+/// printed (`--no-capture`) for information, never asserted.
+#[tokio::test]
+async fn a_long_replay_arrives_complete_and_in_order() {
+    const COUNT: u64 = 20_000;
+    let server = start_server().await;
+    let js = operator(&server).await;
+    create_stream(&js, events_stream()).await;
+    // Pipelined in chunks: the client holds only so many unacknowledged publishes.
+    for chunk in (0..COUNT).collect::<Vec<_>>().chunks(1000) {
+        let mut acks = Vec::with_capacity(chunk.len());
+        for i in chunk {
+            let subject = if i % 2 == 0 {
+                "events.even"
+            } else {
+                "events.odd"
+            };
+            acks.push(
+                js.publish(subject, Bytes::from(format!("{i}")))
+                    .await
+                    .unwrap(),
+            );
+        }
+        for ack in acks {
+            ack.await.expect("stored");
+        }
+    }
+    let backend = connect(&server, "EVENTS").await;
+    let started = Instant::now();
+    let mut feed = backend
+        .subscribe(&["events.even".to_owned()], 1)
+        .await
+        .unwrap();
+    let seqs: Vec<u64> = take(&mut feed, (COUNT / 2) as usize)
+        .await
+        .into_iter()
+        .map(|m| m.0)
+        .collect();
+    let elapsed = started.elapsed();
+    assert_eq!(seqs, (1..=COUNT).step_by(2).collect::<Vec<u64>>());
+    eprintln!(
+        "replayed {} messages in {elapsed:?} ({:.0}/s)",
+        seqs.len(),
+        seqs.len() as f64 / elapsed.as_secs_f64()
+    );
+}
+
+/// A message larger than the feed's usual per-pull byte budget still comes through: the
+/// budget grows with the server's `max_payload`.
+#[tokio::test]
+async fn messages_larger_than_the_usual_pull_budget_come_through() {
+    let server = NatsServer::start_with(
+        sluice_test_support::NatsOptions::default().with_config("max_payload: 8MB"),
+    )
+    .await
+    .unwrap_or_else(|err| panic!("{err}"));
+    let js = operator(&server).await;
+    create_stream(&js, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    let big = "x".repeat(6 * 1024 * 1024);
+    publish(&backend, "events.big", &big).await;
+    publish(&backend, "events.small", "after").await;
+    let mut feed = backend
+        .subscribe(&["events.>".to_owned()], 1)
+        .await
+        .unwrap();
+    let got = take(&mut feed, 2).await;
+    assert_eq!((got[0].0, got[0].2.len()), (1, big.len()));
+    assert_eq!((got[1].0, got[1].2.as_str()), (2, "after"));
+}

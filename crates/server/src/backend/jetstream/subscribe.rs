@@ -30,7 +30,10 @@ use crate::backend::{BackendError, BackendMessage, MessageStream};
 /// shorter limit. Live pulls keep it active, so this only matters once the feed is gone.
 const INACTIVE_THRESHOLD: Duration = Duration::from_secs(30);
 /// Messages asked for per pull: the most a feed buffers ahead of its reader.
-const PULL_BATCH: usize = 128;
+const PULL_BATCH: usize = 512;
+/// Bytes asked for per pull, unless the server's largest message needs more: a pull must
+/// always fit one message, or the server refuses it and the feed would stall.
+const PULL_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// How long a lost consumer is retried before the feed ends with an error.
 const RECOVERY_WINDOW: Duration = Duration::from_secs(30);
 /// The first pause between recovery attempts; it doubles up to [`MAX_RETRY_PAUSE`].
@@ -328,6 +331,9 @@ impl Feed {
             consumer
                 .stream()
                 .max_messages_per_batch(PULL_BATCH)
+                .max_bytes_per_batch(
+                    PULL_MAX_BYTES.max(shared.client.server_info().max_payload.saturating_mul(2)),
+                )
                 .heartbeat(shared.config.idle_heartbeat)
                 .messages()
                 .await
