@@ -33,6 +33,22 @@ struct Model {
     last: u64,
 }
 
+const MAX_MSGS: usize = 30;
+const MAX_PER_SUBJECT: usize = 12;
+
+impl Model {
+    /// Discard old: the subject's oldest beyond its limit, then the stream's oldest.
+    fn enforce_limits(&mut self, subject: &str) {
+        let on_subject: Vec<u64> = self.msgs.iter().filter(|(_, (s, _))| s == subject).map(|(k, _)| *k).collect();
+        for seq in on_subject.iter().take(on_subject.len().saturating_sub(MAX_PER_SUBJECT)) {
+            self.msgs.remove(seq);
+        }
+        while self.msgs.len() > MAX_MSGS {
+            self.msgs.pop_first();
+        }
+    }
+}
+
 fn opts() -> StoreOptions {
     StoreOptions {
         block_size: 512,
@@ -41,13 +57,14 @@ fn opts() -> StoreOptions {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
     #[test]
     fn store_matches_model(ops in proptest::collection::vec(op(), 1..80)) {
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let (mut store, _) = Store::open(dir.path(), opts()).unwrap();
-        let mut s = store.create_stream(StreamConfig::new("M", ["m.*"])).unwrap();
+        let cfg = StreamConfig { max_msgs: MAX_MSGS as i64, max_msgs_per_subject: MAX_PER_SUBJECT as i64, ..StreamConfig::new("M", ["m.*"]) };
+        let mut s = store.create_stream(cfg).unwrap();
         let mut model = Model::default();
         for op in ops {
             match op {
@@ -57,7 +74,8 @@ proptest! {
                     let ack = rt.block_on(s.publish(subject.clone(), Headers::new(), payload.clone())).unwrap();
                     model.last += 1;
                     prop_assert_eq!(ack.seq, model.last);
-                    model.msgs.insert(ack.seq, (subject, payload));
+                    model.msgs.insert(ack.seq, (subject.clone(), payload));
+                    model.enforce_limits(&subject);
                 }
                 Op::Delete(n) => {
                     let seq = n as u64 % (model.last + 2);
