@@ -698,3 +698,32 @@ async fn messages_larger_than_the_usual_pull_budget_come_through() {
     assert_eq!((got[0].0, got[0].2.len()), (1, big.len()));
     assert_eq!((got[1].0, got[1].2.as_str()), (2, "after"));
 }
+
+#[tokio::test]
+async fn shutdown_drains_and_ends_open_feeds() {
+    let server = start_server().await;
+    create_stream(&operator(&server).await, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    publish(&backend, "events.a", "one").await;
+    let mut feed = backend
+        .subscribe(&["events.>".to_owned()], 1)
+        .await
+        .unwrap();
+    take(&mut feed, 1).await;
+
+    backend.shutdown().await;
+    let ended = tokio::time::timeout(DEADLINE, feed.next())
+        .await
+        .expect("the feed ends after shutdown");
+    assert!(!matches!(ended, Some(Ok(_))), "{ended:?}");
+    assert!(
+        matches!(
+            backend.health().await,
+            Health::Unavailable {
+                cause: "backend_disconnected",
+                ..
+            }
+        ),
+        "unready after shutdown"
+    );
+}

@@ -14,7 +14,7 @@ mod publish;
 mod subscribe;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_nats::connection::State;
@@ -44,6 +44,8 @@ struct Shared {
     /// Ticks on every (re)connection; see [`connect::Connection::reconnects`].
     reconnects: watch::Receiver<u64>,
     stats: Stats,
+    /// Set by [`Backend::shutdown`]; the connection is draining or closed.
+    shut_down: AtomicBool,
 }
 
 /// Counters of what the backend did behind the hub's back.
@@ -117,6 +119,7 @@ impl JetStreamBackend {
                 context,
                 reconnects: connection.reconnects,
                 stats: Stats::default(),
+                shut_down: AtomicBool::new(false),
             }),
         })
     }
@@ -173,6 +176,12 @@ impl Backend for JetStreamBackend {
 
     async fn health(&self) -> Health {
         let shared = &self.shared;
+        if shared.shut_down.load(Ordering::Relaxed) {
+            return Health::Unavailable {
+                cause: "backend_disconnected",
+                detail: "the NATS connection was shut down".to_owned(),
+            };
+        }
         if shared.client.connection_state() != State::Connected {
             return Health::Unavailable {
                 cause: "backend_disconnected",
@@ -191,6 +200,7 @@ impl Backend for JetStreamBackend {
 
     async fn shutdown(&self) {
         let shared = &self.shared;
+        shared.shut_down.store(true, Ordering::Relaxed);
         let limit = shared.config.request_timeout;
         match tokio::time::timeout(limit, shared.client.drain()).await {
             Ok(Ok(())) => tracing::info!("NATS connection drained"),
