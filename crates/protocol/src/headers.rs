@@ -529,6 +529,11 @@ mod tests {
                 "header status line \"NATS/1.0 5x3\"",
             ),
             (b"NATS/1.0x\r\n\r\n", "header status line \"NATS/1.0x\""),
+            (b"NATS/1.0 12\r\n\r\n", "header status line \"NATS/1.0 12\""),
+            (
+                b"NATS/1.0 1234\r\n\r\n",
+                "header status line \"NATS/1.0 1234\"",
+            ),
             (
                 b"NATS/1.0\r\nA: b\r\n",
                 "header block is not terminated by an empty \"\\r\\n\" line (after byte 16)",
@@ -570,6 +575,15 @@ mod tests {
                 String::from_utf8_lossy(block)
             );
         }
+    }
+
+    #[test]
+    fn bad_version_quotes_only_the_start() {
+        let err = Headers::decode(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "header block does not start with \"NATS/1.0\": \"HTTP/1.1 200 OK\\r\""
+        );
     }
 
     #[test]

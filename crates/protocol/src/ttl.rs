@@ -96,6 +96,10 @@ mod tests {
             ("1h30m", MsgTtl::After(Duration::from_secs(5_400))),
             ("60", MsgTtl::After(Duration::from_secs(60))),
             ("1", MsgTtl::After(Duration::from_secs(1))),
+            (
+                "9223372036",
+                MsgTtl::After(Duration::from_secs(9_223_372_036)),
+            ),
         ];
         for (text, ttl) in cases {
             assert_eq!(MsgTtl::parse(text), Ok(ttl), "{text}");
