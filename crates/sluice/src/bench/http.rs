@@ -13,6 +13,11 @@ use tokio::net::TcpStream;
 
 /// Largest response body read whole (publish answers, `/metrics`).
 const MAX_BODY: usize = 4 << 20;
+/// Bytes read from a socket at a time.
+const READ_BUFFER: usize = 4096;
+
+/// The driver of one client connection.
+pub type Connection = hyper::client::conn::http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
 
 /// Where the hub listens. Only loopback addresses are accepted: the load never leaves the
 /// machine.
@@ -71,19 +76,31 @@ impl Target {
             .header(hyper::header::HOST, &self.authority)
     }
 
-    /// Opens one keep-alive HTTP/1.1 connection; its driver runs as its own task and ends when
+    /// Opens one HTTP/1.1 connection; the caller must poll the returned [`Connection`] for
+    /// requests and bodies to make progress. Reads go through a fixed 4 KiB buffer, so ten
+    /// thousand idle clients stay small.
+    ///
+    /// # Errors
+    /// When the TCP connection or the HTTP handshake fails.
+    pub async fn handshake(&self) -> anyhow::Result<(SendRequest<Full<Bytes>>, Connection)> {
+        let stream = TcpStream::connect(self.addr)
+            .await
+            .with_context(|| format!("connect to {}", self.addr))?;
+        stream.set_nodelay(true)?;
+        let handshake = hyper::client::conn::http1::Builder::new()
+            .read_buf_exact_size(Some(READ_BUFFER))
+            .handshake(TokioIo::new(stream))
+            .await;
+        handshake.context("HTTP handshake")
+    }
+
+    /// Opens one keep-alive HTTP/1.1 connection whose driver runs as its own task, ending when
     /// the returned sender and every response body are dropped.
     ///
     /// # Errors
     /// When the TCP connection or the HTTP handshake fails.
     pub async fn connect(&self) -> anyhow::Result<SendRequest<Full<Bytes>>> {
-        let stream = TcpStream::connect(self.addr)
-            .await
-            .with_context(|| format!("connect to {}", self.addr))?;
-        stream.set_nodelay(true)?;
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .context("HTTP handshake")?;
+        let (sender, connection) = self.handshake().await?;
         // A connection error also fails the pending request or body read, where it is counted.
         tokio::spawn(async move {
             let _ = connection.await;

@@ -283,13 +283,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         print!("{}", report.to_text());
     }
     if !report.ok {
-        bail!(
-            "the run was not clean: {} of {} events missing, {} connect errors, {} publish errors",
-            report.delivery.missing,
-            report.delivery.expected,
-            report.connect.errors,
-            report.publish.errors
-        );
+        bail!("the run was not clean: {}", report.problems().join(", "));
     }
     Ok(())
 }

@@ -181,6 +181,29 @@ pub fn per_connection(before: Option<u64>, after: Option<u64>, count: u64) -> Op
 }
 
 impl Report {
+    /// What went wrong, as `<count> <what>` for every non-zero count.
+    pub fn problems(&self) -> Vec<String> {
+        let d = &self.delivery;
+        [
+            (d.missing, "events missing"),
+            (self.connect.errors, "connect errors"),
+            (self.publish.errors, "publish errors"),
+            (d.disconnects, "disconnects"),
+            (d.gaps, "gap frames"),
+            (d.out_of_order, "events out of order"),
+            (d.foreign, "foreign events"),
+            (d.protocol_errors, "protocol errors"),
+            (
+                d.clients_incomplete,
+                "clients without every event exactly once",
+            ),
+        ]
+        .into_iter()
+        .filter(|(count, _)| *count > 0)
+        .map(|(count, what)| format!("{count} {what}"))
+        .collect()
+    }
+
     /// The report as text for a terminal.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
@@ -265,15 +288,16 @@ impl Report {
         for note in &self.notes {
             writeln!(out, "note      {note}")?;
         }
-        writeln!(
-            out,
-            "result    {}",
-            if self.ok {
-                "OK: every event delivered exactly once"
-            } else {
-                "FAILED: see the counts above"
-            }
-        )
+        let result = if self.ok {
+            "OK: every event delivered exactly once"
+        } else {
+            "FAILED: see the counts above"
+        };
+        write!(out, "result    {result}")?;
+        if p.skipped > 0 {
+            out.push_str(" (but the hub acknowledged publishes slower than --rate)");
+        }
+        writeln!(out)
     }
 }
 

@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::Run;
+use super::http::Connection;
 use super::stats::bump;
 
 /// Where the run is; clients watch it.
@@ -74,11 +75,14 @@ const PARSER_LIMITS: Limits = Limits {
 };
 
 /// Runs client number `client` on topic `topic` until the run stops or its stream fails.
+///
+/// The connection is driven inside this task (no task of its own), and the stop signal is
+/// registered once, so a chunk from the hub costs one task wake-up.
 pub async fn subscribe(
     run: Arc<Run>,
     client: usize,
     topic: usize,
-    mut phase: watch::Receiver<Phase>,
+    phase: watch::Receiver<Phase>,
 ) -> Outcome {
     let mut client = Client {
         run: &run,
@@ -94,33 +98,40 @@ pub async fn subscribe(
     };
     let stats = &run.stats;
     let deadline = Instant::now() + CONNECT_TIMEOUT;
-    let mut body = match tokio::time::timeout_at(deadline, open(&run, topic)).await {
-        Ok(Ok(body)) => body,
+    let opened = tokio::time::timeout_at(deadline, open(&run, topic)).await;
+    let (mut connection, mut body) = match opened {
+        Ok(Ok(opened)) => opened,
         Ok(Err(err)) => {
             stats.error(&stats.connect_errors, "connect", || format!("{err:#}"));
             return client.outcome;
         }
         Err(_) => {
             stats.error(&stats.connect_errors, "connect", || {
-                format!("no stream within {:?}", CONNECT_TIMEOUT)
+                format!("no stream within {CONNECT_TIMEOUT:?}")
             });
             return client.outcome;
         }
     };
+    let mut stopping = phase.clone();
+    let stop = stopping.wait_for(|phase| *phase == Phase::Stopping);
+    let connect_deadline = tokio::time::sleep_until(deadline);
+    tokio::pin!(stop, connect_deadline);
+    let mut driving = true;
     let mut parser = Parser::with_limits(PARSER_LIMITS);
     loop {
         let waiting = !client.outcome.participated;
         let next = tokio::select! {
-            next = body.frame() => next,
-            changed = phase.changed() => {
-                if changed.is_err() || *phase.borrow() == Phase::Stopping {
-                    return client.outcome;
-                }
+            biased;
+            _ = &mut stop => return client.outcome,
+            // Ends when the connection closes; the body then reports how it ended.
+            _ = &mut connection, if driving => {
+                driving = false;
                 continue;
             }
-            () = tokio::time::sleep_until(deadline), if waiting => {
+            next = body.frame() => next,
+            () = &mut connect_deadline, if waiting => {
                 stats.error(&stats.connect_errors, "connect", || {
-                    format!("no `connected` frame within {:?}", CONNECT_TIMEOUT)
+                    format!("no `connected` frame within {CONNECT_TIMEOUT:?}")
                 });
                 return client.outcome;
             }
@@ -137,8 +148,9 @@ pub async fn subscribe(
             Ok(frames) => frames,
             Err(err) => return client.fail(format!("invalid SSE: {err}")),
         };
+        let now = stats.now_us();
         for frame in &frames {
-            match client.handle(frame, *phase.borrow()) {
+            match client.handle(frame, *phase.borrow(), now) {
                 Ok(()) => {}
                 Err(Stop::Late) => return client.outcome,
                 Err(Stop::Broken(why)) => return client.fail(why),
@@ -148,19 +160,24 @@ pub async fn subscribe(
     }
 }
 
-/// `GET /events?topic=<topic>` as an `EventSource` would send it; the response body.
-async fn open(run: &Run, topic: usize) -> anyhow::Result<Incoming> {
-    let mut sender = run.target.connect().await?;
+/// `GET /events?topic=<topic>` as an `EventSource` would send it; the connection to drive
+/// and the response body.
+async fn open(run: &Run, topic: usize) -> anyhow::Result<(Connection, Incoming)> {
+    let (mut sender, mut connection) = run.target.handshake().await?;
     let path = format!("/events?topic={}", run.topic_names[topic]);
     let request = run
         .target
         .request(hyper::Method::GET, &path)
         .header(ACCEPT, "text/event-stream")
         .body(Full::<Bytes>::default())?;
-    let response = sender.send_request(request).await.context("GET /events")?;
+    let response = tokio::select! {
+        response = sender.send_request(request) => response.context("GET /events")?,
+        result = &mut connection => bail!("GET {path}: connection closed without an answer ({result:?})"),
+    };
     let status = response.status();
     let content_type = response.headers().get(CONTENT_TYPE).cloned();
     if !status.is_success() {
+        tokio::spawn(connection);
         let body = super::http::read_body(response.into_body())
             .await
             .unwrap_or_default();
@@ -178,7 +195,7 @@ async fn open(run: &Run, topic: usize) -> anyhow::Result<Incoming> {
             "GET {path} answered {status} with Content-Type {content_type:?}, not text/event-stream"
         );
     }
-    Ok(response.into_body())
+    Ok((connection, response.into_body()))
 }
 
 /// Why a client hangs up early.
@@ -202,7 +219,7 @@ struct Client<'a> {
 }
 
 impl Client<'_> {
-    fn handle(&mut self, frame: &Frame, phase: Phase) -> Result<(), Stop> {
+    fn handle(&mut self, frame: &Frame, phase: Phase, now: u64) -> Result<(), Stop> {
         if !frame.dispatches_event() {
             return Ok(()); // heartbeats and retry hints
         }
@@ -227,7 +244,7 @@ impl Client<'_> {
                     "a {other:?} frame before the `connected` frame"
                 )));
             }
-            "message" => self.message(frame)?,
+            "message" => self.message(frame, now)?,
             "gap" => {
                 self.outcome.clean = false;
                 stats.error(&stats.gaps, "gap", || {
@@ -239,7 +256,8 @@ impl Client<'_> {
         Ok(())
     }
 
-    fn message(&mut self, frame: &Frame) -> Result<(), Stop> {
+    /// A `message` frame received at `now` (microseconds of the run's clock).
+    fn message(&mut self, frame: &Frame, now: u64) -> Result<(), Stop> {
         let stats = &self.run.stats;
         let seq = sequence(frame)?;
         if seq <= self.last_seq {
@@ -256,7 +274,6 @@ impl Client<'_> {
         match serde_json::from_str::<MessageData>(data) {
             Ok(message) if message.payload.run == self.run.run_id && message.topic == **topic => {
                 self.outcome.received += 1;
-                let now = stats.now_us();
                 self.latencies
                     .push(now.saturating_sub(message.payload.sent_us));
             }
