@@ -68,7 +68,7 @@ pub fn purge(st: &mut State, req: &PurgeRequest) -> Result<u64> {
     }
     let n = st.remove(&doomed)?.len() as u64;
     if everything {
-        st.blocks.flush()?;
+        st.flush()?;
         for (path, f) in st.blocks.take_unsynced() {
             f.sync_data().map_err(StoreError::io(path))?;
         }

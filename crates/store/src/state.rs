@@ -65,6 +65,8 @@ pub struct State {
     pub closed: bool,
     /// Write-path counters.
     pub stats: WriteStats,
+    /// Front removals of this batch not yet recorded: a purge marker for this first sequence.
+    pub purge_to: Option<u64>,
     /// Changed since index.db and the sidecars were last written.
     pub dirty: bool,
 }
@@ -150,7 +152,8 @@ impl State {
         }
         let first = self.table.first_seq();
         if removed.iter().any(|(s, _)| *s < first) {
-            self.append_marker(Kind::PurgeTo, first)?;
+            // One purge marker per batch is enough: written by `flush` with the batch.
+            self.purge_to = Some(first);
         }
         for (s, _) in removed.iter().filter(|(s, _)| *s >= first) {
             self.append_marker(Kind::Tombstone, *s)?;
@@ -160,6 +163,14 @@ impl State {
             self.schedules.forget(&meta.subject, *s);
         }
         Ok(removed)
+    }
+
+    /// Writes the batch's front-removal marker (if any) and the batch to the active block.
+    pub fn flush(&mut self) -> Result<()> {
+        if let Some(first) = self.purge_to.take() {
+            self.append_marker(Kind::PurgeTo, first)?;
+        }
+        self.blocks.flush()
     }
 
     /// Removes every block that holds nothing needed any more.

@@ -296,6 +296,7 @@ impl Store {
             closed: false,
             stats: Default::default(),
             dirty: !index_current,
+            purge_to: None,
         };
         crate::dedupe::rebuild(&mut state);
         let (visible_tx, _) = watch::channel(visible);

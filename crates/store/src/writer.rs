@@ -183,7 +183,7 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
                     tracing::warn!(stream = %shared.name, error = %e, "removing empty blocks failed");
                 }
             }
-            write_result = st.blocks.flush();
+            write_result = st.flush();
             st.stats.batches += u64::from(!replies.is_empty());
             let sync_due = match shared.sync {
                 SyncPolicy::Always => true,

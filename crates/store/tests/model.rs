@@ -39,8 +39,16 @@ const MAX_PER_SUBJECT: usize = 12;
 impl Model {
     /// Discard old: the subject's oldest beyond its limit, then the stream's oldest.
     fn enforce_limits(&mut self, subject: &str) {
-        let on_subject: Vec<u64> = self.msgs.iter().filter(|(_, (s, _))| s == subject).map(|(k, _)| *k).collect();
-        for seq in on_subject.iter().take(on_subject.len().saturating_sub(MAX_PER_SUBJECT)) {
+        let on_subject: Vec<u64> = self
+            .msgs
+            .iter()
+            .filter(|(_, (s, _))| s == subject)
+            .map(|(k, _)| *k)
+            .collect();
+        for seq in on_subject
+            .iter()
+            .take(on_subject.len().saturating_sub(MAX_PER_SUBJECT))
+        {
             self.msgs.remove(seq);
         }
         while self.msgs.len() > MAX_MSGS {
