@@ -12,18 +12,19 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, Uri};
+use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sluice_protocol::headers::{
-    Headers, NATS_EXPECTED_PREFIX, NATS_MSG_ID, NATS_TTL, validate_name, validate_value,
+    Headers, NATS_EXPECTED_PREFIX, NATS_MSG_ID, NATS_STREAM_SOURCE, NATS_TTL, validate_name,
+    validate_value,
 };
 use sluice_protocol::subject::{filter_matches, validate_subject};
 use sluice_protocol::ttl::MsgTtl;
 
-use super::ApiError;
+use super::{ApiError, ErrorBody};
 use crate::auth::{AuthError, Direction, Grant};
 use crate::backend::PublishRequest;
 use crate::event_id::EventId;
@@ -181,6 +182,17 @@ fn headers(body: &Body) -> Result<Headers, ApiError> {
     for (name, value) in &body.headers {
         validate_name(name).map_err(|err| ApiError::bad_request(err.to_string()))?;
         validate_value(name, value).map_err(|err| ApiError::bad_request(err.to_string()))?;
+        if name.eq_ignore_ascii_case(NATS_STREAM_SOURCE) {
+            // Only the stream itself writes source positions; a forged one is JetStream's 10227.
+            let api = sluice_protocol::error::ApiError::stream_source_header_not_allowed();
+            return Err(ApiError {
+                status: StatusCode::BAD_REQUEST,
+                body: ErrorBody {
+                    code: api.code,
+                    description: api.description,
+                },
+            });
+        }
         let reserved = name.len() >= 5 && name[..5].eq_ignore_ascii_case("nats-");
         if reserved && !name.starts_with(NATS_EXPECTED_PREFIX) {
             return Err(ApiError::bad_request(format!(

@@ -204,11 +204,18 @@ pub async fn publish_errors_carry_code(f: &dyn HubFactory) {
         .await;
     assert_eq!(response.status, 400, "{}", response.text());
     assert_eq!(response.json().unwrap()["code"], 10071);
+    let forged = hub
+        .publish_raw(
+            json!({ "topic": "t", "payload": 1, "headers": { "nats-stream-source": "x" } }),
+        )
+        .await;
+    assert_eq!(forged.status, 400);
+    assert_eq!(forged.json().unwrap()["code"], 10227);
     for bad in [
         json!({ "topic": "a.*", "payload": 1 }),
         json!({ "payload": 1 }),
         json!({ "topic": "t", "payload": 1, "extra": true }),
-        json!({ "topic": "t", "payload": 1, "headers": { "Nats-Stream-Source": "x" } }),
+        json!({ "topic": "t", "payload": 1, "headers": { "Nats-Rollup": "all" } }),
         json!({ "topic": "t", "payload": 1, "ttl": "-1s" }),
     ] {
         let response = hub.publish_raw(bad.clone()).await;
