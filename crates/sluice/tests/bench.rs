@@ -139,6 +139,14 @@ async fn a_hub_that_dies_mid_run_is_reported_as_losses() {
         "bench ended before publishing"
     );
     hub.kill().expect("hub killed");
+    let rest_of_stderr = tokio::spawn(async move {
+        let mut text = String::new();
+        while let Ok(Some(line)) = stderr.next_line().await {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
 
     let (output, report) = finish(child).await;
     assert!(
@@ -152,7 +160,7 @@ async fn a_hub_that_dies_mid_run_is_reported_as_losses() {
         report["publish"]["errors"].as_u64().is_some_and(|n| n > 0),
         "{report:#}"
     );
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = rest_of_stderr.await.expect("stderr reader");
     assert!(
         stderr.contains("not clean") && stderr.contains("5 disconnects"),
         "{stderr}"
