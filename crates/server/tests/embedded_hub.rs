@@ -45,6 +45,7 @@ scenario!(
     authorization_is_enforced,
     heartbeats_keep_idle_streams_alive,
     hostile_payloads_stay_inside_one_event,
+    publish_body_is_bounded,
 );
 
 fn narrow_stream_config() -> Config {

@@ -796,3 +796,17 @@ pub async fn hostile_payloads_stay_inside_one_event(f: &dyn HubFactory) {
     assert_eq!(response.status, 400, "a topic cannot carry a line break");
     hub.stop().await;
 }
+
+/// A publish body over `limits.max_publish_body` is refused with 413 and nothing is stored.
+pub async fn publish_body_is_bounded(f: &dyn HubFactory) {
+    let mut config = config();
+    config.limits.max_publish_body = 1024;
+    let hub = f.start(config).await;
+    let response = hub
+        .publish_raw(json!({ "topic": "t", "payload": "x".repeat(2000) }))
+        .await;
+    assert_eq!(response.status, 413);
+    let stored = hub.publish("t", json!("small")).await;
+    assert_eq!(stored["seq"], 1, "the oversized body stored nothing");
+    hub.stop().await;
+}
