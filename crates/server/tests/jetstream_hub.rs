@@ -13,16 +13,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::stream;
-use common::{HubFactory, TestHub, scenarios};
+use common::{HubFactory, TestHub, expect_event, scenarios};
+use futures::StreamExt;
+use serde_json::json;
 use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig};
 use sluice_server::config::{BackendKind, Config};
-use sluice_test_support::NatsServer;
+use sluice_test_support::{NatsServer, SseClient};
+use tokio::time::Instant;
 
 /// Hubs over a fresh JetStream stream on a nats-server of their own.
 struct JetStream;
 
 impl JetStream {
-    async fn start_hub(mut config: Config) -> TestHub {
+    /// A hub and the nats-server behind it, for tests that stop or restart the server.
+    async fn start_with_server(mut config: Config) -> (TestHub, NatsServer) {
         if config.topic_prefix.is_empty() {
             config.topic_prefix = "app".to_owned();
         }
@@ -49,15 +53,17 @@ impl JetStream {
         let backend = JetStreamBackend::connect(&jetstream)
             .await
             .unwrap_or_else(|err| panic!("backend connects: {err}"));
-        let mut hub = TestHub::start(config, Arc::new(backend)).await;
-        hub.keep.push(Box::new(server));
-        hub
+        (TestHub::start(config, Arc::new(backend)).await, server)
     }
 }
 
 impl HubFactory for JetStream {
     fn start(&self, config: Config) -> Pin<Box<dyn Future<Output = TestHub> + Send + '_>> {
-        Box::pin(Self::start_hub(config))
+        Box::pin(async move {
+            let (mut hub, server) = Self::start_with_server(config).await;
+            hub.keep.push(Box::new(server));
+            hub
+        })
     }
 }
 
@@ -96,3 +102,126 @@ scenario!(
     heartbeats_keep_idle_streams_alive,
     hostile_payloads_stay_inside_one_event,
 );
+
+/// Publishes the numbers of `range` on topic `t` through the hub, retrying while the backend
+/// reconnects; returns the event ids.
+async fn publish_numbered(hub: &TestHub, range: std::ops::RangeInclusive<u32>) -> Vec<String> {
+    let mut ids = Vec::new();
+    for n in range {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let response = hub.publish_raw(json!({ "topic": "t", "payload": n })).await;
+            if response.status == 200 {
+                ids.push(
+                    response.json().expect("json")["id"]
+                        .as_str()
+                        .expect("id")
+                        .to_owned(),
+                );
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "publish {n}: {}",
+                response.text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    ids
+}
+
+/// The ids of the next `count` message events.
+async fn read_ids(client: &mut SseClient, count: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    while ids.len() < count {
+        let frame = expect_event(client, "message")
+            .await
+            .expect("a message event");
+        ids.push(frame.id.expect("an id"));
+    }
+    ids
+}
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_deleted_under_a_connected_client_loses_nothing() {
+    let (hub, server) = JetStream::start_with_server(Config::default()).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    client.set_timeout(DEADLINE);
+    expect_event(&mut client, "connected")
+        .await
+        .expect("connected");
+    let mut published = publish_numbered(&hub, 1..=3).await;
+    let mut received = read_ids(&mut client, 3).await;
+
+    let js = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let names: Vec<String> = js
+        .get_stream("EVENTS")
+        .await
+        .unwrap()
+        .consumer_names()
+        .map(|name| name.unwrap())
+        .collect()
+        .await;
+    assert!(!names.is_empty(), "the hub reads through a consumer");
+    for name in &names {
+        js.delete_consumer_from_stream(name, "EVENTS")
+            .await
+            .unwrap();
+    }
+    published.extend(publish_numbered(&hub, 4..=6).await);
+    received.extend(read_ids(&mut client, 3).await);
+    assert_eq!(received, published);
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nats_restart_under_a_connected_client_loses_nothing() {
+    let (hub, mut server) = JetStream::start_with_server(Config::default()).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    client.set_timeout(DEADLINE);
+    expect_event(&mut client, "connected")
+        .await
+        .expect("connected");
+    let mut published = publish_numbered(&hub, 1..=3).await;
+    let mut received = read_ids(&mut client, 3).await;
+
+    server.restart().await.unwrap_or_else(|err| panic!("{err}"));
+    published.extend(publish_numbered(&hub, 4..=6).await);
+    received.extend(read_ids(&mut client, 3).await);
+    assert_eq!(received, published);
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_names_the_lost_nats_connection() {
+    let (hub, mut server) = JetStream::start_with_server(Config::default()).await;
+    assert_eq!(hub.get("/readyz").await.status, 200);
+    server.stop().await.expect("server stops");
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let response = hub.get("/readyz").await;
+        if response.status == 503 {
+            assert_eq!(response.json().unwrap()["cause"], "backend_disconnected");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still ready: {}",
+            response.text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.restart().await.unwrap_or_else(|err| panic!("{err}"));
+    let deadline = Instant::now() + DEADLINE;
+    while hub.get("/readyz").await.status != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "not ready again after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    hub.stop().await;
+}
