@@ -150,6 +150,34 @@ impl StreamHandle {
         self.shared.lock().sources.positions().clone()
     }
 
+    /// Visits stored sourced messages (those carrying `Nats-Stream-Source`), newest first, until
+    /// `visit` returns false: the backward scan for sources the index does not resolve. Only
+    /// records flagged as sourced are read; other messages cost an in-memory check each.
+    pub fn scan_sourced_back(&self, mut visit: impl FnMut(&StoredMessage) -> bool) -> Result<()> {
+        let (mut seq, first) = {
+            let st = self.shared.lock();
+            (st.visible, st.table.first_seq())
+        };
+        while seq >= first && seq > 0 {
+            // The lock is taken per step so a long scan never holds up the writer.
+            let pending = {
+                let st = self.shared.lock();
+                let sourced = st
+                    .table
+                    .get(seq)
+                    .is_some_and(|m| m.flags & crate::record::flags::SOURCED != 0);
+                if sourced { st.prepare(seq)? } else { None }
+            };
+            if let Some(p) = pending
+                && !visit(&p.finish()?)
+            {
+                break;
+            }
+            seq -= 1;
+        }
+        Ok(())
+    }
+
     /// Deletes one message; `Ok(false)` when it did not exist.
     pub fn delete_msg(&self, seq: u64) -> impl Future<Output = Result<bool>> + Send + 'static {
         self.request(move |tx| Op::Delete(seq, tx))

@@ -121,3 +121,39 @@ async fn source_index_recovery_paths() {
     assert_eq!(store.stream("ALL").unwrap().source_positions(), want);
     store.close();
 }
+
+#[tokio::test]
+async fn backward_scan_visits_only_sourced_messages_newest_first() {
+    let store = Store::in_memory(opts());
+    let s = store.create_stream(cfg()).unwrap();
+    source(&s, "ORDERS", "orders.*", 1, "orders.new").await;
+    s.publish_internal("filler", Headers::new(), "f")
+        .await
+        .unwrap();
+    source(&s, "CHAT", "chat.>", 7, "chat.room").await;
+    let mut old = Headers::new();
+    old.insert("Nats-Stream-Source", "LEGACY 3");
+    s.publish_internal("legacy", old, "l").await.unwrap();
+    let mut seen = Vec::new();
+    s.scan_sourced_back(|m| {
+        seen.push(m.headers.get("Nats-Stream-Source").unwrap().to_string());
+        true
+    })
+    .unwrap();
+    assert_eq!(
+        seen,
+        [
+            "LEGACY 3",
+            "CHAT 7 chat.> > chat.room id-CHAT",
+            "ORDERS 1 orders.* > orders.new id-ORDERS"
+        ]
+    );
+    assert_eq!(s.source_positions()["LEGACY > >"].seq, 3);
+    let mut first_only = 0;
+    s.scan_sourced_back(|_| {
+        first_only += 1;
+        false
+    })
+    .unwrap();
+    assert_eq!(first_only, 1);
+}
