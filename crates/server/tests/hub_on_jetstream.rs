@@ -1,5 +1,6 @@
-//! The hub over NATS JetStream (a real nats-server per test) runs the same scenarios as over
-//! the embedded store: clients see no difference between the backends.
+//! The hub over NATS JetStream (a real nats-server per test): what happens when the operator
+//! deletes or recreates the stream under connected clients. (The shared scenarios run over
+//! JetStream in `jetstream_hub.rs`.)
 
 mod common;
 
@@ -53,42 +54,10 @@ impl HubFactory for JetStream {
     }
 }
 
-macro_rules! scenario {
-    ($($name:ident),* $(,)?) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            scenarios::$name(&JetStream).await;
-        }
-    )*};
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_body_is_bounded() {
+    scenarios::publish_body_is_bounded(&JetStream).await;
 }
-
-scenario!(
-    sse_headers_and_connected_frame,
-    multi_topic_stream_in_order,
-    last_event_id_header_wins,
-    connected_id_resumes_losslessly,
-    topic_rules,
-    publish_dedupes_by_msg_id,
-    publish_errors_carry_code,
-    cursor_ahead_reports_gap,
-    cursor_from_other_incarnation_reports_gap,
-    replay_cap_counts_backlog_only,
-    oversized_message_becomes_gap,
-    replay_window_skips_old_backlog,
-    one_feed_per_topic_set,
-    resume_behind_ring_catches_up_then_live,
-    paused_reader_gets_everything,
-    stalled_socket_is_closed_as_slow,
-    max_connections_refusals,
-    probes_and_metrics,
-    cors_rules,
-    shutdown_drains_streams,
-    serves_the_page,
-    authorization_is_enforced,
-    heartbeats_keep_idle_streams_alive,
-    hostile_payloads_stay_inside_one_event,
-    publish_body_is_bounded,
-);
 
 /// Starts a hub over JetStream and returns it with an operator's JetStream context.
 async fn hub_with_operator() -> (TestHub, jetstream::Context) {
