@@ -19,6 +19,8 @@ use tokio::time::Instant;
 
 /// How many output lines a process keeps; older lines are dropped.
 const KEPT_LINES: usize = 2000;
+/// Longest line of output kept as one line.
+const MAX_LINE_BYTES: u64 = 64 * 1024;
 /// How many lines of output a start error shows.
 pub(crate) const TAIL_LINES: usize = 20;
 
@@ -247,7 +249,12 @@ fn read_lines(pipe: Box<dyn Read + Send>, output: &Mutex<Output>, notify: &watch
     let mut line = Vec::new();
     loop {
         line.clear();
-        match reader.read_until(b'\n', &mut line) {
+        // A longer line is kept as several pieces, so memory stays bounded.
+        match reader
+            .by_ref()
+            .take(MAX_LINE_BYTES)
+            .read_until(b'\n', &mut line)
+        {
             Ok(0) | Err(_) => break,
             Ok(_) => {
                 let text = String::from_utf8_lossy(&line);

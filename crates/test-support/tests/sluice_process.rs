@@ -137,3 +137,25 @@ async fn restart_listens_on_the_same_address_with_the_same_setup() {
         .unwrap();
     assert_eq!(line, "args: serve --listen 127.0.0.1:45001 env: kept");
 }
+
+#[tokio::test]
+async fn very_long_output_lines_are_kept_in_bounded_pieces() {
+    let dir = TempDir::new().unwrap();
+    let binary = script(
+        &dir,
+        "head -c 200000 /dev/zero | tr '\\0' x\necho\n\
+         echo 'sluice listening on http://127.0.0.1:3'\nexec sleep 600",
+    );
+    let sluice = SluiceProcess::start(&binary, ["serve"]).await.unwrap();
+    let tail = sluice.log_tail(10);
+    let pieces: Vec<&str> = tail.lines().filter(|line| line.starts_with('x')).collect();
+    assert_eq!(
+        pieces.iter().map(|piece| piece.len()).sum::<usize>(),
+        200_000
+    );
+    assert!(
+        pieces.iter().all(|piece| piece.len() <= 64 * 1024),
+        "{:?}",
+        pieces.len()
+    );
+}
