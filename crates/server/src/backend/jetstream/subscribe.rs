@@ -65,19 +65,11 @@ pub(super) async fn subscribe(
             "filters cannot be given to this server as they are; filtering in-process"
         );
     }
-    let epoch = info::fetch(
-        &shared.context,
-        &shared.config.stream,
-        shared.config.request_timeout,
-    )
-    .await?
-    .state
-    .epoch;
     let mut feed = Feed {
         reconnects: shared.reconnects.clone(),
         shared,
         plan,
-        epoch,
+        epoch: 0,
         next_seq: start.max(1),
         current: None,
         finished: false,
@@ -94,7 +86,8 @@ pub(super) async fn subscribe(
 struct Feed {
     shared: Arc<Shared>,
     plan: FilterPlan,
-    /// The stream incarnation the feed started on; a recreated stream ends the feed.
+    /// The stream incarnation the feed started on (read by the first opening); a recreated
+    /// stream ends the feed.
     epoch: u64,
     /// The next stream sequence wanted: the last delivered + 1.
     next_seq: u64,
@@ -270,18 +263,21 @@ impl Feed {
         // Whatever happened to the connection so far is covered by the new consumer.
         self.reconnects.borrow_and_update();
         let facts = info::fetch(&shared.context, stream, limit).await?;
-        if facts.state.epoch != self.epoch {
-            return Err(BackendError::Other(format!(
-                "stream {stream:?} was deleted and created again (epoch {:x}, now {:x})",
-                self.epoch, facts.state.epoch
-            )));
-        }
-        // The hub planned the first position; a later gap opened while this feed was
-        // recovering, and must not pass unnoticed: the feed ends and the subscriber resumes
-        // from `next_seq`, where the loss is seen and reported.
         match opening {
-            // The server starts at the first retained message anyway.
-            Opening::First => self.next_seq = self.next_seq.max(facts.state.first_seq),
+            Opening::First => {
+                self.epoch = facts.state.epoch;
+                // The server starts at the first retained message anyway.
+                self.next_seq = self.next_seq.max(facts.state.first_seq);
+            }
+            Opening::Recovery if facts.state.epoch != self.epoch => {
+                return Err(BackendError::Other(format!(
+                    "stream {stream:?} was deleted and created again (epoch {:x}, now {:x})",
+                    self.epoch, facts.state.epoch
+                )));
+            }
+            // The caller planned the first position; a gap that opened while recovering must
+            // not pass unnoticed: the feed ends and the caller, resuming from `next_seq`,
+            // sees and reports the loss.
             Opening::Recovery if facts.state.first_seq > self.next_seq => {
                 return Err(BackendError::Other(format!(
                     "stream {stream:?} dropped sequences {} to {} while the feed was recovering",
