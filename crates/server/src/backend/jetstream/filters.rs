@@ -1,6 +1,9 @@
 //! How a set of subscription filters is expressed to the server: one filter, several
-//! (`filter_subjects`, servers ≥ 2.10), or one common filter with the rest done in-process
-//! when the server cannot take the set as it is.
+//! (`filter_subjects`), or one common filter with the rest done in-process when the server
+//! cannot be trusted with the set as it is.
+//!
+//! Servers before 2.10 take one filter per consumer; servers before 2.14.7 take several but
+//! may skip messages on such consumers, so sluice does not ask them to.
 
 use sluice_protocol::error::codes;
 use sluice_protocol::subject::{FilterSet, filters_overlap};
@@ -14,7 +17,8 @@ pub struct ServerVersion(pub u64, pub u64, pub u64);
 impl ServerVersion {
     /// The first servers taking several filters per consumer.
     pub const MULTI_FILTER: Self = Self(2, 10, 0);
-    /// The first servers not known to skip messages on multi-filter consumers.
+    /// The first servers not known to skip messages on multi-filter consumers; older ones
+    /// get one common filter and in-process filtering.
     pub const MULTI_FILTER_FIXED: Self = Self(2, 14, 7);
 
     /// Parses `2.10.4`, `2.11.0-RC.1` and the like; missing or odd parts count as 0.
@@ -42,7 +46,7 @@ impl std::fmt::Display for ServerVersion {
 pub(super) struct FilterPlan {
     /// The consumer's `filter_subject` (empty: every subject of the stream).
     pub filter_subject: String,
-    /// The consumer's `filter_subjects` (servers ≥ 2.10; empty when unused).
+    /// The consumer's `filter_subjects` (servers ≥ 2.14.7; empty when unused).
     pub filter_subjects: Vec<String>,
     /// Filters applied in-process to what the server delivers, when it cannot apply them.
     pub local: Option<FilterSet>,
@@ -68,8 +72,8 @@ impl FilterPlan {
                 filter_subjects: Vec::new(),
                 local: None,
             }),
-            // The server rejects overlapping filters, and older servers take only one.
-            _ if version >= ServerVersion::MULTI_FILTER && !any_overlap(all) => Ok(Self {
+            // The server rejects overlapping filters; older servers take one or skip messages.
+            _ if version >= ServerVersion::MULTI_FILTER_FIXED && !any_overlap(all) => Ok(Self {
                 filter_subject: String::new(),
                 filter_subjects: all.to_vec(),
                 local: None,
@@ -125,6 +129,7 @@ mod tests {
     }
 
     const NEW: ServerVersion = ServerVersion(2, 15, 1);
+    const SKIPPING: ServerVersion = ServerVersion(2, 14, 6);
     const OLD: ServerVersion = ServerVersion(2, 9, 10);
 
     #[test]
@@ -147,6 +152,13 @@ mod tests {
         let plan = plan(&["a.x", "b.*"], NEW);
         assert_eq!(plan.filter_subjects, ["a.x", "b.*"]);
         assert!(plan.filter_subject.is_empty() && plan.local.is_none());
+    }
+
+    #[test]
+    fn servers_that_may_skip_messages_get_no_multi_filter_consumer() {
+        let plan = plan(&["a.x", "b.*"], SKIPPING);
+        assert!(plan.filter_subjects.is_empty());
+        assert!(plan.local.is_some());
     }
 
     #[test]

@@ -104,6 +104,16 @@ impl JetStreamBackend {
                 )),
                 other => other,
             })?;
+        let version = ServerVersion::parse(&connection.client.server_info().version);
+        if version < ServerVersion::MULTI_FILTER_FIXED {
+            tracing::warn!(
+                server_version = %version,
+                "nats-server before {} may skip messages on consumers with several filters, so \
+                 subscriptions to several topics filter in-process here (more traffic); upgrade \
+                 the server",
+                ServerVersion::MULTI_FILTER_FIXED
+            );
+        }
         tracing::info!(
             urls = shown_urls,
             stream = config.stream,

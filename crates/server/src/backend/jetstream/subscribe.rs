@@ -49,14 +49,6 @@ pub(super) async fn subscribe(
 ) -> Result<MessageStream, BackendError> {
     let version = ServerVersion::parse(&shared.client.server_info().version);
     let plan = FilterPlan::new(filters, version)?;
-    if !plan.filter_subjects.is_empty() && version < ServerVersion::MULTI_FILTER_FIXED {
-        tracing::warn!(
-            server_version = %version,
-            filters = ?plan.filter_subjects,
-            "nats-server before {} may skip messages on consumers with several filters; upgrade the server",
-            ServerVersion::MULTI_FILTER_FIXED
-        );
-    }
     if let Some(local) = &plan.local {
         tracing::info!(
             server_version = %version,
