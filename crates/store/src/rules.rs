@@ -118,6 +118,10 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
         fl |= flags::MSG_ID;
     }
     let schedule = schedule::validate(c.allow_msg_schedules, &p.subject, h, now)?;
+    if schedule.is_some() && !h.get(names::SCHEDULE_TARGET).is_some_and(|t| c.captures(t)) {
+        // The fired messages must land in this stream.
+        return Err(ApiError::invalid_schedule_target().into());
+    }
     if schedule.is_some() {
         fl |= flags::SCHEDULE;
     }
