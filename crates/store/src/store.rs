@@ -250,7 +250,11 @@ impl Store {
             && fresh
         {
             if dir.exists() {
-                fs::remove_dir_all(dir).map_err(StoreError::io(dir))?;
+                // Left by a stream that could not be loaded (or a delete cut short): keep it for
+                // the operator under a name no stream can have, never delete it.
+                let aside = dir.with_file_name(format!("{name}.unloaded-{}", now_ns()));
+                tracing::warn!(stream = %name, from = %dir.display(), to = %aside.display(), "moving an unloadable stream directory aside");
+                fs::rename(dir, &aside).map_err(StoreError::io(dir))?;
             }
             fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
             meta::write(dir, &config, created, incarnation)?;
