@@ -64,12 +64,14 @@ async fn serve_with_defaults_uses_the_embedded_store_in_the_working_directory() 
 async fn pub_and_sub_talk_to_a_running_hub() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let hub = SluiceProcess::start(
-        BIN,
-        ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()],
-    )
-    .await
-    .unwrap();
+    let args = [
+        "serve".as_ref(),
+        "--log-format".as_ref(),
+        "json".as_ref(),
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+    ];
+    let mut hub = SluiceProcess::start(BIN, args).await.unwrap();
     let base = hub.base_url();
     for payload in ["{\"n\":1}", "plain"] {
         let out = sluice(&["pub", "--hub", &base, "orders.eu", payload], dir.path());
@@ -110,6 +112,13 @@ async fn pub_and_sub_talk_to_a_running_hub() {
         lines[2].starts_with("message 2-") && lines[2].contains(r#""payload":"plain""#),
         "{text}"
     );
+    // --log-format json: structured lines, the stream end carrying its disconnect_reason.
+    let line = hub
+        .wait_for_log("disconnect_reason", Duration::from_secs(20))
+        .await
+        .expect("the stream end is logged");
+    let log: Value = serde_json::from_str(&line).expect("a JSON log line");
+    assert!(log["fields"]["disconnect_reason"].is_string(), "{line}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
