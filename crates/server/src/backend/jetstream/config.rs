@@ -671,4 +671,21 @@ mod tests {
         assert_eq!(back.request_timeout, config.request_timeout);
         assert_eq!(back.password.as_deref(), Some(REDACTED));
     }
+
+    proptest::proptest! {
+        /// No password embedded in a server URL survives redaction, whatever the scheme and
+        /// whether or not the URL is otherwise valid.
+        #[test]
+        fn redacted_urls_never_carry_the_password(
+            scheme in proptest::sample::select(&["nats", "tls", "ws", "wss", "http", ""][..]),
+            user in "[a-z]{0,6}",
+            password in "[0-9]{6,12}",
+            host in "[a-z]{1,8}(:[0-9]{1,5})?",
+        ) {
+            let prefix = if scheme.is_empty() { String::new() } else { format!("{scheme}://") };
+            let url = format!("{prefix}{user}:{password}@{host}");
+            let shown = redact_url(&url);
+            proptest::prop_assert!(!shown.contains(&password), "{} shown as {}", url, shown);
+        }
+    }
 }

@@ -121,6 +121,8 @@ fn common_filter(filters: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use proptest::strategy::Strategy;
+
     use super::*;
 
     fn plan(filters: &[&str], version: ServerVersion) -> FilterPlan {
@@ -196,5 +198,48 @@ mod tests {
             matches!(err, BackendError::Api { status: 400, .. }),
             "{err:?}"
         );
+    }
+
+    /// One of `choices`, as a string.
+    fn token(choices: &'static [&'static str]) -> impl Strategy<Value = String> {
+        proptest::sample::select(choices).prop_map(str::to_owned)
+    }
+
+    /// A filter of 1-3 tokens over a small alphabet, `>` only last; small, so that sets with
+    /// shared prefixes and subjects at their edges come up often.
+    fn filter_strategy() -> impl Strategy<Value = String> {
+        (
+            proptest::collection::vec(token(&["a", "b", "*"]), 0..3),
+            token(&["a", "b", "*", ">"]),
+        )
+            .prop_map(|(mut tokens, last)| {
+                tokens.push(last);
+                tokens.join(".")
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+        /// Whatever the plan asks of the server, followed by the in-process filter, delivers
+        /// exactly the subjects the subscription's filters match, on every server version.
+        #[test]
+        fn plans_deliver_exactly_what_the_filters_match(
+            filters in proptest::collection::vec(filter_strategy(), 1..4),
+            subject in proptest::collection::vec(token(&["a", "b", "c"]), 1..5)
+                .prop_map(|tokens| tokens.join(".")),
+            version in proptest::sample::select(&[OLD, SKIPPING, NEW][..]),
+        ) {
+            use sluice_protocol::subject::filter_matches;
+            let wanted = FilterSet::new(filters.iter().cloned()).unwrap().matches(&subject);
+            let plan = FilterPlan::new(&filters, version).unwrap();
+            let server = if !plan.filter_subjects.is_empty() {
+                plan.filter_subjects.iter().any(|f| filter_matches(f, &subject))
+            } else {
+                plan.filter_subject.is_empty() || filter_matches(&plan.filter_subject, &subject)
+            };
+            let local = plan.local.as_ref().is_none_or(|set| set.matches(&subject));
+            proptest::prop_assert_eq!(server && local, wanted, "plan {:?}", plan);
+        }
     }
 }
