@@ -115,6 +115,7 @@ async fn every_published_event_reaches_every_client_exactly_once() {
         "{report:#}"
     );
     assert!(server["rss_per_connection_bytes"].is_u64(), "{report:#}");
+    assert!(server["cpu_us_per_event"].is_f64(), "{report:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -31,7 +31,8 @@ use tokio::time::Instant;
 use self::http::{Target, fetch};
 use self::publisher::{PayloadShape, Published, Schedule};
 use self::report::{
-    Connect, Delivery, Load, OwnUse, Percentiles, Publish, Report, Server, per_connection,
+    Connect, Delivery, Load, OwnUse, Percentiles, Publish, Report, Server, cpu_per_event,
+    per_connection,
 };
 use self::server::{ServerProbe, cpu_seconds_of, rss_of};
 use self::stats::{Stats, new_histogram};
@@ -176,7 +177,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     drain(&run.stats).await;
     let drain_seconds = drain_start.elapsed().as_secs_f64();
     rss_peak = rss_peak.max(probe.rss().await);
-    let cpu = Usage::now(&probe).since(&cpu_start);
+    let usage_end = Usage::now(&probe);
+    let cpu = usage_end.since(&cpu_start);
+    let busy_seconds = (usage_end.at - cpu_start.at).as_secs_f64();
     let own_rss = rss_of(std::process::id());
 
     phase.send_replace(Phase::Stopping);
@@ -268,11 +271,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             rss_per_connection_idle_bytes: per_connection(rss_idle, rss_connected, participants),
             rss_per_connection_bytes: per_connection(rss_idle, rss_peak, participants),
             cpu_cores: cpu.server,
+            cpu_us_per_event: cpu_per_event(cpu.server, busy_seconds, received),
             open_files_limit: server_files,
         },
         bench: OwnUse {
             rss_bytes: own_rss,
             cpu_cores: cpu.own,
+            cpu_us_per_event: cpu_per_event(cpu.own, busy_seconds, received),
         },
         errors: stats.first_errors(),
         notes,

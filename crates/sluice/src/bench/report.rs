@@ -161,6 +161,9 @@ pub struct Server {
     pub rss_per_connection_bytes: Option<u64>,
     /// CPU cores it used on average while publishing and draining (with a pid).
     pub cpu_cores: Option<f64>,
+    /// CPU microseconds it spent per delivered event: comparable across machines and loads
+    /// where `cpu_cores` mostly shows the share of the CPU the hub was given.
+    pub cpu_us_per_event: Option<f64>,
     /// Its soft open-file limit (with a pid).
     pub open_files_limit: Option<u64>,
 }
@@ -172,6 +175,14 @@ pub struct OwnUse {
     pub rss_bytes: Option<u64>,
     /// CPU cores used on average while publishing and draining.
     pub cpu_cores: Option<f64>,
+    /// CPU microseconds spent per received event.
+    pub cpu_us_per_event: Option<f64>,
+}
+
+/// CPU microseconds per event: `cores` busy for `seconds` while `events` were delivered.
+pub fn cpu_per_event(cores: Option<f64>, seconds: f64, events: u64) -> Option<f64> {
+    (events > 0).then_some(())?;
+    Some(cores? * seconds * 1e6 / events as f64)
 }
 
 /// `(after - before) / count`, when all are known and `count > 0`.
@@ -268,19 +279,21 @@ impl Report {
         let s = &self.server;
         writeln!(
             out,
-            "server    RSS idle {}, connected {}, peak {}; per connection {} idle, {} under load; CPU {}",
+            "server    RSS idle {}, connected {}, peak {}; per connection {} idle, {} under load; CPU {} ({})",
             mib(s.rss_idle_bytes),
             mib(s.rss_connected_bytes),
             mib(s.rss_peak_bytes),
             kib(s.rss_per_connection_idle_bytes),
             kib(s.rss_per_connection_bytes),
             cores(s.cpu_cores),
+            per_event(s.cpu_us_per_event),
         )?;
         writeln!(
             out,
-            "bench     RSS {}, CPU {}",
+            "bench     RSS {}, CPU {} ({})",
             mib(self.bench.rss_bytes),
-            cores(self.bench.cpu_cores)
+            cores(self.bench.cpu_cores),
+            per_event(self.bench.cpu_us_per_event),
         )?;
         for error in &self.errors {
             writeln!(out, "error     {error}")?;
@@ -315,6 +328,10 @@ fn kib(bytes: Option<u64>) -> String {
     )
 }
 
+fn per_event(micros: Option<f64>) -> String {
+    micros.map_or_else(|| "n/a".to_owned(), |us| format!("{us:.2} µs per event"))
+}
+
 fn cores(cores: Option<f64>) -> String {
     cores.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.2} cores"))
 }
@@ -335,6 +352,13 @@ mod tests {
         assert_eq!(p.samples, 1000);
         assert!((p.p50 - 5.0).abs() < 0.01, "{p:?}");
         assert!((p.max - 10.0).abs() < 0.01, "{p:?}");
+    }
+
+    #[test]
+    fn cpu_per_event_is_busy_time_over_events() {
+        assert_eq!(cpu_per_event(Some(0.5), 2.0, 1_000_000), Some(1.0));
+        assert_eq!(cpu_per_event(None, 2.0, 10), None);
+        assert_eq!(cpu_per_event(Some(0.5), 2.0, 0), None);
     }
 
     #[test]
