@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use sluice_protocol::subject::FilterSet;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
@@ -48,26 +48,33 @@ impl FeedCore {
         self.closed.load(Ordering::Acquire)
     }
 
+    /// Adds a message to the ring without waking readers (see [`FeedCore::publish`]).
     fn accept(&self, message: &BackendMessage) {
         match self.encoder.entry(message) {
-            Some(entry) => self.push(entry),
-            None => self.update(|ring| ring.advance(message.seq + 1)),
+            Some(entry) => self.change(|ring| ring.push(entry)),
+            None => self.change(|ring| ring.advance(message.seq + 1)),
         }
     }
 
+    /// Adds an entry and wakes the readers.
     fn push(&self, entry: Entry) {
-        self.update(|ring| ring.push(entry));
+        self.change(|ring| ring.push(entry));
+        self.publish();
     }
 
-    fn update(&self, change: impl FnOnce(&mut Ring)) {
-        let high = match self.ring.write() {
-            Ok(mut ring) => {
-                change(&mut ring);
-                ring.high()
-            }
-            Err(_) => return,
-        };
-        self.position.send_replace(high);
+    fn change(&self, change: impl FnOnce(&mut Ring)) {
+        if let Ok(mut ring) = self.ring.write() {
+            change(&mut ring);
+        }
+    }
+
+    /// Wakes every reader waiting for the ring to grow.
+    fn publish(&self) {
+        if let Ok(ring) = self.ring.read() {
+            let high = ring.high();
+            drop(ring);
+            self.position.send_replace(high);
+        }
     }
 
     fn close(&self) {
@@ -136,6 +143,9 @@ impl Feed {
     }
 }
 
+/// Most messages added to the ring before the readers are woken.
+const MAX_COALESCED: usize = 256;
+
 /// Backoff between attempts to re-establish a lost backend subscription.
 fn backoff(failures: u32) -> Duration {
     Duration::from_millis(100u64.saturating_mul(1 << failures.min(6))).min(Duration::from_secs(5))
@@ -203,22 +213,36 @@ async fn run(core: Arc<FeedCore>, backend: Arc<dyn Backend>, metrics: Arc<Metric
                     core.push(core.encoder.lost(from, to));
                     next = next.max(to + 1);
                 }
-                while let Some(item) = stream.next().await {
-                    match item {
-                        Ok(message) => {
-                            failures = 0;
-                            next = next.max(message.seq + 1);
-                            core.accept(&message);
-                            // A stream with messages ready never returns Pending; without
-                            // this the feed would hold its worker and starve the readers it
-                            // wakes (they sit in the worker's LIFO slot).
-                            tokio::task::consume_budget().await;
+                'read: while let Some(mut item) = stream.next().await {
+                    // Take every message that is already there, then wake the readers once:
+                    // a burst costs one wake-up per reader, not one per message.
+                    for _ in 0..MAX_COALESCED {
+                        match item {
+                            Ok(message) => {
+                                failures = 0;
+                                next = next.max(message.seq + 1);
+                                core.accept(&message);
+                            }
+                            Err(err) => {
+                                core.publish();
+                                record(&metrics, &err, "feed lost");
+                                break 'read;
+                            }
                         }
-                        Err(err) => {
-                            record(&metrics, &err, "feed lost");
-                            break;
+                        match stream.next().now_or_never() {
+                            Some(Some(more)) => item = more,
+                            Some(None) => {
+                                core.publish();
+                                break 'read;
+                            }
+                            None => break,
                         }
                     }
+                    core.publish();
+                    // A stream with messages ready never returns Pending; without this the
+                    // feed would hold its worker and starve the readers it wakes (they sit in
+                    // the worker's LIFO slot).
+                    tokio::task::consume_budget().await;
                 }
             }
             Err(Lost::Replaced) => {
