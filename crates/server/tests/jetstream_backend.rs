@@ -727,3 +727,19 @@ async fn shutdown_drains_and_ends_open_feeds() {
         "unready after shutdown"
     );
 }
+
+#[tokio::test]
+async fn a_filter_outside_the_stream_is_an_api_error() {
+    let server = start_server().await;
+    create_stream(&operator(&server).await, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    match backend.subscribe(&["other.x".to_owned()], 1).await {
+        Err(BackendError::Api {
+            status: 400,
+            description,
+            ..
+        }) => assert!(description.contains("\"other.x\""), "{description}"),
+        Err(other) => panic!("unexpected {other:?}"),
+        Ok(_) => panic!("subscribed outside the stream"),
+    }
+}

@@ -44,6 +44,8 @@ impl std::fmt::Display for ServerVersion {
 /// What the consumer asks the server to filter, and what is left to filter here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct FilterPlan {
+    /// The subscription's filters, canonical.
+    pub requested: FilterSet,
     /// The consumer's `filter_subject` (empty: every subject of the stream).
     pub filter_subject: String,
     /// The consumer's `filter_subjects` (servers ≥ 2.14.7; empty when unused).
@@ -71,19 +73,36 @@ impl FilterPlan {
                 filter_subject: one.clone(),
                 filter_subjects: Vec::new(),
                 local: None,
+                requested: set.clone(),
             }),
             // The server rejects overlapping filters; older servers take one or skip messages.
             _ if version >= ServerVersion::MULTI_FILTER_FIXED && !any_overlap(all) => Ok(Self {
                 filter_subject: String::new(),
                 filter_subjects: all.to_vec(),
                 local: None,
+                requested: set.clone(),
             }),
             _ => Ok(Self {
                 filter_subject: common_filter(all),
                 filter_subjects: Vec::new(),
-                local: Some(set),
+                local: Some(set.clone()),
+                requested: set,
             }),
         }
+    }
+
+    /// The first filter that can match no subject of a stream capturing `subjects`, which the
+    /// server would accept and never deliver to; `None` when every filter can match, or when
+    /// the stream declares no subjects (it only mirrors or sources others).
+    pub fn outside<'a>(&'a self, subjects: &[String]) -> Option<&'a str> {
+        if subjects.is_empty() {
+            return None;
+        }
+        self.requested.iter().find(|filter| {
+            !subjects
+                .iter()
+                .any(|subject| filters_overlap(filter, subject))
+        })
     }
 }
 
@@ -184,6 +203,15 @@ mod tests {
         assert_eq!(common_filter(&["a.b.c".into(), "a.b.d".into()]), "a.b.>");
         assert_eq!(common_filter(&["a.*.c".into(), "a.*.d".into()]), "a.>");
         assert_eq!(common_filter(&["x.y".into(), "z.y".into()]), "");
+    }
+
+    #[test]
+    fn filters_outside_the_streams_subjects_are_found() {
+        let plan = plan(&["orders.*", "users.>"], NEW);
+        let stream = ["orders.>".to_owned()];
+        assert_eq!(plan.outside(&stream), Some("users.>"));
+        assert_eq!(plan.outside(&["*.>".to_owned()]), None);
+        assert_eq!(plan.outside(&[]), None);
     }
 
     #[test]

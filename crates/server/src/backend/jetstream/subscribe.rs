@@ -34,6 +34,8 @@ const PULL_BATCH: usize = 512;
 /// Bytes asked for per pull, unless the server's largest message needs more: a pull must
 /// always fit one message, or the server refuses it and the feed would stall.
 const PULL_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// JetStream's error code for a consumer filter outside the stream's subjects.
+const FILTER_OUTSIDE_STREAM: u32 = 10093;
 /// How long a lost consumer is retried before the feed ends with an error.
 const RECOVERY_WINDOW: Duration = Duration::from_secs(30);
 /// The first pause between recovery attempts; it doubles up to [`MAX_RETRY_PAUSE`].
@@ -257,6 +259,16 @@ impl Feed {
         let facts = info::fetch(&shared.context, stream, limit).await?;
         match opening {
             Opening::First => {
+                if let Some(filter) = self.plan.outside(&facts.state.subjects) {
+                    return Err(BackendError::Api {
+                        status: 400,
+                        code: FILTER_OUTSIDE_STREAM,
+                        description: format!(
+                            "filter {filter:?} matches no subject of stream {stream:?} ({})",
+                            facts.state.subjects.join(" ")
+                        ),
+                    });
+                }
                 self.epoch = facts.state.epoch;
                 // The server starts at the first retained message anyway.
                 self.next_seq = self.next_seq.max(facts.state.first_seq);
