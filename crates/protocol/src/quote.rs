@@ -29,5 +29,10 @@ mod tests {
         let long = "é".repeat(100);
         assert_eq!(shown(&long), format!("\"{}\"…", "é".repeat(SHOWN_CHARS)));
         assert_eq!(shown_bytes(b"a\xffb"), "\"a\u{fffd}b\"");
+        let long = "é".repeat(100);
+        assert_eq!(
+            shown_bytes(long.as_bytes()),
+            format!("\"{}\"…", "é".repeat(SHOWN_CHARS))
+        );
     }
 }
