@@ -33,17 +33,9 @@ impl JetStream {
         let server = NatsServer::start()
             .await
             .unwrap_or_else(|err| panic!("{err}"));
-        let client = async_nats::connect(server.url())
+        operator(&server)
             .await
-            .expect("operator connects");
-        async_nats::jetstream::new(client)
-            .create_stream(stream::Config {
-                name: "EVENTS".to_owned(),
-                subjects: vec![format!("{}.>", config.topic_prefix)],
-                // The embedded store's default stream keeps a two-minute dedupe window too.
-                duplicate_window: Duration::from_secs(120),
-                ..Default::default()
-            })
+            .create_stream(events_stream(&config.topic_prefix))
             .await
             .expect("stream created");
         let mut jetstream = JetStreamConfig::new(server.url(), "EVENTS");
@@ -55,6 +47,25 @@ impl JetStream {
             .unwrap_or_else(|err| panic!("backend connects: {err}"));
         (TestHub::start(config, Arc::new(backend)).await, server)
     }
+}
+
+/// The stream every hub here reads: `EVENTS`, capturing everything under `prefix`.
+fn events_stream(prefix: &str) -> stream::Config {
+    stream::Config {
+        name: "EVENTS".to_owned(),
+        subjects: vec![format!("{prefix}.>")],
+        // The embedded store's default stream keeps a two-minute dedupe window too.
+        duplicate_window: Duration::from_secs(120),
+        ..Default::default()
+    }
+}
+
+/// An operator's JetStream context on `server`.
+async fn operator(server: &NatsServer) -> async_nats::jetstream::Context {
+    let client = async_nats::connect(server.url())
+        .await
+        .expect("operator connects");
+    async_nats::jetstream::new(client)
 }
 
 impl HubFactory for JetStream {
@@ -101,6 +112,7 @@ scenario!(
     authorization_is_enforced,
     heartbeats_keep_idle_streams_alive,
     hostile_payloads_stay_inside_one_event,
+    publish_body_is_bounded,
 );
 
 /// Publishes the numbers of `range` on topic `t` through the hub, retrying while the backend
@@ -156,7 +168,7 @@ async fn a_consumer_deleted_under_a_connected_client_loses_nothing() {
     let mut published = publish_numbered(&hub, 1..=3).await;
     let mut received = read_ids(&mut client, 3).await;
 
-    let js = async_nats::jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let js = operator(&server).await;
     let names: Vec<String> = js
         .get_stream("EVENTS")
         .await
@@ -223,5 +235,64 @@ async fn readiness_names_the_lost_nats_connection() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recreated_stream_ends_streams_and_resume_reports_incarnation() {
+    let (hub, server) = JetStream::start_with_server(Config::default()).await;
+    let js = operator(&server).await;
+    let old = hub.publish("t", json!("old")).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    js.delete_stream("EVENTS").await.expect("deleted");
+    js.create_stream(events_stream("app"))
+        .await
+        .expect("recreated");
+    let rest = client
+        .frames_until_end()
+        .await
+        .expect("the stream ends cleanly");
+    assert!(rest.iter().all(|f| !f.dispatches_event()), "{rest:?}");
+    let new = hub.publish("t", json!("new")).await;
+    let mut client = hub
+        .subscribe_with(
+            "?topic=t",
+            &[("last-event-id", old["id"].as_str().unwrap())],
+        )
+        .await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let gap = expect_event(&mut client, "gap").await.unwrap();
+    assert_eq!(common::data(&gap)["reason"], "incarnation");
+    let next = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(next.id.as_deref(), new["id"].as_str());
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_fails_with_a_cause_when_the_stream_is_gone() {
+    let (hub, server) = JetStream::start_with_server(Config::default()).await;
+    assert_eq!(hub.get("/readyz").await.status, 200);
+    operator(&server)
+        .await
+        .delete_stream("EVENTS")
+        .await
+        .expect("deleted");
+    let response = hub.get("/readyz/").await;
+    assert_eq!(response.status, 503);
+    let cause = response.json().unwrap()["cause"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        hub.metric(&format!(
+            "sluice_readiness_failures_total{{cause=\"{cause}\"}}"
+        )),
+        1
+    );
+    let mut client = hub.subscribe("?topic=t").await;
+    assert_eq!(client.status(), 200, "an EventSource is told to retry");
+    let frames = client.frames_until_end().await.unwrap();
+    assert!(frames.len() == 1 && frames[0].retry.is_some(), "{frames:?}");
     hub.stop().await;
 }
