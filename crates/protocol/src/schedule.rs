@@ -912,6 +912,25 @@ mod tests {
     }
 
     #[test]
+    fn at_offsets_must_be_sign_hours_colon_minutes() {
+        for offset in [
+            "+0100", "x01:00", "+a1:00", "+01-00", "+01:a0", "+01:000", "z",
+        ] {
+            let time = format!("2026-01-01T00:00:00{offset}");
+            let err = Schedule::parse(&format!("@at {time}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.ends_with(&format!(
+                    "{time:?} is not an RFC 3339 time such as \"2026-01-02T03:04:05Z\""
+                )),
+                "{err}"
+            );
+        }
+        assert!(Schedule::parse("@at 2026-01-01T00:00:00-05:30").is_ok());
+    }
+
+    #[test]
     fn cron_display_is_canonical_and_round_trips() {
         let cases = [
             ("0 0 0 * * *", "0 0 0 * * *"),
