@@ -49,6 +49,8 @@ pub fn recover(
 ) -> Result<Recovered> {
     fs::create_dir_all(msgs_dir).map_err(StoreError::io(msgs_dir))?;
     let ids = list_block_files(msgs_dir)?;
+    // A readable index.db that no longer matches the blocks still proves how far the stream went.
+    let mut index_evidence = None;
     let (mut table, mut last_msg_id, mut sizes, mut last_sum, scan_from) =
         match try_index(msgs_dir, &ids) {
             Ok(Some((snap, from))) => {
@@ -78,6 +80,16 @@ pub fn recover(
             }
             Err(why) => {
                 report.path = RecoveryPath::Rebuild;
+                if let Some(snap) = fs::read(msgs_dir.join("index.db"))
+                    .ok()
+                    .and_then(|b| index::decode(&b).ok())
+                {
+                    let live = snap.table.seqs_in(0, snap.table.last_seq).map(|s| (s, s));
+                    index_evidence = Some(
+                        live.chain([(snap.table.last_seq, snap.table.last_seq)])
+                            .collect::<Vec<_>>(),
+                    );
+                }
                 warn(
                     report,
                     name,
@@ -93,38 +105,31 @@ pub fn recover(
             }
         };
     let mut scanned = 0;
+    let mut evidence = Evidence::default();
     if let Some((from_id, from_offset)) = scan_from {
         sizes.retain(|(id, _)| *id < from_id);
-        let mut pending_loss: Option<u64> = None;
         for &id in ids.iter().filter(|id| **id >= from_id) {
             let start = if id == from_id { from_offset } else { 0 };
-            let scan = scan_block(msgs_dir, id, start, &mut table, &mut last_msg_id, report)?;
+            // Only a block after one already read can prove a gap with its leading marker.
+            evidence.after_another |= start > 0;
+            let scan = scan_block(
+                msgs_dir,
+                id,
+                start,
+                &mut table,
+                &mut last_msg_id,
+                &mut evidence,
+                report,
+            )?;
             scanned += scan.valid_end - start.min(scan.valid_end);
-            if let Some(first_lost) = pending_loss.take() {
-                // The first record of the next block names the last sequence before it.
-                if table.last_seq >= first_lost {
-                    report.lost.push(
-                        first_lost
-                            ..=table
-                                .last_seq
-                                .min(scan.first_marker.unwrap_or(table.last_seq)),
-                    );
-                }
-            }
             if let Some(sum) = scan.last_sum {
                 last_sum = sum;
             }
             sizes.push((id, scan.valid_end));
-            if let Some(lost_from) = scan.lost_from {
-                pending_loss = Some(lost_from);
-            }
-        }
-        if let Some(first_lost) = pending_loss
-            && table.last_seq >= first_lost
-        {
-            report.lost.push(first_lost..=table.last_seq);
         }
     }
+    evidence.claims.extend(index_evidence.unwrap_or_default());
+    report.lost = evidence.lost(&mut table);
     for r in &report.lost {
         tracing::warn!(
             stream = name,
@@ -225,10 +230,42 @@ struct BlockScan {
     valid_end: u64,
     /// Checksum of the last valid record.
     last_sum: Option<u64>,
-    /// First sequence lost when the block was cut.
-    lost_from: Option<u64>,
-    /// The sequence of the block's leading last-sequence marker.
-    first_marker: Option<u64>,
+}
+
+/// What recovery learnt about sequences that existed: claims (from records beyond a cut, a torn
+/// record's header, leading last-sequence markers, a stale index.db) and the deletions that
+/// explain missing ones. Claimed, not live and not deleted = lost.
+#[derive(Default)]
+struct Evidence {
+    claims: Vec<(u64, u64)>,
+    deleted: std::collections::BTreeSet<u64>,
+    purged_below: u64,
+    /// A block (or part of one) was read before the current one.
+    after_another: bool,
+}
+
+impl Evidence {
+    /// The lost sequences as ranges; raises the table's last sequence past them so they are never
+    /// reused.
+    fn lost(&self, table: &mut Table) -> Vec<std::ops::RangeInclusive<u64>> {
+        let mut lost: Vec<std::ops::RangeInclusive<u64>> = Vec::new();
+        let mut claimed: Vec<u64> = Vec::new();
+        for &(from, to) in &self.claims {
+            table.raise_last(to);
+            claimed.extend((from..=to).filter(|s| {
+                *s >= self.purged_below && !self.deleted.contains(s) && table.get(*s).is_none()
+            }));
+        }
+        claimed.sort_unstable();
+        claimed.dedup();
+        for s in claimed {
+            match lost.last_mut() {
+                Some(r) if *r.end() + 1 == s => *r = *r.start()..=s,
+                _ => lost.push(s..=s),
+            }
+        }
+        lost
+    }
 }
 
 /// Applies every valid record of block `id` from `start`; cuts the file at the first bad one.
@@ -238,6 +275,7 @@ fn scan_block(
     start: u64,
     table: &mut Table,
     last_msg_id: &mut Option<String>,
+    evidence: &mut Evidence,
     report: &mut RecoveryReport,
 ) -> Result<BlockScan> {
     let path = block_path(msgs_dir, id);
@@ -252,15 +290,28 @@ fn scan_block(
     let mut scan = BlockScan {
         valid_end: 0,
         last_sum: None,
-        lost_from: None,
-        first_marker: None,
     };
     while off < data.len() {
-        match record::decode(&data[off..]) {
-            Ok((rec, len, sum)) if apply(table, last_msg_id, id, base + off, len, &rec) => {
-                if base + off == 0 && rec.kind == Kind::LastSeq {
-                    scan.first_marker = Some(rec.seq);
+        let decoded = record::decode(&data[off..]);
+        if let Ok((rec, _, _)) = &decoded {
+            // A leading marker above what came before proves those sequences existed.
+            if base + off == 0
+                && rec.kind == Kind::LastSeq
+                && evidence.after_another
+                && rec.seq > table.last_seq
+            {
+                evidence.claims.push((table.last_seq + 1, rec.seq));
+            }
+            match rec.kind {
+                Kind::Tombstone => {
+                    evidence.deleted.insert(rec.seq);
                 }
+                Kind::PurgeTo => evidence.purged_below = evidence.purged_below.max(rec.seq),
+                Kind::Msg | Kind::LastSeq => {}
+            }
+        }
+        match decoded {
+            Ok((rec, len, sum)) if apply(table, last_msg_id, id, base + off, len, &rec) => {
                 off += len;
                 scan.last_sum = Some(sum);
             }
@@ -270,13 +321,21 @@ fn scan_block(
                     Err(DecodeError::Corrupt) => "corrupt record",
                     Ok(_) => "out-of-order record",
                 };
-                // Records beyond the damage still prove which sequences existed.
-                let evidence = resync_max_seq(&data[off + 1..]);
+                // Records beyond the damage, and the header of a torn record naming the next
+                // sequence, prove which sequences existed.
                 let first_lost = table.last_seq + 1;
-                if let Some(max) = evidence.filter(|m| *m >= first_lost) {
-                    table.raise_last(max);
+                let torn = data
+                    .get(off + 6..off + 14)
+                    .filter(|_| data.get(off + 4) == Some(&0));
+                let torn_seq = torn
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                    .filter(|s| *s == first_lost);
+                if let Some(max) = resync_max_seq(&data[off + 1..])
+                    .max(torn_seq)
+                    .filter(|m| *m >= first_lost)
+                {
+                    evidence.claims.push((first_lost, max));
                 }
-                scan.lost_from = Some(first_lost);
                 let dropped = (data.len() - off) as u64;
                 let f = OpenOptions::new()
                     .write(true)
@@ -302,6 +361,7 @@ fn scan_block(
         }
     }
     scan.valid_end = (base + off) as u64;
+    evidence.after_another = true;
     Ok(scan)
 }
 
