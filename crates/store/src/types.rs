@@ -136,8 +136,9 @@ pub struct RecoveryReport {
     pub path: RecoveryPath,
     /// Block files cut at their first bad record.
     pub truncated: Vec<Truncation>,
-    /// Sequences lost in truncated regions, as far as surviving evidence shows (some may have
-    /// been deleted already before the damage).
+    /// Sequences that existed (by the evidence that survived) but are gone: in a region that was
+    /// cut, or in a block that lost its end. A torn record at the tail after a crash appears here
+    /// too, even though it was never acknowledged. These sequences are never reused.
     pub lost: Vec<RangeInclusive<u64>>,
     /// Blocks read by the per-message (TTL, schedule, source) recovery scan; blocks whose
     /// counters show nothing to recover, or that lie below the sidecar stamps, are skipped.
