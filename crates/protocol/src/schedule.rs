@@ -499,8 +499,9 @@ impl Cron {
     /// The first whole second strictly after `after` whose wall-clock time in `zone` matches,
     /// or `None` beyond ten years or the representable range.
     pub fn next_after(&self, after: Timestamp, zone: &TimeZone) -> Option<Timestamp> {
-        let floor = after.as_second() - i64::from(after.subsec_nanosecond() < 0);
-        let start = zone.to_datetime(Timestamp::from_second(floor.checked_add(1)?).ok()?);
+        // Candidates are whole seconds from the wall-clock second of `after` on; the first one,
+        // not later than `after`, is skipped by the `candidate > after` check below.
+        let start = zone.to_datetime(after);
         let mut date = start.date();
         for _ in 0..HORIZON_DAYS {
             if self.matches_day(date) {
