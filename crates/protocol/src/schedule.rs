@@ -547,29 +547,20 @@ fn write_field(f: &mut fmt::Formatter<'_>, set: u64, min: u8, max: u8, star: boo
     if star {
         return f.write_str("*");
     }
-    let mut first = true;
-    let mut v = min;
-    while v <= max {
-        if set & (1 << v) == 0 {
-            v += 1;
-            continue;
-        }
-        let mut end = v;
-        while end < max && set & (1 << (end + 1)) != 0 {
-            end += 1;
-        }
-        if !first {
-            f.write_str(",")?;
-        }
-        first = false;
-        if end == v {
-            write!(f, "{v}")?;
-        } else {
-            write!(f, "{v}-{end}")?;
-        }
-        v = end + 1;
-    }
-    Ok(())
+    let values: Vec<u8> = (min..=max).filter(|v| set & (1 << v) != 0).collect();
+    let runs: Vec<String> = values
+        .chunk_by(|a, b| a + 1 == *b)
+        .map(|run| {
+            // `chunk_by` never yields an empty run.
+            let (first, last) = (run[0], run[run.len() - 1]);
+            if first == last {
+                first.to_string()
+            } else {
+                format!("{first}-{last}")
+            }
+        })
+        .collect();
+    f.write_str(&runs.join(","))
 }
 
 /// The canonical expression: `*` for wildcards (and full second, minute, hour and month
