@@ -688,6 +688,11 @@ mod tests {
             next("0 0 0 * * fri", "2026-01-03T00:00:00Z", None).as_deref(),
             Some("2026-01-09T00:00:00Z")
         );
+        // An impossible day-of-month still fires through a restricted day-of-week.
+        assert_eq!(
+            next("0 0 0 30 2 fri", "2026-01-01T00:00:00Z", None).as_deref(),
+            Some("2026-02-06T00:00:00Z")
+        );
         // A stepped wildcard counts as restricted.
         assert_eq!(
             next("0 0 0 */10 * fri", "2026-01-01T00:00:00Z", None).as_deref(),
