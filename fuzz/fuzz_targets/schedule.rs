@@ -9,11 +9,23 @@ use sluice_fuzz::split_line;
 use sluice_protocol::schedule::Schedule;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let (pattern, zone) = split_line(text);
-    let Ok(schedule) = Schedule::parse(pattern) else { return };
-    assert_eq!(Schedule::parse(&schedule.to_string()), Ok(schedule.clone()), "{pattern:?}");
-    for after in [Timestamp::MIN, Timestamp::from_second(1_800_000_000).unwrap(), Timestamp::MAX] {
+    let Ok(schedule) = Schedule::parse(pattern) else {
+        return;
+    };
+    assert_eq!(
+        Schedule::parse(&schedule.to_string()),
+        Ok(schedule.clone()),
+        "{pattern:?}"
+    );
+    for after in [
+        Timestamp::MIN,
+        Timestamp::from_second(1_800_000_000).unwrap(),
+        Timestamp::MAX,
+    ] {
         if let Ok(Some(next)) = schedule.next_after(after, zone) {
             assert!(next > after, "{pattern:?} {zone:?}");
         }

@@ -9,22 +9,41 @@ use sluice_protocol::subject::{
 };
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let (a, b) = split_line(text);
     for value in [Some(a), b].into_iter().flatten() {
-        assert_eq!(validate_subject(value).is_ok(), subject_grammar(value, false), "{value:?}");
-        assert_eq!(validate_filter(value).is_ok(), subject_grammar(value, true), "{value:?}");
+        assert_eq!(
+            validate_subject(value).is_ok(),
+            subject_grammar(value, false),
+            "{value:?}"
+        );
+        assert_eq!(
+            validate_filter(value).is_ok(),
+            subject_grammar(value, true),
+            "{value:?}"
+        );
     }
     // Valid ⇒ accepted, on a value built to be valid from the input's letters.
     let built: String = a
         .chars()
-        .map(|c| if c.is_whitespace() || c.is_control() || c == '.' { '_' } else { c })
+        .map(|c| {
+            if c.is_whitespace() || c.is_control() || c == '.' {
+                '_'
+            } else {
+                c
+            }
+        })
         .take(64)
         .collect();
     if !built.is_empty() && built != "*" && built != ">" {
         let subject = format!("{built}.x.{built}");
         assert!(validate_subject(&subject).is_ok(), "{subject:?}");
-        assert!(validate_filter(&format!("{subject}.*.>")).is_ok(), "{subject:?}");
+        assert!(
+            validate_filter(&format!("{subject}.*.>")).is_ok(),
+            "{subject:?}"
+        );
     }
     let Some(b) = b else { return };
     if validate_filter(a).is_ok() && validate_subject(b).is_ok() {

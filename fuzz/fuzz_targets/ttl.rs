@@ -7,7 +7,9 @@ use sluice_protocol::duration::parse_duration;
 use sluice_protocol::ttl::MsgTtl;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     if let Ok(ttl) = MsgTtl::parse(text) {
         assert_eq!(MsgTtl::parse(&ttl.to_string()), Ok(ttl));
         match ttl {
