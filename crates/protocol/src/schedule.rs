@@ -515,15 +515,12 @@ impl Cron {
                         if first_hour && minute < start.minute() {
                             continue;
                         }
-                        let first_minute = first_hour && minute == start.minute();
                         for second in bits(self.seconds, 0, 59) {
-                            if first_minute && second < start.second() {
-                                continue;
-                            }
                             let candidate =
                                 zone.to_timestamp(date.at(hour, minute, second, 0)).ok()?;
-                            // A wall-clock time repeated by a backward jump maps to its first
-                            // occurrence, which may precede `after`.
+                            // Skips the seconds of the first minute up to `after`, and a
+                            // wall-clock time repeated by a backward jump, which maps to its
+                            // first occurrence and may precede `after`.
                             if candidate > after {
                                 return Some(candidate);
                             }
