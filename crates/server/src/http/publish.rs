@@ -193,7 +193,9 @@ fn headers(body: &Body) -> Result<Headers, ApiError> {
                 },
             });
         }
-        let reserved = name.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("nats-"));
+        let reserved = name
+            .get(..5)
+            .is_some_and(|p| p.eq_ignore_ascii_case("nats-"));
         if reserved && !name.starts_with(NATS_EXPECTED_PREFIX) {
             return Err(ApiError::bad_request(format!(
                 "header {name:?} is reserved; use msg_id and ttl, or Nats-Expected-* preconditions"
