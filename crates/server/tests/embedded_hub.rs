@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Embedded, data, expect_event, scenarios};
+use common::{Embedded, data, expect_event};
 use serde_json::json;
 use sluice_protocol::headers::{Headers, NATS_MARKER_REASON};
 use sluice_server::backend::embedded::stream_config;
@@ -11,42 +11,7 @@ use sluice_server::backend::{Backend, PublishRequest};
 use sluice_server::config::{Config, StreamDecl};
 use sluice_store::PurgeRequest;
 
-macro_rules! scenario {
-    ($($name:ident),* $(,)?) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            scenarios::$name(&Embedded).await;
-        }
-    )*};
-}
-
-scenario!(
-    sse_headers_and_connected_frame,
-    multi_topic_stream_in_order,
-    last_event_id_header_wins,
-    connected_id_resumes_losslessly,
-    topic_rules,
-    publish_dedupes_by_msg_id,
-    publish_errors_carry_code,
-    cursor_ahead_reports_gap,
-    cursor_from_other_incarnation_reports_gap,
-    replay_cap_counts_backlog_only,
-    oversized_message_becomes_gap,
-    replay_window_skips_old_backlog,
-    one_feed_per_topic_set,
-    resume_behind_ring_catches_up_then_live,
-    paused_reader_gets_everything,
-    stalled_socket_is_closed_as_slow,
-    max_connections_refusals,
-    probes_and_metrics,
-    cors_rules,
-    shutdown_drains_streams,
-    serves_the_page,
-    authorization_is_enforced,
-    heartbeats_keep_idle_streams_alive,
-    hostile_payloads_stay_inside_one_event,
-    publish_body_is_bounded,
-);
+common::every_scenario!(Embedded);
 
 fn narrow_stream_config() -> Config {
     let mut config = Config::default();

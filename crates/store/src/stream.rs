@@ -61,13 +61,7 @@ impl StreamHandle {
         headers: Headers,
         payload: impl Into<Bytes>,
     ) -> impl Future<Output = Result<PubAck>> + Send + 'static {
-        let p = Publish {
-            subject: subject.into(),
-            headers,
-            payload: payload.into(),
-            internal: false,
-        };
-        self.request(move |tx| Op::Publish(p, tx))
+        self.publish_as(subject.into(), headers, payload.into(), false)
     }
 
     /// Publishes several messages in order as one request (one queue entry, one answer): the
@@ -104,11 +98,21 @@ impl StreamHandle {
         headers: Headers,
         payload: impl Into<Bytes>,
     ) -> impl Future<Output = Result<PubAck>> + Send + 'static {
+        self.publish_as(subject.into(), headers, payload.into(), true)
+    }
+
+    fn publish_as(
+        &self,
+        subject: String,
+        headers: Headers,
+        payload: Bytes,
+        internal: bool,
+    ) -> impl Future<Output = Result<PubAck>> + Send + 'static {
         let p = Publish {
-            subject: subject.into(),
+            subject,
             headers,
-            payload: payload.into(),
-            internal: true,
+            payload,
+            internal,
         };
         self.request(move |tx| Op::Publish(p, tx))
     }
