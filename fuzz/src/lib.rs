@@ -73,3 +73,11 @@ pub fn duration_grammar(value: &str) -> bool {
     }
     true
 }
+
+/// `bytes` followed by their little-endian xxh3-64, the trailer every store file ends with, so
+/// the store targets reach the decoding behind the checksum check.
+pub fn with_checksum(bytes: &[u8]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(bytes).to_le_bytes());
+    out
+}

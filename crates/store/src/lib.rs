@@ -19,6 +19,9 @@ mod config;
 mod dedupe;
 mod error;
 mod fsutil;
+/// The on-disk decoders, exposed only for the fuzz targets in `fuzz/` (see `fuzz/README.md`).
+#[doc(hidden)]
+pub mod fuzzing;
 mod index;
 mod limits;
 mod meta;

@@ -1,0 +1,75 @@
+//! The SSE parser: arbitrary bytes in arbitrary chunkings never panic, the chunking never
+//! changes the result (the frames, or the error), and nothing returned outgrows the limits.
+//!
+//! Input: byte 0 picks `max_line_bytes`, byte 1 `max_frame_bytes` (both 1..=256, small so the
+//! limits are hit), byte 2 seeds the chunk sizes; the rest is the stream.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sluice_sse::{Frame, Limits, ParseError, Parser};
+
+/// Feeds `chunks` in order, collecting frames until the first error.
+fn run<'a>(
+    limits: Limits,
+    chunks: impl Iterator<Item = &'a [u8]>,
+) -> (Vec<Frame>, Option<ParseError>) {
+    let mut parser = Parser::with_limits(limits);
+    let mut frames = Vec::new();
+    for chunk in chunks {
+        match parser.feed(chunk) {
+            Ok(more) => frames.extend(more),
+            Err(err) => {
+                // A failed parser stays failed.
+                assert_eq!(parser.feed(b"data: x\n\n"), Err(err.clone()));
+                return (frames, Some(err));
+            }
+        }
+        // The remembered id comes from one line, so it is bounded by the line limit (a byte
+        // may grow to a 3-byte replacement character when the line is not UTF-8).
+        assert!(parser.last_event_id().len() <= 3 * limits.max_line_bytes);
+    }
+    (frames, None)
+}
+
+fuzz_target!(|data: &[u8]| {
+    let [line, frame, seed, stream @ ..] = data else {
+        return;
+    };
+    let limits = Limits {
+        max_line_bytes: usize::from(*line) + 1,
+        max_frame_bytes: usize::from(*frame) + 1,
+    };
+    let whole = run(limits, std::iter::once(stream));
+    // Chunk sizes cycle through 0..=7 starting at the seed, so empty chunks and a CRLF split
+    // across two chunks both occur.
+    let mut chunks = Vec::new();
+    let (mut rest, mut size) = (stream, usize::from(*seed));
+    while !rest.is_empty() {
+        let (chunk, tail) = rest.split_at((size % 8).min(rest.len()));
+        chunks.push(chunk);
+        rest = tail;
+        size += 1;
+    }
+    let chunked = run(limits, chunks.into_iter());
+    // On error `feed` drops the frames completed earlier in the same call, so after an error
+    // only the error itself must agree.
+    if whole.1.is_some() {
+        assert_eq!(whole.1, chunked.1, "the chunking changed the error");
+    } else {
+        assert_eq!(whole, chunked, "the chunking changed the result");
+    }
+    for frame in &whole.0 {
+        let text: usize = [&frame.id, &frame.event, &frame.data, &frame.comment]
+            .into_iter()
+            .flatten()
+            .map(String::len)
+            .sum();
+        // Each field's text is at most its lines' bytes (a joining `\n` replaces a `data`
+        // or `:` prefix), times 3 for replacement characters.
+        assert!(
+            text <= 3 * limits.max_frame_bytes,
+            "{text} bytes in {frame:?} with {limits:?}"
+        );
+        assert!(!frame.is_empty(), "returned an empty frame");
+    }
+});
