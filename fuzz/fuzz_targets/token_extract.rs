@@ -1,6 +1,7 @@
 //! Token extraction: `extract_token` never panics on any headers and query string; what it
 //! finds is a non-empty piece of the place it names, an `Authorization` header always decides
-//! alone, and a header token is a well-formed token68.
+//! alone, and a header token is a well-formed token68; and, the other way, every token68 sent
+//! as `Bearer <token>` (scheme in any case) is found as is.
 //!
 //! Input: byte 0 turns on the cookie (bit 0) and the query parameter (bit 1); the rest is
 //! `\n`-separated lines, `A<value>` an `Authorization` header, `C<value>` a `Cookie` header,
@@ -19,10 +20,36 @@ fn is_token68(token: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b))
 }
 
+/// Valid ⇒ accepted: `rest` mapped onto the token68 alphabet, sent as a bearer token.
+fn check_valid_bearer(flags: u8, rest: &[u8]) {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/";
+    let mut token: String = rest
+        .iter()
+        .take(64)
+        .map(|b| char::from(ALPHABET[usize::from(*b) % ALPHABET.len()]))
+        .collect();
+    if token.is_empty() {
+        return;
+    }
+    token.push_str(&"=".repeat(usize::from(flags >> 6)));
+    let scheme = if flags & 4 == 4 { "bEaReR" } else { "Bearer" };
+    let mut headers = HeaderMap::new();
+    let value = HeaderValue::from_str(&format!("{scheme} {token}")).expect("ASCII");
+    headers.insert(header::AUTHORIZATION, value);
+    let found = extract_token(&headers, None, TokenPlaces::default())
+        .expect("a well-formed bearer token is accepted")
+        .expect("and found");
+    assert_eq!(
+        (found.token, found.source),
+        (token.as_str(), TokenSource::Header)
+    );
+}
+
 fuzz_target!(|data: &[u8]| {
     let [flags, rest @ ..] = data else {
         return;
     };
+    check_valid_bearer(*flags, rest);
     let mut headers = HeaderMap::new();
     let mut query = None;
     for line in rest.split(|&b| b == b'\n') {
