@@ -211,3 +211,38 @@ pub fn decode(bytes: &[u8]) -> Result<Snapshot, String> {
         last_msg_id: (!id.is_empty()).then(|| id.to_string()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::Loc;
+    use crate::table::MsgMeta;
+
+    /// Found by the `store_index` fuzz target: an index.db whose two messages are 2^40
+    /// sequences apart once made the decoder allocate a slot per sequence in between.
+    #[test]
+    fn far_apart_sequences_cost_memory_per_message_not_per_sequence() {
+        let mut table = Table::default();
+        for seq in [1, 1 << 40] {
+            let meta = MsgMeta {
+                subject: table.intern("a"),
+                ts: 1,
+                loc: Loc {
+                    block: 1,
+                    offset: 0,
+                    len: 40,
+                },
+                flags: 0,
+            };
+            table.insert(seq, meta);
+        }
+        let bytes = encode(&table, &[(1, 80)], 7, None);
+        let snapshot = decode(&bytes).expect("a valid index");
+        assert_eq!(snapshot.table.count(), 2);
+        assert_eq!(snapshot.table.first_seq(), 1);
+        assert_eq!(
+            snapshot.table.seqs_in(0, u64::MAX).collect::<Vec<_>>(),
+            [1, 1 << 40]
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! The in-memory index of a stream: every live message's location and subject, a per-subject
 //! index of sequences for filtered reads, and per-block counters.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::block::Loc;
@@ -45,9 +45,10 @@ pub struct BlockStats {
 /// The stream's message table.
 #[derive(Debug, Default)]
 pub struct Table {
-    /// Sequence of `msgs[0]`.
-    base: u64,
-    msgs: VecDeque<Option<MsgMeta>>,
+    /// Live messages by sequence. Sparse on purpose: interior deletes leave no slots behind,
+    /// so memory follows the live messages, never the sequence range (a stream — or a damaged
+    /// index.db — with messages at 1 and 10^12 costs two entries).
+    msgs: BTreeMap<u64, MsgMeta>,
     /// Last sequence ever assigned.
     pub last_seq: u64,
     /// Time of the last assigned sequence.
@@ -73,15 +74,14 @@ impl Table {
     /// First live sequence, or `last_seq + 1` when empty.
     pub fn first_seq(&self) -> u64 {
         self.msgs
-            .iter()
-            .position(Option::is_some)
-            .map_or(self.last_seq + 1, |i| self.base + i as u64)
+            .keys()
+            .next()
+            .map_or(self.last_seq + 1, |seq| *seq)
     }
 
     /// A live message.
     pub fn get(&self, seq: u64) -> Option<&MsgMeta> {
-        let i = seq.checked_sub(self.base)?;
-        self.msgs.get(usize::try_from(i).ok()?)?.as_ref()
+        self.msgs.get(&seq)
     }
 
     /// Records a marker written to `block`.
@@ -91,24 +91,12 @@ impl Table {
 
     /// Raises the last sequence (from a marker or tombstone).
     pub fn raise_last(&mut self, seq: u64) {
-        if seq > self.last_seq {
-            self.last_seq = seq;
-            if self.count == 0 {
-                self.base = seq + 1;
-                self.msgs.clear();
-            }
-        }
+        self.last_seq = self.last_seq.max(seq);
     }
 
     /// Adds a message with a sequence above every earlier one.
     pub fn insert(&mut self, seq: u64, meta: MsgMeta) {
         debug_assert!(seq > self.last_seq || self.get(seq).is_none());
-        if self.msgs.is_empty() {
-            self.base = seq;
-        }
-        while self.base + (self.msgs.len() as u64) < seq {
-            self.msgs.push_back(None);
-        }
         let stats = self.blocks.entry(meta.loc.block).or_default();
         stats.msgs += 1;
         stats.bytes += meta.loc.len as u64;
@@ -127,17 +115,12 @@ impl Table {
             .insert(seq);
         self.last_seq = self.last_seq.max(seq);
         self.last_ts = self.last_ts.max(meta.ts);
-        if seq >= self.base + self.msgs.len() as u64 {
-            self.msgs.push_back(Some(meta));
-        } else {
-            self.msgs[(seq - self.base) as usize] = Some(meta);
-        }
+        self.msgs.insert(seq, meta);
     }
 
     /// Removes a live message; returns it.
     pub fn remove(&mut self, seq: u64) -> Option<MsgMeta> {
-        let i = usize::try_from(seq.checked_sub(self.base)?).ok()?;
-        let meta = self.msgs.get_mut(i)?.take()?;
+        let meta = self.msgs.remove(&seq)?;
         self.count -= 1;
         self.bytes -= meta.loc.len as u64;
         if let Some(stats) = self.blocks.get_mut(&meta.loc.block) {
@@ -150,20 +133,15 @@ impl Table {
                 self.subjects.remove(&meta.subject);
             }
         }
-        while matches!(self.msgs.front(), Some(None)) {
-            self.msgs.pop_front();
-            self.base += 1;
-        }
-        if self.msgs.is_empty() {
-            self.base = self.last_seq + 1;
-        }
         Some(meta)
     }
 
     /// Live sequences in `[from, to]`, ascending.
     pub fn seqs_in(&self, from: u64, to: u64) -> impl Iterator<Item = u64> + '_ {
-        let start = from.max(self.base);
-        (start..=to.min(self.last_seq)).filter(|s| self.get(*s).is_some())
+        self.msgs
+            .range(from..)
+            .map(|(seq, _)| *seq)
+            .take_while(move |seq| *seq <= to)
     }
 
     /// The shared copy of `subject` (allocated only for a subject with no live message).
