@@ -1,5 +1,5 @@
 //! Store benchmarks: append throughput (sync never; sync always with 64 concurrent publishers),
-//! filtered replay of a sparse subject from a deep stream (time to first message), and open time
+//! filtered replay of a sparse subject from a deep stream (time to first message, msgs/s), and open time
 //! with index.db and with a forced rebuild.
 //!
 //! `cargo bench -p sluice-store --bench store`; set `SLUICE_BENCH_DEPTH` (default 1,000,000)
@@ -235,6 +235,29 @@ fn replay_and_open(c: &mut Criterion) {
                 })
             })
         });
+        // Replay rates: every sparse message from the start (each one an index lookup, the
+        // common messages in between never read), and 100,000 messages of the dense subject.
+        let sparse = depth() / 100_000;
+        let replays = [
+            ("filtered_replay_sparse_all", rare, sparse),
+            (
+                "filtered_replay_dense_100k",
+                FilterSet::new(["b.common"]).unwrap(),
+                100_000,
+            ),
+        ];
+        for (name, filter, count) in replays {
+            g.throughput(Throughput::Elements(count));
+            g.bench_function(name, |b| {
+                b.iter(|| {
+                    rt.block_on(async {
+                        let sub = s.subscribe(1, filter.clone()).take(count as usize);
+                        sub.fold(0u64, |n, m| async move { n + u64::from(m.is_ok()) })
+                            .await
+                    })
+                })
+            });
+        }
     }
     g.bench_function("open_with_index", |b| {
         b.iter(|| {
