@@ -73,6 +73,25 @@ async fn publish(backend: &JetStreamBackend, subject: &str, payload: &str) -> u6
         .seq
 }
 
+/// Publishes `count` messages `<prefix><i>` round-robin on `events.a.x`, `events.b.y` and
+/// `events.c.z`; returns (seq, subject, payload) of those outside `events.c`.
+async fn publish_round_robin(
+    backend: &JetStreamBackend,
+    count: usize,
+    prefix: &str,
+) -> Vec<(u64, String, String)> {
+    let mut expected = Vec::new();
+    for i in 0..count {
+        let subject = ["events.a.x", "events.b.y", "events.c.z"][i % 3];
+        let payload = format!("{prefix}{i}");
+        let seq = publish(backend, subject, &payload).await;
+        if !subject.starts_with("events.c") {
+            expected.push((seq, subject.to_owned(), payload));
+        }
+    }
+    expected
+}
+
 /// Publishes, retrying while the backend is reconnecting, until `DEADLINE`.
 async fn publish_eventually(backend: &JetStreamBackend, subject: &str, payload: &str) -> u64 {
     let deadline = Instant::now() + DEADLINE;
@@ -235,14 +254,7 @@ async fn subscribe_replays_then_tails_live_over_two_filters_in_order() {
     let server = start_server().await;
     create_stream(&operator(&server).await, events_stream()).await;
     let backend = connect(&server, "EVENTS").await;
-    let mut expected = Vec::new();
-    for i in 0..30 {
-        let subject = ["events.a.x", "events.b.y", "events.c.z"][i % 3];
-        let seq = publish(&backend, subject, &format!("old-{i}")).await;
-        if !subject.starts_with("events.c") {
-            expected.push((seq, subject.to_owned(), format!("old-{i}")));
-        }
-    }
+    let expected = publish_round_robin(&backend, 30, "old-").await;
 
     let filters = ["events.a.*".to_owned(), "events.b.>".to_owned()];
     let mut feed = backend.subscribe(&filters, 1).await.unwrap();
@@ -612,14 +624,7 @@ async fn old_servers_get_multi_filter_feeds_filtered_in_process() {
         "{}",
         backend.server_version()
     );
-    let mut expected = Vec::new();
-    for i in 0..12 {
-        let subject = ["events.a.x", "events.b.y", "events.c.z"][i % 3];
-        let seq = publish(&backend, subject, &format!("m{i}")).await;
-        if !subject.starts_with("events.c") {
-            expected.push((seq, subject.to_owned(), format!("m{i}")));
-        }
-    }
+    let expected = publish_round_robin(&backend, 12, "m").await;
     let filters = ["events.a.*".to_owned(), "events.b.*".to_owned()];
     let mut feed = backend.subscribe(&filters, 1).await.unwrap();
     assert_eq!(take(&mut feed, expected.len()).await, expected);
