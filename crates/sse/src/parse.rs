@@ -84,13 +84,31 @@ impl Parser {
 
     /// Feeds the next bytes of the stream and returns the frames they completed, in order.
     ///
+    /// Frames completed before a limit is hit are never lost: when the bytes complete some
+    /// frames and then exceed a limit, this call returns those frames and the parser is failed
+    /// (see [`Parser::error`]), so the next call returns the error.
+    ///
     /// # Errors
-    /// A [`ParseError`] when a line or frame exceeds its limit; every later call returns it too.
-    pub fn feed(&mut self, mut bytes: &[u8]) -> Result<Vec<Frame>, ParseError> {
+    /// A [`ParseError`] when a line or frame exceeds its limit and no frame completed before
+    /// it in this call; every later call returns it too.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<Frame>, ParseError> {
         if let Some(err) = &self.failed {
             return Err(err.clone());
         }
         let mut frames = Vec::new();
+        match self.feed_into(bytes, &mut frames) {
+            Err(err) if frames.is_empty() => Err(err),
+            _ => Ok(frames),
+        }
+    }
+
+    /// The error that failed the parser, if a limit was exceeded. A caller that reaches the end
+    /// of the stream checks it, since the error may have come with the last frames.
+    pub fn error(&self) -> Option<&ParseError> {
+        self.failed.as_ref()
+    }
+
+    fn feed_into(&mut self, mut bytes: &[u8], frames: &mut Vec<Frame>) -> Result<(), ParseError> {
         if self.after_cr && !bytes.is_empty() {
             self.after_cr = false;
             if bytes[0] == b'\n' {
@@ -112,9 +130,9 @@ impl Parser {
                 }
             }
             bytes = &bytes[consumed..];
-            self.end_line(&mut frames)?;
+            self.end_line(frames)?;
         }
-        Ok(frames)
+        Ok(())
     }
 
     /// The id a browser would report as `lastEventId`: the value of the last valid `id` field
@@ -124,9 +142,10 @@ impl Parser {
     }
 
     /// Whether bytes of an unfinished frame are buffered; at the end of the stream such a
-    /// frame is discarded, as browsers do.
+    /// frame is discarded, as browsers do. A failed parser stopped inside the frame that broke
+    /// a limit, so it always has one.
     pub fn has_partial_frame(&self) -> bool {
-        !self.line.is_empty() || self.pending_bytes > 0
+        self.failed.is_some() || !self.line.is_empty() || self.pending_bytes > 0
     }
 
     fn extend_line(&mut self, bytes: &[u8]) -> Result<(), ParseError> {
@@ -343,5 +362,39 @@ mod tests {
         let mut parser = Parser::with_limits(limits);
         let frames = parser.feed(&b"data: 12345\n\n".repeat(10)).unwrap();
         assert_eq!(frames.len(), 10);
+    }
+
+    #[test]
+    fn frames_completed_before_a_limit_error_come_first_then_the_error() {
+        let limits = Limits {
+            max_line_bytes: 10,
+            max_frame_bytes: 100,
+        };
+        let mut parser = Parser::with_limits(limits);
+        assert_eq!(parser.error(), None);
+        let frames = parser.feed(b"data: a\n\ndata: b\n\ndata: 0123456789\n\n");
+        assert_eq!(frames, Ok(vec![Frame::data("a"), Frame::data("b")]));
+        let err = ParseError::LineTooLong { limit: 10 };
+        assert_eq!(parser.error(), Some(&err));
+        assert!(
+            parser.has_partial_frame(),
+            "the stream stopped inside a frame"
+        );
+        assert_eq!(parser.feed(b""), Err(err.clone()));
+        assert_eq!(parser.feed(b"data: c\n\n"), Err(err));
+    }
+
+    #[test]
+    fn frame_limit_error_after_completed_frames_also_comes_second() {
+        let limits = Limits {
+            max_line_bytes: 100,
+            max_frame_bytes: 8,
+        };
+        let mut parser = Parser::with_limits(limits);
+        let frames = parser.feed(b"data: a\n\ndata: b\ndata: c\n");
+        assert_eq!(frames, Ok(vec![Frame::data("a")]));
+        let err = ParseError::FrameTooLarge { limit: 8 };
+        assert_eq!(parser.feed(b"\n"), Err(err.clone()));
+        assert_eq!(parser.error(), Some(&err));
     }
 }

@@ -54,6 +54,22 @@ fn normalised(frame: &Frame) -> Frame {
     }
 }
 
+/// Feeds `pieces` in order: every frame returned, and the error that stopped the parser, if any.
+fn feed_all<'a>(
+    limits: Limits,
+    pieces: impl Iterator<Item = &'a [u8]>,
+) -> (Vec<Frame>, Option<sluice_sse::ParseError>) {
+    let mut parser = Parser::with_limits(limits);
+    let mut frames = Vec::new();
+    for piece in pieces {
+        match parser.feed(piece) {
+            Ok(more) => frames.extend(more),
+            Err(err) => return (frames, Some(err)),
+        }
+    }
+    (frames, parser.error().cloned())
+}
+
 proptest! {
     #[test]
     fn encoded_frames_parse_back(frames in prop::collection::vec(frame(), 0..8), split in any::<prop::sample::Index>()) {
@@ -76,6 +92,28 @@ proptest! {
         let breaks = value.contains(['\r', '\n', '\0']);
         prop_assert_eq!(Frame::data("x").with_id(value.clone()).encode().is_err(), breaks);
         prop_assert_eq!(Frame::data("x").with_event(value).encode().is_err(), breaks);
+    }
+
+    #[test]
+    fn chunking_never_changes_the_frames_or_the_error(
+        frames in prop::collection::vec(frame(), 0..8),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+        max_line_bytes in 1..48usize,
+        max_frame_bytes in 1..96usize,
+    ) {
+        let mut wire = Vec::new();
+        for frame in &frames {
+            wire.extend_from_slice(&frame.encode().expect("valid id and event"));
+        }
+        let limits = Limits { max_line_bytes, max_frame_bytes };
+        let mut cuts: Vec<usize> = cuts.iter().map(|cut| cut.index(wire.len() + 1)).collect();
+        cuts.push(wire.len());
+        cuts.sort_unstable();
+        let pieces = cuts
+            .iter()
+            .scan(0, |from, &to| Some(&wire[std::mem::replace(from, to)..to]));
+        // Frames that completed before a limit error are returned whatever the chunking.
+        prop_assert_eq!(feed_all(limits, pieces), feed_all(limits, std::iter::once(&wire[..])));
     }
 
     #[test]
