@@ -14,7 +14,7 @@ use crate::backend::Backend;
 use crate::config::Config;
 use crate::fanout::Fanout;
 use crate::metrics::Metrics;
-use crate::net::{ConnInfo, TimedListener};
+use crate::net::ConnInfo;
 use crate::session::{ConnectionGuard, SessionContext};
 
 /// Everything a request handler needs.
@@ -95,6 +95,11 @@ impl Hub {
         self.shutdown.send_replace(true);
     }
 
+    /// A receiver that turns true when shutdown begins.
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
     /// True once shutdown has begun.
     pub fn is_shutting_down(&self) -> bool {
         *self.shutdown.borrow()
@@ -108,16 +113,7 @@ pub async fn serve(
     listener: TcpListener,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let listener = TimedListener::new(listener, hub.config.sse.write_timeout);
-    let app = crate::http::router(hub.clone()).into_make_service_with_connect_info::<ConnInfo>();
-    let draining = hub.clone();
-    let result = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            signal.await;
-            tracing::info!("shutting down: no new connections, ending event streams");
-            draining.begin_shutdown();
-        })
-        .await;
+    let result = crate::net::serve(hub.clone(), listener, signal).await;
     hub.begin_shutdown();
     hub.backend.shutdown().await;
     tracing::info!("shut down");

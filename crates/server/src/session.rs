@@ -26,8 +26,8 @@ use crate::plan::Plan;
 
 /// Most frames sent in one write to a client that is behind.
 const MAX_BATCH_FRAMES: usize = 64;
-/// Most bytes gathered into one write.
-const MAX_BATCH_BYTES: usize = 16 * 1024;
+/// Most bytes gathered into one write (the frames are shared, not copied).
+const MAX_BATCH_BYTES: usize = 64 * 1024;
 
 /// Why a stream ended; logged as `disconnect_reason` and counted by reason.
 pub mod reason {
@@ -191,18 +191,57 @@ impl Session {
         }
     }
 
-    /// Turns the session into the body of an HTTP response.
+    /// Turns the session into the body of an HTTP response (for connections served by
+    /// hyper; the connection layer writes [`Session::next_frames`] itself).
     pub fn into_stream(
         self,
     ) -> impl futures::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {
-        futures::stream::unfold(self, |mut session| async move {
-            let frame = session.next_frame().await?;
-            Some((Ok(frame), session))
+        futures::stream::unfold((self, Vec::new()), |(mut session, mut frames)| async move {
+            frames.clear();
+            if !session.next_frames(&mut frames).await {
+                return None;
+            }
+            let chunk = match frames.as_slice() {
+                [one] => one.clone(),
+                many => many.concat().into(),
+            };
+            Some((Ok(chunk), (session, frames)))
         })
     }
 
-    /// The next chunk to write, or `None` when the stream ends.
-    pub async fn next_frame(&mut self) -> Option<Bytes> {
+    /// Appends the next frames to write to `out` — with every frame the ring already holds
+    /// after the first, so a woken client gets them in one write (bounded by
+    /// [`MAX_BATCH_FRAMES`] and [`MAX_BATCH_BYTES`]). False when the stream has ended.
+    pub async fn next_frames(&mut self, out: &mut Vec<Bytes>) -> bool {
+        let Some(first) = self.next_frame().await else {
+            return false;
+        };
+        let mut bytes = first.len();
+        out.push(first);
+        if self.catchup.is_some() || self.ended {
+            return true;
+        }
+        while out.len() < MAX_BATCH_FRAMES && bytes < MAX_BATCH_BYTES {
+            let Read::Entry(entry) = self.feed.core.read(self.next) else {
+                break;
+            };
+            let Some(frame) = self.admit(entry) else {
+                if self.ended {
+                    break;
+                }
+                continue;
+            };
+            bytes += frame.len();
+            out.push(frame);
+            if self.ended {
+                break;
+            }
+        }
+        true
+    }
+
+    /// The next frame to write, or `None` when the stream ends.
+    async fn next_frame(&mut self) -> Option<Bytes> {
         if let Some(preamble) = self.preamble.take() {
             return Some(preamble);
         }
@@ -223,41 +262,10 @@ impl Session {
                 }
             };
             if let Some(frame) = self.admit(entry) {
-                return Some(self.batch(frame));
+                return Some(frame);
             }
         }
         None
-    }
-
-    /// Appends the frames the ring already holds after `first`, so a client that is a few
-    /// messages behind gets them in one write instead of one write each (bounded, so a
-    /// connection never holds more than [`MAX_BATCH_BYTES`] of copies).
-    fn batch(&mut self, first: Bytes) -> Bytes {
-        if self.catchup.is_some() || self.ended {
-            return first;
-        }
-        let mut out: Option<BytesMut> = None;
-        for _ in 0..MAX_BATCH_FRAMES {
-            let Read::Entry(entry) = self.feed.core.read(self.next) else {
-                break;
-            };
-            let Some(frame) = self.admit(entry) else {
-                if self.ended {
-                    break;
-                }
-                continue;
-            };
-            let buf = out.get_or_insert_with(|| {
-                let mut buf = BytesMut::with_capacity(MAX_BATCH_BYTES.min(first.len() * 4));
-                buf.extend_from_slice(&first);
-                buf
-            });
-            buf.extend_from_slice(&frame);
-            if buf.len() >= MAX_BATCH_BYTES || self.ended {
-                break;
-            }
-        }
-        out.map_or(first, BytesMut::freeze)
     }
 
     fn end(&mut self, reason: &'static str) {

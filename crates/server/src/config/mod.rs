@@ -149,6 +149,14 @@ pub struct LimitsConfig {
     pub max_topics_per_subscription: usize,
     /// Largest `POST /publish` body in bytes.
     pub max_publish_body: usize,
+    /// Most open connections from one client IP address; 0 means unlimited.
+    pub max_connections_per_address: usize,
+    /// A connection that has not sent a complete request head within this time is closed
+    /// (slowloris).
+    #[serde(with = "duration")]
+    pub header_read_timeout: Duration,
+    /// Largest request head (request line and headers) in bytes; larger is a `431`.
+    pub max_header_bytes: usize,
 }
 
 /// Resume and replay policy.
@@ -298,6 +306,9 @@ impl Default for LimitsConfig {
             max_connections: 0,
             max_topics_per_subscription: 32,
             max_publish_body: 1024 * 1024 + 64 * 1024,
+            max_connections_per_address: 0,
+            header_read_timeout: Duration::from_secs(10),
+            max_header_bytes: 16 * 1024,
         }
     }
 }

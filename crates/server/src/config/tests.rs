@@ -109,6 +109,26 @@ fn bad_durations_name_key_and_value() {
 }
 
 #[test]
+fn connection_limits_name_key_and_value() {
+    let config = load_text("").expect("defaults load");
+    assert_eq!(config.limits.header_read_timeout, Duration::from_secs(10));
+    assert_eq!(config.limits.max_header_bytes, 16 * 1024);
+    assert_eq!(config.limits.max_connections_per_address, 0);
+    let message = error_text("[limits]\nheader_read_timeout = \"0s\"\n");
+    assert!(
+        message.contains("limits.header_read_timeout") && message.contains("0s"),
+        "{message}"
+    );
+    let message = error_text("[limits]\nmax_header_bytes = 100\n");
+    assert!(
+        message.contains("limits.max_header_bytes") && message.contains("100"),
+        "{message}"
+    );
+    let config = load_text("[limits]\nmax_connections_per_address = 4\n").expect("loads");
+    assert_eq!(config.limits.max_connections_per_address, 4);
+}
+
+#[test]
 fn origins_that_can_never_match_are_rejected() {
     for origin in [
         "https://app.example.com/",

@@ -103,6 +103,20 @@ fn limits(config: &Config) -> Result<(), ConfigError> {
             "must be at least 64 bytes",
         ));
     }
+    if limits.header_read_timeout.is_zero() || limits.header_read_timeout > MAX_INTERVAL {
+        return Err(ConfigError::invalid(
+            "limits.header_read_timeout",
+            super::duration::format(limits.header_read_timeout),
+            "must be more than 0s and at most 1h",
+        ));
+    }
+    if !(1024..=1 << 20).contains(&limits.max_header_bytes) {
+        return Err(ConfigError::invalid(
+            "limits.max_header_bytes",
+            limits.max_header_bytes,
+            "must be between 1024 and 1048576",
+        ));
+    }
     Ok(())
 }
 

@@ -23,7 +23,7 @@ use crate::fanout::record;
 use crate::frames;
 use crate::hub::Hub;
 use crate::metrics::Metrics;
-use crate::net::ConnInfo;
+use crate::net::{ConnInfo, StreamHandoff};
 use crate::plan::Plan;
 use crate::session::Session;
 use crate::topics;
@@ -201,10 +201,16 @@ async fn subscribe<'a>(
     let mut context = hub.session_context();
     context.expires_in = grant.expires_in();
     let session = Session::new(context, guard, feed, &plan, preamble.freeze());
+    if let Some(handoff) = extensions.get::<StreamHandoff>() {
+        // The connection layer writes the frames itself, without an HTTP body in between.
+        handoff.put(session);
+        return stream_response(hub, Body::empty());
+    }
     stream_response(hub, Body::from_stream(session.into_stream()))
 }
 
-fn accepts_event_stream(headers: &HeaderMap) -> bool {
+/// True when the request accepts `text/event-stream` (an `EventSource` does).
+pub(crate) fn accepts_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()
@@ -230,8 +236,8 @@ fn stream_response(hub: &Hub, body: Body) -> Response {
 }
 
 /// A refusal that may succeed later: 200 with a jittered `retry:` for an `EventSource`,
-/// otherwise `status` with `Retry-After`.
-fn transient(
+/// otherwise `status` with `Retry-After`. Counted in `connections_rejected` by `reason`.
+pub(crate) fn transient(
     hub: &Hub,
     wants_stream: bool,
     reason: &'static str,

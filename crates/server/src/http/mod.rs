@@ -26,6 +26,8 @@ use axum::routing::{get, post};
 use serde::Serialize;
 use tower_http::cors::{AllowCredentials, AllowOrigin, CorsLayer};
 
+pub(crate) use events::{accepts_event_stream, transient};
+
 use crate::backend::BackendError;
 use crate::hub::Hub;
 

@@ -1,39 +1,23 @@
-//! The listening socket and per-connection write-stall detection.
+//! Write-stall detection for connections served by hyper.
 //!
 //! A connection is "slow" only when its socket accepts nothing for `sse.write_timeout` while
 //! the server has bytes to write. [`TimedIo`] measures exactly that: a timer starts when a
 //! write would block, is cleared by any progress, and when it fires the write fails, which
 //! ends the connection and marks it in its [`ConnState`] so the stream logs `slow_client`.
+//! (Event streams written by the connection layer itself apply the same rule in
+//! [`super::stream`].)
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use axum::extract::connect_info::Connected;
-use axum::serve::{IncomingStream, Listener};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-/// Shared state of one TCP connection.
-#[derive(Debug, Clone, Default)]
-pub struct ConnState(Arc<AtomicBool>);
-
-impl ConnState {
-    /// True once a write stalled for the whole write timeout.
-    pub fn stalled(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-
-    fn mark_stalled(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
+use super::ConnState;
 
 /// A TCP stream whose writes fail after `timeout` without progress.
 #[derive(Debug)]
@@ -45,6 +29,16 @@ pub struct TimedIo {
 }
 
 impl TimedIo {
+    /// Wraps `inner`; a stall marks `state`.
+    pub fn new(inner: TcpStream, timeout: Duration, state: ConnState) -> Self {
+        Self {
+            inner,
+            timeout,
+            stall: None,
+            state,
+        }
+    }
+
     fn poll_progress<T>(
         &mut self,
         cx: &mut Context<'_>,
@@ -107,72 +101,5 @@ impl AsyncWrite for TimedIo {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// The server's listener: accepts TCP connections and wraps them in [`TimedIo`].
-#[derive(Debug)]
-pub struct TimedListener {
-    inner: TcpListener,
-    write_timeout: Duration,
-}
-
-impl TimedListener {
-    /// Wraps a bound listener.
-    pub fn new(inner: TcpListener, write_timeout: Duration) -> Self {
-        Self {
-            inner,
-            write_timeout,
-        }
-    }
-}
-
-impl Listener for TimedListener {
-    type Io = TimedIo;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            match self.inner.accept().await {
-                Ok((stream, addr)) => {
-                    // Frames are small and latency matters more than packet count.
-                    let _ = stream.set_nodelay(true);
-                    let io = TimedIo {
-                        inner: stream,
-                        timeout: self.write_timeout,
-                        stall: None,
-                        state: ConnState::default(),
-                    };
-                    return (io, addr);
-                }
-                Err(err) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %err, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        self.inner.local_addr()
-    }
-}
-
-/// What a handler learns about its connection.
-#[derive(Debug, Clone)]
-pub struct ConnInfo {
-    /// The client's address.
-    pub peer: SocketAddr,
-    /// The connection's shared state.
-    pub state: ConnState,
-}
-
-impl Connected<IncomingStream<'_, TimedListener>> for ConnInfo {
-    fn connect_info(stream: IncomingStream<'_, TimedListener>) -> Self {
-        Self {
-            peer: *stream.remote_addr(),
-            state: stream.io().state.clone(),
-        }
     }
 }

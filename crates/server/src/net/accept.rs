@@ -1,0 +1,208 @@
+//! The accept loop and the life of one connection, up to the point where it becomes an event
+//! stream written by [`super::stream`] or is handed to hyper ([`super::upstream`]).
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use axum::http::{Method, StatusCode, Version, header};
+use axum::response::IntoResponse;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tower_service::Service;
+
+use super::addresses::{AddressCounts, AddressSlot};
+use super::head::{self, Head, HeadError};
+use super::stream::{Socket, stream_head};
+use super::{ConnInfo, ConnState, StreamHandoff, upstream};
+use crate::http::{ApiError, accepts_event_stream, transient};
+use crate::hub::Hub;
+use crate::metrics::Metrics;
+
+/// Accepts connections on `listener` until `signal` completes, then drains: stops accepting,
+/// ends every event stream, and waits until every connection has finished.
+pub async fn serve(
+    hub: Arc<Hub>,
+    listener: TcpListener,
+    signal: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let router = crate::http::router(hub.clone());
+    let addresses = AddressCounts::new(hub.config.limits.max_connections_per_address);
+    // Every connection task holds a sender; the receiver sees the end once all are gone.
+    let (open, mut all_closed) = mpsc::channel::<()>(1);
+    tokio::pin!(signal);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = &mut signal => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        // Frames are small and latency matters more than packet count.
+        let _ = stream.set_nodelay(true);
+        let connection = Connection {
+            hub: hub.clone(),
+            router: router.clone(),
+            peer,
+            place: addresses.acquire(peer.ip()),
+            _open: open.clone(),
+        };
+        tokio::spawn(connection.run(stream));
+    }
+    tracing::info!("shutting down: no new connections, ending event streams");
+    drop(listener);
+    hub.begin_shutdown();
+    drop(open);
+    let _ = all_closed.recv().await;
+    Ok(())
+}
+
+/// One accepted connection.
+struct Connection {
+    hub: Arc<Hub>,
+    router: Router,
+    peer: SocketAddr,
+    /// Its place under `limits.max_connections_per_address` (`Err`: over the limit).
+    place: Result<Option<AddressSlot>, ()>,
+    _open: mpsc::Sender<()>,
+}
+
+impl Connection {
+    async fn run(mut self, mut stream: TcpStream) {
+        let hub = self.hub.clone();
+        let limits = &hub.config.limits;
+        let mut shutdown = hub.shutdown_signal();
+        let mut buf = head::buffer();
+        let read = tokio::select! {
+            read = tokio::time::timeout(
+                limits.header_read_timeout,
+                head::read(&mut stream, &mut buf, limits.max_header_bytes),
+            ) => read,
+            _ = shutdown.wait_for(|down| *down) => return,
+        };
+        let info = ConnInfo {
+            peer: self.peer,
+            state: ConnState::default(),
+        };
+        let mut socket = Socket {
+            stream,
+            write_timeout: hub.config.sse.write_timeout,
+            state: info.state.clone(),
+        };
+        let head = match read {
+            Ok(Ok(head)) => head,
+            Ok(Err(HeadError::Closed(_))) => return,
+            Ok(Err(err @ HeadError::TooLarge(_))) => {
+                let status = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+                return self
+                    .refuse(&mut socket, "header_too_large", status, &err.to_string())
+                    .await;
+            }
+            Ok(Err(err @ HeadError::Malformed(_))) => {
+                let status = StatusCode::BAD_REQUEST;
+                return self
+                    .refuse(&mut socket, "bad_request", status, &err.to_string())
+                    .await;
+            }
+            Err(_) => {
+                let detail = format!(
+                    "no complete request head within {:?} ({} bytes received)",
+                    limits.header_read_timeout,
+                    buf.len()
+                );
+                Metrics::count(&hub.metrics.rejected, "reason", "header_timeout");
+                tracing::info!(reason = "header_timeout", peer = %self.peer, %detail, "connection closed");
+                if !buf.is_empty() {
+                    let answer = ApiError::new(StatusCode::REQUEST_TIMEOUT, detail);
+                    socket.write_answer(answer.into_response()).await;
+                }
+                return;
+            }
+        };
+        let Ok(_place) = std::mem::replace(&mut self.place, Ok(None)) else {
+            let wants_stream = accepts_event_stream(head.request.headers());
+            let answer = transient(
+                &hub,
+                wants_stream,
+                "max_connections_per_address",
+                StatusCode::TOO_MANY_REQUESTS,
+                "too many connections from this address",
+            );
+            return socket.write_answer(answer).await;
+        };
+        if is_fresh_stream(&head, buf.len()) {
+            self.stream(socket, head, info).await;
+        } else {
+            let serve = upstream::serve(
+                self.router,
+                &hub.config,
+                socket.stream,
+                buf.freeze(),
+                info,
+                shutdown,
+            );
+            // Boxed: a hyper connection's state must not enlarge every event stream's task.
+            Box::pin(serve).await;
+        }
+    }
+
+    /// Runs `head` through the router; an event stream is then written here, on the socket.
+    async fn stream(self, mut socket: Socket, head: Head, info: ConnInfo) {
+        let mut request = head.request;
+        let handoff = StreamHandoff::default();
+        request.extensions_mut().insert(ConnectInfo(info));
+        request.extensions_mut().insert(handoff.clone());
+        let mut router = self.router;
+        // Boxed for the same reason as hyper's state: it is only needed until the answer.
+        let Ok(response) = Box::pin(router.call(request)).await;
+        drop(router);
+        match handoff.take() {
+            Some(session) => {
+                let head = stream_head(&response);
+                drop(response);
+                socket.write_stream(head, session).await;
+            }
+            None => socket.write_answer(response).await,
+        }
+    }
+
+    async fn refuse(
+        &self,
+        socket: &mut Socket,
+        reason: &'static str,
+        status: StatusCode,
+        detail: &str,
+    ) {
+        Metrics::count(&self.hub.metrics.rejected, "reason", reason);
+        tracing::info!(reason, peer = %self.peer, detail, "connection refused");
+        let answer = ApiError::new(status, detail.to_owned());
+        socket.write_answer(answer.into_response()).await;
+    }
+}
+
+/// A request the connection layer streams itself: `GET /events…` over HTTP/1.1 without a
+/// body, upgrade or pipelined requests behind it. Anything else goes to hyper.
+fn is_fresh_stream(head: &Head, read: usize) -> bool {
+    let request = &head.request;
+    let path = request.uri().path();
+    let headers = request.headers();
+    request.method() == Method::GET
+        && request.version() == Version::HTTP_11
+        && (path == "/events" || path.starts_with("/events/"))
+        && read == head.head_len
+        && !headers.contains_key(header::TRANSFER_ENCODING)
+        && !headers.contains_key(header::UPGRADE)
+        && headers
+            .get(header::CONTENT_LENGTH)
+            .is_none_or(|len| len.as_bytes() == b"0")
+}

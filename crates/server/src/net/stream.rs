@@ -1,0 +1,206 @@
+//! Writing a response on the raw socket: an event stream (the head, then the session's frames
+//! as chunks, each batch one `writev` of the shared frames), or a small complete answer.
+//!
+//! A write that makes no progress for `sse.write_timeout` fails and marks the connection
+//! stalled, so the session ends with `slow_client` — the same rule as [`super::TimedIo`].
+
+use std::io::{self, IoSlice};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use bytes::{BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::ConnState;
+use crate::session::Session;
+
+/// Largest complete answer written by the connection layer (its error and refusal bodies
+/// are small JSON documents).
+const MAX_ANSWER_BODY: usize = 64 * 1024;
+/// How long, and how many bytes, to read from a client after a complete answer.
+const LINGER_TIME: Duration = Duration::from_secs(1);
+const LINGER_BYTES: usize = 64 * 1024;
+
+/// The socket of one connection with its write-stall rule.
+pub struct Socket {
+    /// The TCP stream.
+    pub stream: TcpStream,
+    /// `sse.write_timeout`.
+    pub write_timeout: Duration,
+    /// Marked when a write stalls.
+    pub state: ConnState,
+}
+
+impl Socket {
+    /// Writes all of `bufs`; fails when the socket accepts nothing for the write timeout.
+    async fn write_all(&mut self, bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
+        let mut bufs = bufs;
+        IoSlice::advance_slices(&mut bufs, 0);
+        while !bufs.is_empty() {
+            let written =
+                tokio::time::timeout(self.write_timeout, self.stream.write_vectored(bufs))
+                    .await
+                    .map_err(|_| {
+                        self.state.mark_stalled();
+                        io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!("socket accepted nothing for {:?}", self.write_timeout),
+                        )
+                    })??;
+            if written == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            IoSlice::advance_slices(&mut bufs, written);
+        }
+        Ok(())
+    }
+
+    /// Completes when the client has closed its side (or the connection failed); bytes it
+    /// sends meanwhile are read and ignored.
+    async fn closed_by_peer(&self) {
+        let mut discard = [0u8; 64];
+        loop {
+            if self.stream.readable().await.is_err() {
+                return;
+            }
+            match self.stream.try_read(&mut discard) {
+                Ok(0) => return,
+                Err(err) if err.kind() != io::ErrorKind::WouldBlock => return,
+                _ => {}
+            }
+        }
+    }
+
+    /// Writes `head` (status line and headers) and then `session`'s frames with chunked
+    /// transfer encoding, until the session ends, the client goes or a write fails.
+    pub async fn write_stream(&mut self, head: Bytes, mut session: Session) {
+        if self.write_all(&mut [IoSlice::new(&head)]).await.is_err() {
+            return;
+        }
+        drop(head);
+        let mut frames = Vec::new();
+        loop {
+            frames.clear();
+            let more = tokio::select! {
+                biased;
+                more = session.next_frames(&mut frames) => more,
+                () = self.closed_by_peer() => return,
+            };
+            if !more {
+                break;
+            }
+            let len: usize = frames.iter().map(Bytes::len).sum();
+            if len == 0 {
+                continue;
+            }
+            let size = format!("{len:x}\r\n");
+            let mut bufs = Vec::with_capacity(frames.len() + 2);
+            bufs.push(IoSlice::new(size.as_bytes()));
+            bufs.extend(frames.iter().map(|frame| IoSlice::new(frame)));
+            bufs.push(IoSlice::new(b"\r\n"));
+            if self.write_all(&mut bufs).await.is_err() {
+                return;
+            }
+        }
+        // The session has ended (and logged why); end the chunked body cleanly.
+        drop(session);
+        let _ = self.write_all(&mut [IoSlice::new(b"0\r\n\r\n")]).await;
+        let _ = self.stream.shutdown().await;
+    }
+
+    /// Writes `response` as a complete answer and closes the connection.
+    pub async fn write_answer(&mut self, response: Response) {
+        let (parts, body) = response.into_parts();
+        let body = axum::body::to_bytes(body, MAX_ANSWER_BODY)
+            .await
+            .unwrap_or_default();
+        let mut head = head(parts.status, &parts.headers);
+        head.put_slice(
+            format!(
+                "content-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            )
+            .as_bytes(),
+        );
+        if self
+            .write_all(&mut [IoSlice::new(&head), IoSlice::new(&body)])
+            .await
+            .is_ok()
+        {
+            self.linger().await;
+        }
+    }
+
+    /// Closes our side, then reads what the client still sends for a moment: closing a
+    /// socket with unread input resets the connection, and the client could lose the answer.
+    async fn linger(&mut self) {
+        let _ = self.stream.shutdown().await;
+        let mut discard = [0u8; 1024];
+        let mut left = LINGER_BYTES;
+        let _ = tokio::time::timeout(LINGER_TIME, async {
+            while left > 0 {
+                match self.stream.read(&mut discard).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => left = left.saturating_sub(n),
+                }
+            }
+        })
+        .await;
+    }
+}
+
+/// The head of an event-stream response: `response`'s status and headers, chunked.
+pub fn stream_head(response: &Response<Body>) -> Bytes {
+    let mut head = head(response.status(), response.headers());
+    head.put_slice(b"transfer-encoding: chunked\r\n\r\n");
+    head.freeze()
+}
+
+/// Status line and headers, without the blank line; framing headers are left out (the
+/// caller adds its own).
+fn head(status: StatusCode, headers: &HeaderMap) -> BytesMut {
+    let mut head = BytesMut::with_capacity(256);
+    head.put_slice(b"HTTP/1.1 ");
+    head.put_slice(status.as_str().as_bytes());
+    head.put_u8(b' ');
+    head.put_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    head.put_slice(b"\r\n");
+    for (name, value) in headers {
+        if name == header::CONTENT_LENGTH
+            || name == header::TRANSFER_ENCODING
+            || name == header::CONNECTION
+        {
+            continue;
+        }
+        head.put_slice(name.as_str().as_bytes());
+        head.put_slice(b": ");
+        head.put_slice(value.as_bytes());
+        head.put_slice(b"\r\n");
+    }
+    head
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn heads_carry_status_and_headers_but_no_framing() {
+        let mut response = Response::new(Body::empty());
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+        let head = stream_head(&response);
+        assert_eq!(
+            &head[..],
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+        );
+    }
+}
