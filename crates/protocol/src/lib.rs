@@ -8,6 +8,7 @@
 //! - [`headers`]: message headers and the `NATS/1.0` header block, well-known header names;
 //! - [`error`]: JetStream API errors with their codes;
 //! - [`duration`]: Go-style durations (`1h2m3.5s`);
+//! - [`transform`]: subject transforms (`{src, dest}` with `$N`, `{{wildcard(N)}}`, `*`, `>`);
 //! - [`ttl`]: the `Nats-TTL` header;
 //! - [`schedule`]: the `Nats-Schedule` header (`@at`, `@every`, cron) and its next run.
 //!
@@ -20,4 +21,5 @@ pub mod headers;
 mod quote;
 pub mod schedule;
 pub mod subject;
+pub mod transform;
 pub mod ttl;

@@ -57,6 +57,68 @@ pub struct SourceConfig {
     pub subject_transforms: Vec<SubjectTransform>,
 }
 
+impl SourceConfig {
+    /// The source's index name, `<origin> <filter or '>'> <transform dest or '>'>` (several
+    /// transforms: their srcs and dests each joined with `,`). Changing the filter or a
+    /// transform makes a new source with its own position.
+    pub fn index_name(&self) -> String {
+        let or_all = |s: &str| {
+            if s.is_empty() {
+                ">".to_string()
+            } else {
+                s.to_string()
+            }
+        };
+        let (filter, dest) = if self.subject_transforms.is_empty() {
+            (
+                or_all(self.filter_subject.as_deref().unwrap_or("")),
+                ">".into(),
+            )
+        } else {
+            let join = |f: fn(&SubjectTransform) -> &str| {
+                let parts: Vec<String> = self
+                    .subject_transforms
+                    .iter()
+                    .map(|t| or_all(f(t)))
+                    .collect();
+                parts.join(",")
+            };
+            (join(|t| &t.src), join(|t| &t.dest))
+        };
+        format!("{} {filter} {dest}", self.name)
+    }
+
+    /// Checks the origin name, the filter and every transform (the error names the bad value).
+    pub fn validate(&self, stream: &str) -> Result<()> {
+        validate_stream_name(&self.name)?;
+        let bad = |msg: String| {
+            Err(StoreError::InvalidConfig(format!(
+                "source {:?}: {msg}",
+                self.name
+            )))
+        };
+        if self.name == stream {
+            return bad("a stream cannot source itself".into());
+        }
+        if let Some(f) = &self.filter_subject {
+            if let Err(e) = proto::validate_filter(f) {
+                return bad(e.to_string());
+            }
+            if !self.subject_transforms.is_empty() {
+                return bad(format!(
+                    "filter_subject {f:?} and subject_transforms are exclusive; put the filter in a transform's src"
+                ));
+            }
+        }
+        for t in &self.subject_transforms {
+            if let Err(e) = sluice_protocol::transform::SubjectTransform::new(&t.src, &t.dest) {
+                return bad(e.to_string());
+            }
+        }
+        Ok(())
+    }
+}
+
 /// When appended data is fsynced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SyncPolicy {
@@ -165,10 +227,14 @@ impl StreamConfig {
             proto::validate_subject(&self.name)
                 .map_err(|e| StoreError::InvalidConfig(e.to_string()))?;
         }
+        let mut index_names = std::collections::BTreeSet::new();
         for src in &self.sources {
-            validate_stream_name(&src.name)?;
-            if let Some(f) = &src.filter_subject {
-                proto::validate_filter(f).map_err(|e| StoreError::InvalidConfig(e.to_string()))?;
+            src.validate(&self.name)?;
+            if !index_names.insert(src.index_name()) {
+                return Err(StoreError::InvalidConfig(format!(
+                    "source {:?} appears twice with the same filter and transforms",
+                    src.name
+                )));
             }
         }
         if self.subject_delete_marker_ttl > Duration::ZERO

@@ -34,6 +34,7 @@ mod rules;
 mod schedule;
 mod sidecar;
 mod sources;
+mod sourcing;
 mod state;
 mod store;
 mod stream;
@@ -54,6 +55,6 @@ pub use sources::SourcePosition;
 pub use store::{Store, StoreOptions};
 pub use stream::StreamHandle;
 pub use types::{
-    PubAck, PurgeRequest, RecoveryPath, RecoveryReport, SidecarRecovery, StoredMessage, StreamInfo,
-    StreamState, Truncation, WriteStats,
+    PubAck, PurgeRequest, RecoveryPath, RecoveryReport, SidecarRecovery, SourceResume,
+    SourceStatus, StoredMessage, StreamInfo, StreamState, Truncation, WriteStats,
 };

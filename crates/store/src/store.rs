@@ -13,6 +13,7 @@ use crate::config::{StorageType, StreamConfig, SyncPolicy, validate_stream_name}
 use crate::error::{ApiError, Result, StoreError};
 use crate::meta;
 use crate::recovery;
+use crate::sourcing::{self, Catalog, Sourcing};
 use crate::state::{State, now_ns, timestamp};
 use crate::stream::StreamHandle;
 use crate::types::{RecoveryPath, RecoveryReport};
@@ -44,15 +45,34 @@ struct Inner {
     /// Holds the data directory's exclusive lock for the store's lifetime.
     _lock: Option<fs::File>,
     opts: StoreOptions,
-    streams: Mutex<BTreeMap<String, StreamHandle>>,
+    /// The streams; shared with the sourcing threads (which must not keep the store alive).
+    catalog: Arc<Catalog>,
+    /// The sourcing threads of each stream with sources.
+    sourcing: Mutex<BTreeMap<String, Sourcing>>,
+}
+
+impl Inner {
+    /// Stops every sourcing thread, then every writer after writing its snapshots.
+    fn shut_down(&self) {
+        let sourcing =
+            std::mem::take(&mut *self.sourcing.lock().unwrap_or_else(|e| e.into_inner()));
+        sourcing.into_values().for_each(Sourcing::stop);
+        let streams = std::mem::take(
+            &mut *self
+                .catalog
+                .streams
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        for handle in streams.values() {
+            handle.stop(true);
+        }
+    }
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        let streams = std::mem::take(self.streams.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for handle in streams.values() {
-            handle.stop(true);
-        }
+        self.shut_down();
     }
 }
 
@@ -100,7 +120,8 @@ impl Store {
                 dir: Some(dir),
                 _lock: Some(lock),
                 opts,
-                streams: Mutex::new(BTreeMap::new()),
+                catalog: Arc::new(Catalog::new()),
+                sourcing: Mutex::new(BTreeMap::new()),
             }),
         };
         let mut reports = Vec::new();
@@ -138,6 +159,10 @@ impl Store {
             store.streams().insert(name, handle);
             reports.push(report);
         }
+        // Every stream is loaded before any source looks for its origin.
+        for name in store.list() {
+            store.restart_sourcing(&name)?;
+        }
         Ok((store, reports))
     }
 
@@ -148,13 +173,46 @@ impl Store {
                 dir: None,
                 _lock: None,
                 opts,
-                streams: Mutex::new(BTreeMap::new()),
+                catalog: Arc::new(Catalog::new()),
+                sourcing: Mutex::new(BTreeMap::new()),
             }),
         }
     }
 
     fn streams(&self) -> MutexGuard<'_, BTreeMap<String, StreamHandle>> {
-        self.inner.streams.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner
+            .catalog
+            .streams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// (Re)starts the sourcing threads of a stream from its current configuration.
+    fn restart_sourcing(&self, name: &str) -> Result<()> {
+        self.stop_sourcing(name);
+        let Some(handle) = self.stream(name) else {
+            return Ok(());
+        };
+        if let Some(s) = sourcing::start(&handle, &self.inner.catalog)? {
+            self.inner
+                .sourcing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.to_string(), s);
+        }
+        Ok(())
+    }
+
+    fn stop_sourcing(&self, name: &str) {
+        let running = self
+            .inner
+            .sourcing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        if let Some(s) = running {
+            s.stop();
+        }
     }
 
     /// Creates a stream; creating an existing one with the identical config returns it,
@@ -173,7 +231,10 @@ impl Store {
         let incarnation = meta::new_incarnation(&config.name, created);
         let name = config.name.clone();
         let (handle, _) = self.start(config, created, incarnation, true)?;
-        streams.insert(name, handle.clone());
+        streams.insert(name.clone(), handle.clone());
+        drop(streams);
+        self.inner.catalog.bump();
+        self.restart_sourcing(&name)?;
         Ok(handle)
     }
 
@@ -182,20 +243,26 @@ impl Store {
         let handle = self
             .stream(&config.name)
             .ok_or_else(|| StoreError::StreamNotFound(config.name.clone()))?;
+        let sources_changed = handle.info(None).config.sources != config.sources;
         let cfg = Box::new(config);
         handle
             .request(move |tx| writer::Op::Update(cfg, tx))
             .await?;
+        if sources_changed {
+            self.restart_sourcing(handle.name())?;
+        }
         Ok(handle)
     }
 
     /// Deletes a stream and its files; its subscribers end with an error.
     pub fn delete_stream(&self, name: &str) -> Result<()> {
+        self.stop_sourcing(name);
         let handle = self
             .streams()
             .remove(name)
             .ok_or_else(|| StoreError::StreamNotFound(name.to_string()))?;
         handle.stop(false);
+        self.inner.catalog.bump();
         if let Some(dir) = self.stream_dir(name) {
             fs::remove_dir_all(&dir).map_err(StoreError::io(&dir))?;
         }
@@ -214,10 +281,7 @@ impl Store {
 
     /// Stops every writer after writing index.db and the sidecars.
     pub fn close(self) {
-        let streams = std::mem::take(&mut *self.streams());
-        for handle in streams.values() {
-            handle.stop(true);
-        }
+        self.inner.shut_down();
     }
 
     fn stream_dir(&self, name: &str) -> Option<PathBuf> {
@@ -309,6 +373,7 @@ impl Store {
             state: Mutex::new(state),
             visible: visible_tx,
             sync: opts.sync,
+            sourcing: Mutex::new(BTreeMap::new()),
         });
         let (tx, rx) = mpsc::channel();
         let flush_every = opts.flush_interval;

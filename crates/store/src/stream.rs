@@ -79,15 +79,7 @@ impl StreamHandle {
                 internal: false,
             })
             .collect();
-        let (tx, rx) = oneshot::channel();
-        let sent = self.ops.send(Op::PublishBatch(batch, tx)).is_ok();
-        let name = self.shared.name.clone();
-        async move {
-            if !sent {
-                return Err(StoreError::Closed(name));
-            }
-            rx.await.map_err(|_| StoreError::Closed(name))
-        }
+        self.publish_many(batch)
     }
 
     /// Publishes on sluice's own behalf (sourcing, schedules): may carry `Nats-Stream-Source`
@@ -180,6 +172,80 @@ impl StreamHandle {
             seq -= 1;
         }
         Ok(())
+    }
+
+    /// Whether any block still holds a message that was stored with `Nats-Stream-Source`.
+    pub(crate) fn holds_sourced_messages(&self) -> bool {
+        let st = self.shared.lock();
+        st.table.count() > 0
+            && st
+                .table
+                .blocks
+                .values()
+                .any(|b| b.sourced > 0 && b.msgs > 0)
+    }
+
+    /// Whether the stream was closed or deleted.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.shared.lock().closed
+    }
+
+    /// The first live sequence stored at or after `ts_ns` (`last_seq + 1` when none).
+    pub(crate) fn first_seq_at_or_after(&self, ts_ns: i64) -> u64 {
+        self.shared.lock().table.first_at_or_after(ts_ns)
+    }
+
+    /// Stores messages in order as one writer request (each answered on its own).
+    pub(crate) fn publish_many(
+        &self,
+        batch: Vec<Publish>,
+    ) -> impl Future<Output = Result<Vec<Result<PubAck>>>> + Send + 'static {
+        let (tx, rx) = oneshot::channel();
+        let sent = self.ops.send(Op::PublishBatch(batch, tx)).is_ok();
+        let name = self.shared.name.clone();
+        async move {
+            if !sent {
+                return Err(StoreError::Closed(name));
+            }
+            rx.await.map_err(|_| StoreError::Closed(name))
+        }
+    }
+
+    /// What each source of this stream is doing: how its position was found on start (index,
+    /// backward scan or start rule), where it is, and its counters. Empty without sources.
+    pub fn source_status(&self) -> Vec<crate::types::SourceStatus> {
+        let map = self
+            .shared
+            .sourcing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        map.values().cloned().collect()
+    }
+
+    pub(crate) fn set_source_status(
+        &self,
+        statuses: std::collections::BTreeMap<String, crate::types::SourceStatus>,
+    ) {
+        *self
+            .shared
+            .sourcing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = statuses;
+    }
+
+    pub(crate) fn update_source_status(
+        &self,
+        index_name: &str,
+        f: impl FnOnce(&mut crate::types::SourceStatus),
+    ) {
+        let mut map = self
+            .shared
+            .sourcing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = map.get_mut(index_name) {
+            f(s);
+        }
     }
 
     /// Deletes one message; `Ok(false)` when it did not exist.

@@ -212,6 +212,30 @@ impl Table {
             .min()
     }
 
+    /// The first live sequence whose time is at or after `ts` (`last_seq + 1` when none).
+    /// Times never decrease with sequences, so this is a binary search over the sequence range.
+    pub fn first_at_or_after(&self, ts: i64) -> u64 {
+        let reaches = |from: u64| {
+            self.msgs
+                .range(from..)
+                .next()
+                .is_none_or(|(_, m)| m.ts >= ts)
+        };
+        let (mut lo, mut hi) = (self.first_seq(), self.last_seq + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if reaches(mid) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        self.msgs
+            .range(lo..)
+            .next()
+            .map_or(self.last_seq + 1, |(s, _)| *s)
+    }
+
     /// Blocks that hold no live message, no marker and are not `active`: safe to remove.
     /// Leading blocks with no live message may also go: their markers only concern
     /// sequences at or below their own.

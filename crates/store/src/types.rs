@@ -155,3 +155,47 @@ impl RecoveryReport {
         self.truncated.is_empty() && self.lost.is_empty() && self.warnings.is_empty()
     }
 }
+
+/// How a source's starting position was found when its sourcing task started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceResume {
+    /// From the source index (`sources.db` plus the recovery scan), without reading messages.
+    Index,
+    /// From a backward scan of stored sourced messages (the index did not know the source,
+    /// e.g. only pre-2.10 `<origin> <seq>` headers name it).
+    BackwardScan,
+    /// No recorded position: the source's `opt_start_seq`.
+    OptStartSeq,
+    /// No recorded position: the first origin message at or after `opt_start_time`.
+    OptStartTime,
+    /// No recorded position and the sourcing stream was purged: the first origin message at
+    /// or after the sourcing stream's last message time.
+    AfterLastTime,
+    /// No recorded position: the origin's first message.
+    Start,
+}
+
+/// What one source of a stream is doing (see [`crate::StreamHandle::source_status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceStatus {
+    /// The source's index name (`<origin> <filter or '>'> <dest or '>'>`).
+    pub index_name: String,
+    /// The origin stream.
+    pub origin: String,
+    /// How the starting position was found (after an origin reset: the start rule applied then).
+    pub resume: SourceResume,
+    /// The recorded origin sequence the task resumed after (0 = none).
+    pub resumed_after: u64,
+    /// The last origin sequence handled (stored, deduplicated or dropped).
+    pub last_origin_seq: u64,
+    /// The origin is not there (yet, or any more): the task waits for a stream of that name.
+    pub waiting_for_origin: bool,
+    /// Messages stored since the task started.
+    pub sourced: u64,
+    /// Messages the sourcing stream's dedupe window recognised as duplicates (not stored).
+    pub duplicates: u64,
+    /// Messages the sourcing stream rejected (limits, sizes, sealed); each is logged.
+    pub dropped: u64,
+    /// Times the origin turned out to be a new incarnation and the position was reset.
+    pub resets: u64,
+}

@@ -58,6 +58,8 @@ pub struct Shared {
     pub visible: watch::Sender<u64>,
     /// The store-wide sync policy.
     pub sync: SyncPolicy,
+    /// What each source of the stream is doing, by index name.
+    pub sourcing: Mutex<std::collections::BTreeMap<String, crate::types::SourceStatus>>,
 }
 
 impl Shared {
