@@ -47,6 +47,8 @@ pub struct Metrics {
     pub readiness_failures: Counters,
     /// Publish requests, by result (`stored`, `duplicate`, `rejected`, `failed`).
     pub publishes: Counters,
+    /// The process's resident memory, read when the metrics are encoded.
+    resident_memory: Gauge,
 }
 
 impl Default for Metrics {
@@ -75,6 +77,7 @@ impl Metrics {
             backend_errors: Counters::default(),
             readiness_failures: Counters::default(),
             publishes: Counters::default(),
+            resident_memory: Gauge::default(),
         };
         let r = &mut registry;
         r.register(
@@ -147,6 +150,11 @@ impl Metrics {
             "Publish requests",
             metrics.publishes.clone(),
         );
+        r.register(
+            "process_resident_memory_bytes",
+            "Resident memory of the hub process in bytes",
+            metrics.resident_memory.clone(),
+        );
         Self {
             registry,
             ..metrics
@@ -160,11 +168,23 @@ impl Metrics {
 
     /// The text exposition of every metric.
     pub fn encode(&self) -> String {
+        if let Some(bytes) = resident_memory() {
+            self.resident_memory.set(bytes);
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
         out
     }
+}
+
+/// Resident memory of this process (`VmRSS` of `/proc/self/status`, in kB there, so no page
+/// size is needed); `None` where there is no procfs.
+fn resident_memory() -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+    let kib: i64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 #[cfg(test)]
@@ -187,5 +207,14 @@ mod tests {
         ] {
             assert!(text.contains(name), "{name} missing from:\n{text}");
         }
+        let resident = text
+            .lines()
+            .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        assert!(
+            resident > 1024 * 1024,
+            "resident memory {resident} in:\n{text}"
+        );
     }
 }
