@@ -161,7 +161,14 @@ impl Store {
         }
         // Every stream is loaded before any source looks for its origin.
         for name in store.list() {
-            store.restart_sourcing(&name)?;
+            if let Err(e) = store.restart_sourcing(&name) {
+                // One stream's sources must not keep the others from opening.
+                let msg = format!("sourcing not started: {e}");
+                tracing::warn!(stream = %name, "{msg}");
+                if let Some(r) = reports.iter_mut().find(|r| r.stream == name) {
+                    r.warnings.push(msg);
+                }
+            }
         }
         Ok((store, reports))
     }

@@ -188,8 +188,8 @@ impl Table {
     }
 
     /// The first live sequence in `[from, upto]` whose subject matches `filter`, found through
-    /// the per-subject index: a literal filter is one range lookup, a wildcard one lookup per
-    /// matching subject; unrelated messages are never visited.
+    /// the per-subject index: a literal filter is one range lookup; a wildcard walks at most as
+    /// many messages as there are subjects, then does one lookup per matching subject.
     pub fn next_matching(&self, from: u64, upto: u64, filter: &FilterSet) -> Option<u64> {
         if from > upto {
             return None;
@@ -205,11 +205,23 @@ impl Table {
                 .next()
                 .copied();
         }
-        self.subjects
-            .iter()
-            .filter(|(s, _)| filter.matches(s))
-            .filter_map(|(_, set)| set.range(from..=upto).next().copied())
-            .min()
+        // Walking the messages costs the distance to the next match, asking every matching
+        // subject costs the number of subjects: walk up to that many steps, then ask.
+        let budget = self.subjects.len();
+        for (step, (seq, m)) in self.msgs.range(from..=upto).enumerate() {
+            if step >= budget {
+                return self
+                    .subjects
+                    .iter()
+                    .filter(|(s, _)| filter.matches(s))
+                    .filter_map(|(_, set)| set.range(*seq..=upto).next().copied())
+                    .min();
+            }
+            if filter.matches(&m.subject) {
+                return Some(*seq);
+            }
+        }
+        None
     }
 
     /// The first live sequence whose time is at or after `ts` (`last_seq + 1` when none).
@@ -258,5 +270,53 @@ impl Table {
     /// Forgets a removed block's counters.
     pub fn drop_block(&mut self, id: u32) {
         self.blocks.remove(&id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::block::Loc;
+
+    fn table(subjects: &[(u64, String)]) -> Table {
+        let mut t = Table::default();
+        for (i, (gap, subject)) in subjects.iter().enumerate() {
+            let seq = t.last_seq + 1 + gap;
+            t.insert(
+                seq,
+                MsgMeta {
+                    subject: Arc::from(subject.as_str()),
+                    ts: i as i64,
+                    loc: Loc {
+                        block: 1,
+                        offset: 0,
+                        len: 1,
+                    },
+                    flags: 0,
+                },
+            );
+        }
+        t
+    }
+
+    proptest! {
+        /// Whether it walks messages or asks subjects, the answer is the first match; the time
+        /// search finds the first message at or after a time.
+        #[test]
+        fn next_matching_and_time_search_agree_with_a_walk(
+            msgs in proptest::collection::vec((0u64..3, "[a-c]\\.[a-e]"), 0..60),
+            filter in prop_oneof![Just("a.*"), Just("*.e"), Just("b.>"), Just("c.d"), Just(">")],
+            from in 0u64..80,
+            ts in -1i64..62,
+        ) {
+            let t = table(&msgs);
+            let f = FilterSet::new([filter]).unwrap();
+            let want = t.msgs.range(from..).find(|(_, m)| f.matches(&m.subject)).map(|(s, _)| *s);
+            prop_assert_eq!(t.next_matching(from, t.last_seq, &f), want);
+            let want = t.msgs.iter().find(|(_, m)| m.ts >= ts).map_or(t.last_seq + 1, |(s, _)| *s);
+            prop_assert_eq!(t.first_at_or_after(ts), want);
+        }
     }
 }

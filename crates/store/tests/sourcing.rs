@@ -255,6 +255,7 @@ async fn resume_after_purge_sources_nothing_again_and_the_next_message_once() {
 
     let (store, reports) = open(dir.path());
     assert_eq!(reports["ALL"].sources, SidecarRecovery::Current);
+    assert_eq!(reports["ALL"].per_message_blocks_scanned, 0);
     let all = store.stream("ALL").unwrap();
     assert_eq!(all.info(None).state.msgs, 0);
     let st = status(&all, "O > >");
@@ -330,6 +331,8 @@ async fn restart_with_sources_db_missing_stale_corrupt_or_future_resumes_without
         damage(&sources_db, how, &stale_copy);
         let (store, reports) = open(dir.path());
         assert_eq!(reports["ALL"].sources, want, "{how:?}");
+        // Brought up to date by the forward recovery scan over the blocks with sourced messages.
+        assert!(reports["ALL"].per_message_blocks_scanned > 0, "{how:?}");
         let all = store.stream("ALL").unwrap();
         // The recovery scan rebuilt the index from the stored messages: the index resolves both.
         for (iname, after) in [("O o.a >", 28), ("O o.b >", 25)] {
