@@ -234,6 +234,11 @@ impl Store {
                 Err(ApiError::stream_name_in_use().into())
             };
         }
+        if let Some(cycle) = source_cycle(&streams, &config) {
+            return Err(StoreError::InvalidConfig(format!(
+                "sources form a cycle: {cycle}"
+            )));
+        }
         let created = timestamp(now_ns());
         let incarnation = meta::new_incarnation(&config.name, created);
         let name = config.name.clone();
@@ -251,6 +256,11 @@ impl Store {
             .stream(&config.name)
             .ok_or_else(|| StoreError::StreamNotFound(config.name.clone()))?;
         let sources_changed = handle.info(None).config.sources != config.sources;
+        if let Some(cycle) = source_cycle(&self.streams(), &config) {
+            return Err(StoreError::InvalidConfig(format!(
+                "sources form a cycle: {cycle}"
+            )));
+        }
         let cfg = Box::new(config);
         handle
             .request(move |tx| writer::Op::Update(cfg, tx))
@@ -401,4 +411,37 @@ impl Store {
             report,
         ))
     }
+}
+
+/// A path `A → B → … → A` when `config` (new or replacing its namesake) would make a stream
+/// source itself through other streams: every message would be copied round forever.
+fn source_cycle(streams: &BTreeMap<String, StreamHandle>, config: &StreamConfig) -> Option<String> {
+    let origins_of = |name: &str| -> Vec<String> {
+        let sources = if name == config.name {
+            config.sources.clone()
+        } else {
+            streams
+                .get(name)
+                .map(|h| h.shared.lock().config.sources.clone())
+                .unwrap_or_default()
+        };
+        sources.into_iter().map(|s| s.name).collect()
+    };
+    // Depth-first from the stream itself; each stream is expanded once.
+    let mut seen = std::collections::BTreeSet::new();
+    let mut stack = vec![vec![config.name.clone()]];
+    while let Some(path) = stack.pop() {
+        let last = path.last().cloned().unwrap_or_default();
+        for origin in origins_of(&last) {
+            let mut next = path.clone();
+            next.push(origin.clone());
+            if origin == config.name {
+                return Some(next.join(" → "));
+            }
+            if seen.insert(origin) {
+                stack.push(next);
+            }
+        }
+    }
+    None
 }

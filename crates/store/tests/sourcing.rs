@@ -238,6 +238,31 @@ async fn bad_transforms_and_filters_are_rejected_naming_the_value() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("itself"), "{e}");
+    // A → B → ALL → A: refused when the cycle would close, on create and on update.
+    store
+        .create_stream(StreamConfig {
+            sources: vec![source("B", None)],
+            ..StreamConfig::new("A", ["a"])
+        })
+        .unwrap();
+    store
+        .create_stream(StreamConfig {
+            sources: vec![source("ALL", None)],
+            ..StreamConfig::new("B", ["b"])
+        })
+        .unwrap();
+    let e = store
+        .create_stream(aggregate(vec![source("A", None)]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ALL → A → B → ALL"), "{e}");
+    store.create_stream(aggregate(vec![])).unwrap();
+    let e = store
+        .update_stream(aggregate(vec![source("A", None)]))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cycle"), "{e}");
 }
 
 #[tokio::test]
