@@ -1,6 +1,6 @@
 //! Differential test: the same sourcing scenario on sluice's store and on a real nats-server
-//! 2.15 (`SLUICE_NATS_SERVER`, else `.venv/bin/nats-server`): an origin with two subjects, an
-//! aggregate with two filtered sources, publishes, a purge of the aggregate, a restart, more
+//! 2.15 (`SLUICE_NATS_SERVER`, else `.venv/bin/nats-server`): an origin with three subjects, an
+//! aggregate with two filtered sources and one with a subject transform, publishes, a purge of the aggregate, a restart, more
 //! publishes. Both must source the same (origin sequence, subject) set, write the same
 //! `Nats-Stream-Source` fields except the ident value, and reject a forged header with 10227.
 
@@ -20,6 +20,8 @@ type Sourced = (u64, String, Vec<String>);
 const FIRST: [&str; 5] = ["orders.a", "chat.b", "orders.a", "other.c", "chat.b"];
 const SECOND: [&str; 3] = ["chat.b", "orders.a", "other.c"];
 const FILTERS: [&str; 2] = ["orders.*", "chat.*"];
+/// A third source renames `other.*` subjects.
+const TRANSFORM: (&str, &str) = ("other.*", "moved.{{wildcard(1)}}");
 
 fn header_fields(value: &str) -> (Vec<String>, String) {
     let mut f: Vec<String> = value.split(' ').map(str::to_string).collect();
@@ -45,7 +47,7 @@ async fn run_sluice() -> (BTreeSet<Sourced>, (u16, u64, String)) {
             ["orders.*", "chat.*", "other.*"],
         ))
         .unwrap();
-    let sources = FILTERS
+    let mut sources: Vec<SourceConfig> = FILTERS
         .iter()
         .map(|f| SourceConfig {
             name: "ORIGIN".into(),
@@ -55,6 +57,16 @@ async fn run_sluice() -> (BTreeSet<Sourced>, (u16, u64, String)) {
             subject_transforms: vec![],
         })
         .collect();
+    sources.push(SourceConfig {
+        name: "ORIGIN".into(),
+        opt_start_seq: None,
+        opt_start_time: None,
+        filter_subject: None,
+        subject_transforms: vec![sluice_store::SubjectTransform {
+            src: TRANSFORM.0.into(),
+            dest: TRANSFORM.1.into(),
+        }],
+    });
     let agg = StreamConfig {
         sources,
         ..StreamConfig::new("AGG", ["agg"])
@@ -74,8 +86,8 @@ async fn run_sluice() -> (BTreeSet<Sourced>, (u16, u64, String)) {
         }
     };
     until(
-        async || agg_handle.info(None).state.msgs == 4,
-        "sluice sources 4",
+        async || agg_handle.info(None).state.msgs == 5,
+        "sluice sources 5",
     )
     .await;
     collect(&agg_handle, &mut seen);
@@ -89,8 +101,8 @@ async fn run_sluice() -> (BTreeSet<Sourced>, (u16, u64, String)) {
         origin.publish(s, Headers::new(), "x").await.unwrap();
     }
     until(
-        async || agg_handle.info(None).state.msgs == 2,
-        "sluice sources 2 more",
+        async || agg_handle.info(None).state.msgs == 3,
+        "sluice sources 3 more",
     )
     .await;
     collect(&agg_handle, &mut seen);
@@ -124,6 +136,14 @@ async fn run_nats() -> (BTreeSet<Sourced>, (u16, u64, String)) {
                     filter_subject: Some(f.to_string()),
                     ..Default::default()
                 })
+                .chain([stream::Source {
+                    name: "ORIGIN".into(),
+                    subject_transforms: vec![stream::SubjectTransform {
+                        source: TRANSFORM.0.into(),
+                        destination: TRANSFORM.1.into(),
+                    }],
+                    ..Default::default()
+                }])
                 .collect(),
         ),
         ..Default::default()
@@ -149,7 +169,7 @@ async fn run_nats() -> (BTreeSet<Sourced>, (u16, u64, String)) {
         let mut agg = js.get_stream("AGG").await.unwrap();
         agg.info().await.unwrap().state.messages
     };
-    until(async || msgs(&js).await == 4, "nats sources 4").await;
+    until(async || msgs(&js).await == 5, "nats sources 5").await;
     collect(&js, &mut seen).await;
     js.get_stream("AGG").await.unwrap().purge().await.unwrap();
 
@@ -165,7 +185,7 @@ async fn run_nats() -> (BTreeSet<Sourced>, (u16, u64, String)) {
     for s in SECOND {
         js.publish(s, "x".into()).await.unwrap().await.unwrap();
     }
-    until(async || msgs(&js).await == 2, "nats sources 2 more").await;
+    until(async || msgs(&js).await == 3, "nats sources 3 more").await;
     collect(&js, &mut seen).await;
     let mut forged = async_nats::HeaderMap::new();
     forged.insert("Nats-Stream-Source", "ORIGIN 1 > > orders.a x");
@@ -191,8 +211,9 @@ async fn sourcing_matches_nats_server() {
     let (nats, nats_err) = run_nats().await;
     assert_eq!(sluice, nats);
     assert_eq!(sluice_err, nats_err);
-    // The scenario covers both filters and the restart: origin seqs 1,2,3,5 then 6,7.
+    // Every origin message, through the filters and the transform, before and after the restart.
     let seqs: Vec<u64> = sluice.iter().map(|s| s.0).collect();
-    assert_eq!(seqs, [1, 2, 3, 5, 6, 7]);
+    assert_eq!(seqs, [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert!(sluice.iter().any(|s| s.1 == "moved.c"));
     assert_eq!(sluice_err.1, 10227);
 }
