@@ -1,8 +1,9 @@
 //! Differential test: the same sourcing scenario on sluice's store and on a real nats-server
 //! 2.15 (`SLUICE_NATS_SERVER`, else `.venv/bin/nats-server`): an origin with three subjects, an
-//! aggregate with two filtered sources and one with a subject transform, publishes, a purge of the aggregate, a restart, more
-//! publishes. Both must source the same (origin sequence, subject) set, write the same
-//! `Nats-Stream-Source` fields except the ident value, and reject a forged header with 10227.
+//! aggregate with two filtered sources and one with a subject transform, publishes, a purge of
+//! the aggregate, a restart, more publishes. Both must source the same (origin sequence,
+//! subject) set, write the same `Nats-Stream-Source` fields except the ident value, and reject a
+//! forged header with 10227.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
