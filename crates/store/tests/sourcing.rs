@@ -679,3 +679,46 @@ async fn kill_9_while_sourcing_then_restart_sources_exactly_once() {
         store.close();
     }
 }
+
+#[tokio::test]
+async fn without_a_position_a_source_starts_at_opt_start_seq_or_opt_start_time() {
+    let store = Store::in_memory(opts());
+    let origin = store.create_stream(StreamConfig::new("O", ["o"])).unwrap();
+    publish(&origin, "o", 5).await;
+    let at_4 = origin.get(4).unwrap().unwrap().time;
+    // Times never go back; two messages may share one, so the expected start is the first
+    // message at that time.
+    let first_at_4 = (1..=4)
+        .find(|s| origin.get(*s).unwrap().unwrap().time >= at_4)
+        .unwrap()
+        .to_string();
+    let by_seq = SourceConfig {
+        opt_start_seq: Some(3),
+        ..source("O", None)
+    };
+    let by_time = SourceConfig {
+        opt_start_time: Some(at_4),
+        ..source("O", None)
+    };
+    for (name, cfg, rule, first) in [
+        ("S", by_seq, SourceResume::OptStartSeq, "3"),
+        (
+            "T",
+            by_time,
+            SourceResume::OptStartTime,
+            first_at_4.as_str(),
+        ),
+    ] {
+        let s = store
+            .create_stream(StreamConfig {
+                sources: vec![cfg],
+                ..StreamConfig::new(name, Vec::<String>::new())
+            })
+            .unwrap();
+        assert_eq!(status(&s, "O > >").resume, rule);
+        let got = next_msgs(&s, 1, 1).await;
+        assert_eq!(header(&got[0])[1], first, "{name}");
+        wait_status(&s, "O > >", |st| st.last_origin_seq == 5).await;
+        assert_eq!(s.info(None).state.msgs, 6 - first.parse::<u64>().unwrap());
+    }
+}
