@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, JoinHandle, Thread};
 
-use futures::future::{Either, select};
+use futures::future::select;
 use sluice_protocol::headers::{NATS_BATCH_PREFIX, NATS_EXPECTED_PREFIX};
 use sluice_protocol::transform::{SubjectTransform, apply_first};
 use tokio::sync::watch;
@@ -426,9 +426,8 @@ impl Task {
 async fn wait<T>(stop: &mut watch::Receiver<bool>, other: &mut watch::Receiver<T>) {
     let a = pin!(stop.changed());
     let b = pin!(other.changed());
-    match select(a, b).await {
-        Either::Left(_) | Either::Right(_) => {}
-    }
+    // Either wakes the caller, which looks again at everything.
+    let _ = select(a, b).await;
 }
 
 /// Wakes a parked thread.
