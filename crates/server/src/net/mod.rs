@@ -17,12 +17,14 @@
 //! | `stream.rs`     | writing a response (event stream or complete answer) on the socket |
 //! | `upstream.rs`   | handing a connection to hyper                                     |
 //! | `rewind.rs`     | replaying bytes already read to hyper                             |
+//! | `runtime.rs`    | the event streams' own worker threads                             |
 //! | `stall.rs`      | write-stall detection for hyper connections                       |
 
 mod accept;
 mod addresses;
 mod head;
 mod rewind;
+mod runtime;
 mod stall;
 mod stream;
 mod upstream;
