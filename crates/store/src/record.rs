@@ -45,7 +45,7 @@ pub mod flags {
 pub struct RecordRef<'a> {
     /// What it is.
     pub kind: Kind,
-    /// Flags (see [`flags`]).
+    /// Flags (see the `flags` module).
     pub flags: u8,
     /// Sequence (the message's, the deleted one, or the purge bound).
     pub seq: u64,
