@@ -92,7 +92,9 @@ impl Hub {
 
     /// Ends every event stream (each logs `disconnect_reason=shutdown`).
     pub fn begin_shutdown(&self) {
+        // The flag first: a session woken by its feed then sees it.
         self.shutdown.send_replace(true);
+        self.fanout.wake_all();
     }
 
     /// A receiver that turns true when shutdown begins.

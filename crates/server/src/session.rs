@@ -415,9 +415,13 @@ impl Session {
                     if let Some(gap) = self.take_gap_frame() {
                         return Step::Frame(gap);
                     }
+                    // Waiting on the feed alone (one waiter list per wake-up, not two): at
+                    // shutdown the hub sets the flag and then wakes every feed's readers.
+                    if *self.ctx.shutdown.borrow() {
+                        return Step::End(reason::SHUTDOWN);
+                    }
                     tokio::select! {
                         biased;
-                        _ = self.ctx.shutdown.wait_for(|down| *down) => return Step::End(reason::SHUTDOWN),
                         changed = self.position.changed() => {
                             if changed.is_err() {
                                 return Step::End(reason::STREAM_RECREATED);

@@ -77,6 +77,11 @@ impl FeedCore {
         }
     }
 
+    /// Wakes every reader without a change (they look at the hub's shutdown flag).
+    pub fn wake(&self) {
+        self.position.send_modify(|_| {});
+    }
+
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.position.send_modify(|_| {});

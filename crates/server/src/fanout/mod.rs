@@ -107,6 +107,18 @@ impl Fanout {
         feed
     }
 
+    /// Wakes every reader of every feed (at shutdown: readers wait only on their feed).
+    pub fn wake_all(&self) {
+        let feeds: Vec<Arc<Feed>> = {
+            let feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
+            feeds.values().filter_map(Weak::upgrade).collect()
+        };
+        // Woken, and dropped, outside the lock the drop hook takes.
+        for feed in feeds {
+            feed.core.wake();
+        }
+    }
+
     /// How many feeds are running.
     pub fn feed_count(&self) -> usize {
         let feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());

@@ -96,13 +96,18 @@ impl Socket {
             if len == 0 {
                 continue;
             }
-            let size = format!("{len:x}\r\n");
+            let mut size = [0u8; CHUNK_SIZE_LINE];
+            let size = chunk_size_line(len, &mut size);
             let mut bufs = Vec::with_capacity(frames.len() + 2);
-            bufs.push(IoSlice::new(size.as_bytes()));
+            bufs.push(IoSlice::new(size));
             bufs.extend(frames.iter().map(|frame| IoSlice::new(frame)));
             bufs.push(IoSlice::new(b"\r\n"));
             if self.write_all(&mut bufs).await.is_err() {
                 return;
+            }
+            if frames.capacity() > KEPT_FRAME_SLOTS {
+                // A burst needed many slots; an idle stream keeps few.
+                frames = Vec::new();
             }
         }
         // The session has ended (and logged why); end the chunked body cleanly.
@@ -152,6 +157,22 @@ impl Socket {
     }
 }
 
+/// Room for a chunk's size line: up to 16 hex digits and CRLF.
+const CHUNK_SIZE_LINE: usize = 18;
+/// Frame slots a stream keeps between writes.
+const KEPT_FRAME_SLOTS: usize = 4;
+
+/// Writes `len` as a chunk-size line (`<hex>\r\n`) into `buf`.
+fn chunk_size_line(len: usize, buf: &mut [u8; CHUNK_SIZE_LINE]) -> &[u8] {
+    let digits = (usize::BITS - len.leading_zeros()).div_ceil(4).max(1) as usize;
+    for (i, slot) in buf[..digits].iter_mut().enumerate() {
+        let nibble = (len >> (4 * (digits - 1 - i))) & 0xf;
+        *slot = b"0123456789abcdef"[nibble];
+    }
+    buf[digits..digits + 2].copy_from_slice(b"\r\n");
+    &buf[..digits + 2]
+}
+
 /// The head of an event-stream response: `response`'s status and headers, chunked.
 pub fn stream_head(response: &Response<Body>) -> Bytes {
     let mut head = head(response.status(), response.headers());
@@ -187,6 +208,17 @@ fn head(status: StatusCode, headers: &HeaderMap) -> BytesMut {
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn chunk_size_lines_are_lowercase_hex(len in any::<usize>()) {
+            let mut buf = [0u8; CHUNK_SIZE_LINE];
+            let line = chunk_size_line(len, &mut buf);
+            let expected = format!("{len:x}\r\n");
+            prop_assert_eq!(line, expected.as_bytes());
+        }
+    }
 
     #[test]
     fn heads_carry_status_and_headers_but_no_framing() {
