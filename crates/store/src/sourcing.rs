@@ -13,7 +13,8 @@
 //!   (so a crash can never leave a stored message unrecorded after recovery).
 //! - Resume ([`resume`], once per start, before the threads): the index first (also when the
 //!   stream is empty after a purge); one backward scan of stored sourced messages for the
-//!   sources the index does not resolve; the start rule for the rest.
+//!   sources the index does not resolve — only when a pre-2.10 header of their origin was ever
+//!   stored, the one thing the index cannot place; the start rule for the rest.
 //! - An origin that does not exist (yet) is waited for: the thread sleeps on the store's
 //!   catalogue watch and starts when a stream of that name is created. An origin whose
 //!   incarnation differs from the recorded ident was deleted and recreated: the position
@@ -171,8 +172,9 @@ struct Start {
 }
 
 /// Finds every source's starting point: the index, then ONE backward scan for the sources it
-/// does not resolve (stopping as soon as all are found), then the start rule.
-fn resume(target: &StreamHandle, sources: &[Source]) -> Result<Vec<Start>> {
+/// does not resolve and a scan could (stopping as soon as all are found), then the start rule.
+/// Also returns how many stored messages the backward scan visited.
+fn resume(target: &StreamHandle, sources: &[Source]) -> Result<(Vec<Start>, u64)> {
     let positions = target.source_positions();
     let mut starts: Vec<Option<Start>> = sources
         .iter()
@@ -183,8 +185,23 @@ fn resume(target: &StreamHandle, sources: &[Source]) -> Result<Vec<Start>> {
             })
         })
         .collect();
-    if starts.iter().any(Option::is_none) && target.holds_sourced_messages() {
+    // Every stored current-form header is in the index (the writer records it, recovery
+    // rebuilds what sources.db missed), so a scan can only find more through headers that name
+    // just the origin — pre-2.10 `<origin> <seq>` — which the index keeps as `<origin> > >`
+    // without ident. Without such an entry for an unresolved source's origin, skip the scan.
+    let legacy_origin = |origin: &str| {
+        positions
+            .get(&format!("{origin} > >"))
+            .is_some_and(|p| p.ident.is_empty())
+    };
+    let scan = sources
+        .iter()
+        .zip(&starts)
+        .any(|(src, start)| start.is_none() && legacy_origin(&src.config.name));
+    let mut scanned = 0;
+    if scan && target.holds_sourced_messages() {
         target.scan_sourced_back(|m| {
+            scanned += 1;
             let Some(value) = m.headers.get(names::STREAM_SOURCE) else {
                 return true;
             };
@@ -209,7 +226,7 @@ fn resume(target: &StreamHandle, sources: &[Source]) -> Result<Vec<Start>> {
             starts.iter().any(Option::is_none)
         })?;
     }
-    Ok(starts
+    let starts = starts
         .into_iter()
         .zip(sources)
         .map(|(start, src)| {
@@ -218,7 +235,8 @@ fn resume(target: &StreamHandle, sources: &[Source]) -> Result<Vec<Start>> {
                 recorded: None,
             })
         })
-        .collect())
+        .collect();
+    Ok((starts, scanned))
 }
 
 /// The rule for a source without a recorded position; `after_purge` allows the purged-stream
@@ -269,7 +287,7 @@ pub fn start(target: &StreamHandle, catalog: &Arc<Catalog>) -> Result<Option<Sou
         .iter()
         .map(Source::new)
         .collect::<Result<Vec<_>>>()?;
-    let starts = resume(target, &sources)?;
+    let (starts, scanned) = resume(target, &sources)?;
     let statuses = sources
         .iter()
         .zip(&starts)
@@ -279,6 +297,7 @@ pub fn start(target: &StreamHandle, catalog: &Arc<Catalog>) -> Result<Option<Sou
                 origin: src.config.name.clone(),
                 resume: start.how,
                 resumed_after: start.recorded.as_ref().map_or(0, |r| r.0),
+                backward_scanned: scanned,
                 last_origin_seq: 0,
                 waiting_for_origin: true,
                 sourced: 0,

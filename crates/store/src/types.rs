@@ -186,6 +186,9 @@ pub struct SourceStatus {
     pub resume: SourceResume,
     /// The recorded origin sequence the task resumed after (0 = none).
     pub resumed_after: u64,
+    /// Sourced messages the stream's resume backward scan read (0: no scan ran; one scan
+    /// serves every unresolved source of the stream, so they all show its count).
+    pub backward_scanned: u64,
     /// The last origin sequence handled (stored, deduplicated or dropped).
     pub last_origin_seq: u64,
     /// The origin is not there (yet, or any more): the task waits for a stream of that name.

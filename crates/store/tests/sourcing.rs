@@ -428,6 +428,7 @@ async fn backward_scan_resolves_a_source_named_only_by_pre_2_10_headers() {
         (st.resume, st.resumed_after),
         (SourceResume::BackwardScan, 3)
     );
+    assert_eq!(st.backward_scanned, 1);
     assert_eq!(status(&all, "NEW > >").resume, SourceResume::Start);
     let origin = store
         .create_stream(StreamConfig::new("OLD", ["old.*"]))
@@ -460,6 +461,8 @@ async fn changing_the_filter_makes_a_new_source() {
         .unwrap();
     let st = status(&all, "O o.* >");
     assert_eq!(st.resume, SourceResume::Start);
+    // Only a pre-2.10 header could place an unknown source: no scan of the stored messages.
+    assert_eq!(st.backward_scanned, 0);
     assert_eq!(all.source_status().len(), 1);
     // The new source starts from the beginning under its own index name.
     let got = next_msgs(&all, 3, 3).await;
