@@ -725,3 +725,23 @@ async fn without_a_position_a_source_starts_at_opt_start_seq_or_opt_start_time()
         assert_eq!(s.info(None).state.msgs, 6 - first.parse::<u64>().unwrap());
     }
 }
+
+#[tokio::test]
+async fn a_message_the_sourcing_stream_rejects_is_dropped_and_counted() {
+    let store = Store::in_memory(opts());
+    let origin = store.create_stream(StreamConfig::new("O", ["o"])).unwrap();
+    let all = store
+        .create_stream(StreamConfig {
+            max_msg_size: 200,
+            ..aggregate(vec![source("O", None)])
+        })
+        .unwrap();
+    origin
+        .publish("o", Headers::new(), vec![b'x'; 500])
+        .await
+        .unwrap();
+    origin.publish("o", Headers::new(), "small").await.unwrap();
+    let got = next_msgs(&all, 1, 1).await;
+    assert_eq!(header(&got[0])[1], "2");
+    wait_status(&all, "O > >", |s| s.dropped == 1 && s.sourced == 1).await;
+}
