@@ -11,21 +11,25 @@
 //! (open never writes a clean block; index.db and the sidecars are replaced by rename), so the
 //! fixture stays as built — checked after every variant.
 //!
-//! Variants, all timed from just before `Store::open` (warm page cache):
-//! - `with_index`: sources.db current; open, then `source_positions()`.
-//! - `index_deleted`: no sources.db; open (its recovery rebuilds the index by a forward scan of
-//!   every sourced record), then `source_positions()`.
-//! - `stale_index`: sources.db from `lag` messages earlier; open (forward scan from its stamp),
-//!   then `source_positions()`.
-//! - `backward_scan`: on a stream already open, `scan_sourced_back` until every configured source
-//!   is found (A only at sequence 1: the full depth) — what resuming costs for sources the index
-//!   does not resolve.
+//! "Ready to source" is the return of `Store::open`: it recovers the stream, then resumes every
+//! source through the store's resume (the source index first, one backward scan only for
+//! sources the index cannot place) and starts the sourcing threads. Each run checks through
+//! `StreamHandle::source_status` that every source resumed from the index at the fixture's
+//! positions with no backward scan (the origins do not exist, so the threads just wait).
 //!
-//! Any source the index does not resolve is looked for with `scan_sourced_back`, so every variant
-//! ends with all sources resolved (and says which way it went).
+//! Variants (warm page cache):
+//! - `with_index`: sources.db current; `Store::open`.
+//! - `index_deleted`: no sources.db; `Store::open`, whose recovery rebuilds the index by a
+//!   forward scan of every sourced record.
+//! - `stale_index`: sources.db from `lag` messages earlier; `Store::open`, whose recovery brings
+//!   it up to date by a forward scan from its stamp.
+//! - `backward_scan`: on a stream already open, `scan_sourced_back` until every configured source
+//!   is found (A only at sequence 1: the full depth) — the cost the index saves, and what the
+//!   resume would pay for a source only a scan can place.
 //!
 //! `cargo bench -p sluice-store --bench sources_resume`; `SLUICE_BENCH_MAX_DEPTH=100000` skips
-//! the deeper fixtures. Summary lines (medians) are printed before criterion runs.
+//! the deeper fixtures (`SLUICE_BENCH_MIN_DEPTH` the shallower ones). Summary lines (medians)
+//! are printed before criterion runs.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -37,8 +41,8 @@ use bytes::Bytes;
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
 use futures::StreamExt;
 use sluice_store::{
-    Headers, RecoveryPath, RecoveryReport, SidecarRecovery, SourceConfig, Store, StoreOptions,
-    StreamConfig, StreamHandle,
+    Headers, RecoveryPath, RecoveryReport, SidecarRecovery, SourceConfig, SourceResume, Store,
+    StoreOptions, StreamConfig, StreamHandle,
 };
 
 const DEPTHS: [u64; 4] = [1_000, 100_000, 1_000_000, 10_000_000];
@@ -56,15 +60,15 @@ const SOURCED_PER_RUN: u64 = 90;
 const FIXTURE_VERSION: u32 = 1;
 const SOURCE_HEADER: &str = "Nats-Stream-Source";
 
-fn max_depth() -> u64 {
-    std::env::var("SLUICE_BENCH_MAX_DEPTH")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(u64::MAX)
+fn env_depth(var: &str) -> Option<u64> {
+    std::env::var(var).ok().and_then(|v| v.parse().ok())
 }
 
+/// The depths to run: `SLUICE_BENCH_MAX_DEPTH` / `SLUICE_BENCH_MIN_DEPTH` bound them.
 fn depths() -> impl Iterator<Item = u64> {
-    DEPTHS.into_iter().filter(|d| *d <= max_depth())
+    let max = env_depth("SLUICE_BENCH_MAX_DEPTH").unwrap_or(u64::MAX);
+    let min = env_depth("SLUICE_BENCH_MIN_DEPTH").unwrap_or(0);
+    DEPTHS.into_iter().filter(move |d| (min..=max).contains(d))
 }
 
 /// How far behind the end the stale sources.db was written.
@@ -295,85 +299,95 @@ impl Fixture {
     }
 }
 
-/// Every configured source's position: from the index, then by the backward scan for those it
-/// does not resolve. Returns the positions and whether the scan ran.
-fn resolve(s: &StreamHandle, use_index: bool) -> (BTreeMap<String, u64>, bool) {
+/// The backward scan for sources the index does not resolve: `scan_sourced_back` until every
+/// configured source is found. Returns the positions found and the sourced messages visited.
+fn backward_scan(s: &StreamHandle) -> (BTreeMap<String, u64>, u64) {
     let wanted: Vec<String> = SOURCES.iter().map(|(n, _, _)| index_name(n)).collect();
-    let mut found: BTreeMap<String, u64> = if use_index {
-        s.source_positions()
-            .into_iter()
-            .filter(|(name, _)| wanted.contains(name))
-            .map(|(name, pos)| (name, pos.seq))
-            .collect()
-    } else {
-        BTreeMap::new()
-    };
-    let scanned = found.len() < wanted.len();
-    if scanned {
-        s.scan_sourced_back(|m| {
-            // `<origin> <seq> <filter> <dest> <subject> [<ident>]`
-            let fields: Vec<&str> = m
-                .headers
-                .get(SOURCE_HEADER)
-                .map(|v| v.split_whitespace().collect())
-                .unwrap_or_default();
-            if let [origin, seq, filter, dest, ..] = fields.as_slice() {
-                let name = format!("{origin} {filter} {dest}");
-                if wanted.contains(&name) && !found.contains_key(&name) {
-                    found.insert(name, seq.parse().unwrap());
-                }
+    let mut found = BTreeMap::new();
+    let mut visited = 0;
+    s.scan_sourced_back(|m| {
+        visited += 1;
+        // `<origin> <seq> <filter> <dest> <subject> [<ident>]`
+        let fields: Vec<&str> = m
+            .headers
+            .get(SOURCE_HEADER)
+            .map(|v| v.split_whitespace().collect())
+            .unwrap_or_default();
+        if let [origin, seq, filter, dest, ..] = fields.as_slice() {
+            let name = format!("{origin} {filter} {dest}");
+            if wanted.contains(&name) && !found.contains_key(&name) {
+                found.insert(name, seq.parse().unwrap());
             }
-            found.len() < wanted.len()
-        })
-        .unwrap();
-    }
-    (found, scanned)
+        }
+        found.len() < wanted.len()
+    })
+    .unwrap();
+    (found, visited)
 }
 
 /// One measured resume.
 struct Resume {
-    open: Duration,
-    resolve: Duration,
-    scanned: bool,
+    /// `Store::open` (recovery, then the sourcing resume and the start of the sourcing
+    /// threads), or the backward scan alone.
+    time: Duration,
     report: RecoveryReport,
+    /// Sourced messages the backward scan visited (`backward_scan` only).
+    visited: u64,
 }
 
-impl Resume {
-    fn total(&self) -> Duration {
-        self.open + self.resolve
-    }
-}
-
-/// Opens a working copy and resolves every source; checks the result; closes (not timed).
+/// Opens a working copy — `Store::open` resumes every source before it returns — and checks that
+/// every source resumed from the index at the fixture's positions; for `backward_scan`, then
+/// times the scan. Closes (not timed).
 fn resume(fx: &Fixture, variant: Variant) -> Resume {
     let dir = fx.copy(variant.index());
     let t = Instant::now();
     let (store, mut reports) = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let mut time = t.elapsed();
     let s = store.stream(STREAM).unwrap();
-    let opened = t.elapsed();
-    let t = Instant::now();
-    let (found, scanned) = resolve(&s, variant != Variant::BackwardScan);
-    let resolved = t.elapsed();
-    assert_eq!(found, fx.expected(), "{variant:?} resolved wrong positions");
+    let resumed: BTreeMap<String, u64> = s
+        .source_status()
+        .into_iter()
+        .map(|st| {
+            assert_eq!(st.resume, SourceResume::Index, "{variant:?}: {st:?}");
+            assert_eq!(st.backward_scanned, 0, "{variant:?}: {st:?}");
+            (st.index_name, st.resumed_after)
+        })
+        .collect();
+    assert_eq!(
+        resumed,
+        fx.expected(),
+        "{variant:?} resumed at wrong positions"
+    );
     let report = reports.pop().unwrap();
     assert_eq!(
         report.path,
         RecoveryPath::Index,
         "fixture index.db not used"
     );
-    assert!(report.is_clean(), "{:?}", report);
+    assert!(report.is_clean(), "{report:?}");
     let want = match variant.index() {
         Index::Current => SidecarRecovery::Current,
         Index::Deleted => SidecarRecovery::Missing,
         Index::Stale => SidecarRecovery::Stale,
     };
     assert_eq!(report.sources, want);
+    let mut visited = 0;
+    if variant == Variant::BackwardScan {
+        let t = Instant::now();
+        let found;
+        (found, visited) = backward_scan(&s);
+        time = t.elapsed();
+        assert_eq!(
+            found,
+            fx.expected(),
+            "the backward scan found wrong positions"
+        );
+    }
     store.close();
     Resume {
-        open: opened,
-        resolve: resolved,
-        scanned,
+        time,
         report,
+        visited,
     }
 }
 
@@ -409,14 +423,6 @@ impl Variant {
             Variant::BackwardScan => "backward_scan",
         }
     }
-
-    /// The measured time: open + resolve, or the scan alone for the backward scan.
-    fn measured(self, r: &Resume) -> Duration {
-        match self {
-            Variant::BackwardScan => r.resolve,
-            _ => r.total(),
-        }
-    }
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -437,35 +443,29 @@ fn summary(fixtures: &[Fixture]) {
         for v in VARIANTS {
             let rs: Vec<Resume> = (0..runs).map(|_| resume(fx, v)).collect();
             let last = rs.last().unwrap();
-            let (scanned, blocks, how) = (
-                last.scanned,
-                last.report.per_message_blocks_scanned,
-                last.report.sources,
-            );
-            let open = median(rs.iter().map(|r| r.open).collect());
-            let res = median(rs.iter().map(|r| r.resolve).collect());
-            let m = median(rs.iter().map(|r| v.measured(r)).collect());
-            eprintln!(
-                "  {:<14} {:>10.3?} median of {runs} (open {open:.3?}, resolve {res:.3?}; sources.db {how:?}, \
-                 {blocks} blocks rescanned on open, backward scan {})",
-                v.name(),
-                m,
-                if scanned { "ran" } else { "not needed" },
-            );
+            let m = median(rs.iter().map(|r| r.time).collect());
+            let what = match v {
+                Variant::BackwardScan => {
+                    format!("scan alone, {} sourced messages visited", last.visited)
+                }
+                _ => format!(
+                    "Store::open; sources.db {:?}, {} blocks rescanned by recovery, every source resumed from the index",
+                    last.report.sources, last.report.per_message_blocks_scanned
+                ),
+            };
+            eprintln!("  {:<14} {m:>10.3?} median of {runs} ({what})", v.name());
             if v == Variant::WithIndex {
-                with_index.push((fx.depth, m, open, res));
+                with_index.push((fx.depth, m));
             }
         }
         fx.check_unchanged();
     }
     if let (Some(first), Some(last)) = (with_index.first(), with_index.last()) {
         eprintln!(
-            "with index: {} → {}: {:.1}× open+resolve (goal ≤ 2×); open alone {:.1}×, resolve alone {:.1}×",
-            first.0,
+            "with index: depth {} takes {:.1}× depth {} (goal ≤ 2×)",
             last.0,
             last.1.as_secs_f64() / first.1.as_secs_f64(),
-            last.2.as_secs_f64() / first.2.as_secs_f64(),
-            last.3.as_secs_f64() / first.3.as_secs_f64(),
+            first.0,
         );
     }
 }
@@ -480,7 +480,7 @@ fn resume_bench(c: &mut Criterion, fixtures: &[Fixture]) {
         }
         for v in VARIANTS {
             g.bench_function(v.name(), |b| {
-                b.iter_custom(|iters| (0..iters).map(|_| v.measured(&resume(fx, v))).sum())
+                b.iter_custom(|iters| (0..iters).map(|_| resume(fx, v).time).sum())
             });
         }
         g.finish();
