@@ -81,3 +81,82 @@ pub fn with_checksum(bytes: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(bytes).to_le_bytes());
     out
 }
+
+/// Takes one unsigned LEB128 varint as the store writes it (7 bits a byte, low bits first, a
+/// clear top bit ends it, at most 10 bytes; bits past 64 are dropped as the store's reader does).
+pub fn take_uvarint(bytes: &mut &[u8]) -> Option<u64> {
+    let end = bytes.iter().take(10).position(|b| b & 0x80 == 0)?;
+    let (varint, rest) = bytes.split_at(end + 1);
+    *bytes = rest;
+    Some(
+        varint
+            .iter()
+            .rev()
+            .fold(0u64, |v, b| (v << 7) | u64::from(b & 0x7f)),
+    )
+}
+
+/// Takes one zigzag signed varint (0, -1, 1, -2, … as 0, 1, 2, 3, …).
+pub fn take_varint(bytes: &mut &[u8]) -> Option<i64> {
+    let u = take_uvarint(bytes)?;
+    let magnitude = (u >> 1) as i64;
+    Some(if u & 1 == 0 { magnitude } else { !magnitude })
+}
+
+/// The `thw.db` body grammar: `count` entries of `varint expiry, uvarint sequence`, each at
+/// least 2 bytes (so a count above half the body is refused before reading); bytes after the
+/// last entry are ignored. `None` when the body does not hold them.
+pub fn thw_grammar(mut body: &[u8], count: u64) -> Option<Vec<(i64, u64)>> {
+    if count > body.len() as u64 / 2 {
+        return None;
+    }
+    (0..count)
+        .map(|_| Some((take_varint(&mut body)?, take_uvarint(&mut body)?)))
+        .collect()
+}
+
+/// The `sched.db` body grammar: `count` entries of `u16 LE length, UTF-8 subject, varint next
+/// fire, uvarint sequence`, each at least 4 bytes; bytes after the last entry are ignored.
+pub fn sched_grammar(mut body: &[u8], count: u64) -> Option<Vec<(String, i64, u64)>> {
+    if count > body.len() as u64 / 4 {
+        return None;
+    }
+    (0..count)
+        .map(|_| {
+            let (len, rest) = body.split_first_chunk::<2>()?;
+            let len = usize::from(u16::from_le_bytes(*len));
+            let subject = std::str::from_utf8(rest.get(..len)?).ok()?.to_owned();
+            body = &rest[len..];
+            Some((subject, take_varint(&mut body)?, take_uvarint(&mut body)?))
+        })
+        .collect()
+}
+
+/// The entry count byte of the store entry targets: small counts as they are, and with the top
+/// bit set counts near `u64::MAX`, which the readers must refuse without allocating.
+pub fn entry_count(byte: u8) -> u64 {
+    if byte & 0x80 == 0 {
+        u64::from(byte)
+    } else {
+        u64::MAX - u64::from(byte & 0x7f)
+    }
+}
+
+/// The message table of the store entry targets: bit `i` of `mask` puts a message at sequence
+/// `i + 1`, on subject `SUBJECTS[i % 4]`.
+pub fn table_messages(mask: u8) -> Vec<(u64, &'static str)> {
+    const SUBJECTS: [&str; 4] = ["a", "b.c", "s.x", "s.y"];
+    (0..8u8)
+        .filter(|i| mask & (1 << i) != 0)
+        .map(|i| (u64::from(i) + 1, SUBJECTS[usize::from(i % 4)]))
+        .collect()
+}
+
+/// The stream name grammar: 1 to 255 bytes, no whitespace, control character, `.`, `*`, `>`,
+/// `/` or `\` (so a name is one safe path component and never `..`).
+pub fn stream_name_grammar(name: &str) -> bool {
+    (1..=255).contains(&name.len())
+        && !name.chars().any(|c| {
+            c.is_whitespace() || c.is_control() || matches!(c, '.' | '*' | '>' | '/' | '\\')
+        })
+}

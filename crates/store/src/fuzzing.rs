@@ -2,6 +2,9 @@
 //! this crate and so cannot reach its private modules). Not part of the store's API: nothing
 //! here changes behaviour, and nothing else should use it.
 
+use std::sync::Arc;
+
+pub use crate::fsutil::{put_uvarint, put_varint};
 pub use crate::index::{BlockClaim, Snapshot, decode as decode_index};
 pub use crate::meta::Meta;
 pub use crate::persist::{SCHED_VERSION, THW_VERSION};
@@ -9,3 +12,50 @@ pub use crate::record::{DecodeError, Kind, RecordRef, decode as decode_record};
 pub use crate::sidecar::{Sidecar, decode as decode_sidecar};
 pub use crate::sources::{SOURCES_VERSION, SourceIndex};
 pub use crate::table::Table;
+
+use crate::block::Loc;
+use crate::recovery::{read_sched, read_thw};
+use crate::schedule::Schedules;
+use crate::table::MsgMeta;
+use crate::ttl::TtlWheel;
+
+/// A message table holding one message per `(sequence, subject)`, in block 1.
+pub fn table_of(messages: &[(u64, &str)]) -> Table {
+    let mut table = Table::default();
+    for &(seq, subject) in messages {
+        let meta = MsgMeta {
+            subject: Arc::from(subject),
+            ts: 0,
+            loc: Loc {
+                block: 1,
+                offset: 0,
+                len: 0,
+            },
+            flags: 0,
+        };
+        table.insert(seq, meta);
+    }
+    table
+}
+
+/// The `thw.db` entry reader as recovery runs it: the expiries in force afterwards, as
+/// `(expiry ns, sequence)` ordered by time.
+pub fn read_thw_entries(sidecar: &Sidecar<'_>, table: &Table) -> Result<Vec<(i64, u64)>, String> {
+    let mut wheel = TtlWheel::default();
+    read_thw(sidecar, table, &mut wheel)?;
+    Ok(wheel.entries().collect())
+}
+
+/// The `sched.db` entry reader as recovery runs it: the schedules in force afterwards, as
+/// `(subject, sequence, next fire ns)` ordered by subject.
+pub fn read_sched_entries(
+    sidecar: &Sidecar<'_>,
+    table: &Table,
+) -> Result<Vec<(String, u64, i64)>, String> {
+    let mut schedules = Schedules::default();
+    read_sched(sidecar, table, &mut schedules)?;
+    Ok(schedules
+        .entries()
+        .map(|(subject, entry)| (subject.to_owned(), entry.seq, entry.next))
+        .collect())
+}

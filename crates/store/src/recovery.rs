@@ -573,7 +573,13 @@ fn recover_per_message(
     }
 }
 
-fn read_thw(s: &sidecar::Sidecar<'_>, table: &Table, wheel: &mut TtlWheel) -> Result<(), String> {
+/// Reads the `thw.db` entries into `wheel`, keeping those whose message is still in `table`.
+/// (Crate-visible for the fuzz targets, through `crate::fuzzing`.)
+pub(crate) fn read_thw(
+    s: &sidecar::Sidecar<'_>,
+    table: &Table,
+    wheel: &mut TtlWheel,
+) -> Result<(), String> {
     let mut r = Reader::new(s.body);
     let n = usize::try_from(s.count)
         .ok()
@@ -589,7 +595,10 @@ fn read_thw(s: &sidecar::Sidecar<'_>, table: &Table, wheel: &mut TtlWheel) -> Re
     Ok(())
 }
 
-fn read_sched(
+/// Reads the `sched.db` entries into `schedules`, keeping those whose message is still in
+/// `table` under the same subject. (Crate-visible for the fuzz targets, through
+/// `crate::fuzzing`.)
+pub(crate) fn read_sched(
     s: &sidecar::Sidecar<'_>,
     table: &Table,
     schedules: &mut Schedules,
