@@ -216,6 +216,13 @@ impl Fixture {
                 t.elapsed()
             );
         }
+        // Working copies left by an interrupted run.
+        for e in std::fs::read_dir(&root).unwrap() {
+            let e = e.unwrap();
+            if e.file_name().to_string_lossy().starts_with("run-") {
+                std::fs::remove_dir_all(e.path()).unwrap();
+            }
+        }
         let b_last = std::fs::read_to_string(&ready)
             .unwrap()
             .trim()
