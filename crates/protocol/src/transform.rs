@@ -107,6 +107,23 @@ impl SubjectTransform {
         filter_matches(&self.src, subject)
     }
 
+    /// A filter matching every subject this transform can produce: its dest with each
+    /// wildcard reference as `*` and the tail as `>` (its `src` when it leaves subjects alone).
+    pub fn output_filter(&self) -> String {
+        let Some(dest) = &self.dest else {
+            return self.src.clone();
+        };
+        let tokens: Vec<&str> = dest
+            .iter()
+            .map(|d| match d {
+                Dest::Literal(s) => s.as_str(),
+                Dest::Wildcard(_) => SINGLE_WILDCARD,
+                Dest::Tail => FULL_WILDCARD,
+            })
+            .collect();
+        tokens.join(".")
+    }
+
     /// The rewritten subject, or `None` when `subject` does not match `src` (or the result
     /// would exceed the maximum subject length).
     pub fn apply(&self, subject: &str) -> Option<String> {
@@ -282,6 +299,14 @@ mod tests {
     }
 
     #[test]
+    fn output_filter_covers_what_the_transform_produces() {
+        assert_eq!(t("a.*.*", "b.$2.{{wildcard(1)}}").output_filter(), "b.*.*");
+        assert_eq!(t("a.*.>", "b.*.>").output_filter(), "b.*.>");
+        assert_eq!(t("a.b", "c").output_filter(), "c");
+        assert_eq!(t("a.>", "").output_filter(), "a.>");
+    }
+
+    #[test]
     fn first_matching_transform_wins() {
         let ts = [t("a.*", "x.$1"), t("a.>", "y.>")];
         assert_eq!(apply_first(&ts, "a.1").unwrap(), "x.1");
@@ -325,6 +350,7 @@ mod tests {
             want.extend(tail.iter().cloned());
             prop_assert_eq!(&out, &want.join("."));
             prop_assert!(validate_subject(&out).is_ok());
+            prop_assert!(filter_matches(&tr.output_filter(), &out), "{} !~ {}", out, tr.output_filter());
         }
 
         /// Arbitrary src/dest: never a panic; an accepted transform maps every subject it

@@ -217,3 +217,49 @@ async fn catch_up_from_an_expired_position_reports_what_was_lost() {
     ));
     hub.stop().await;
 }
+
+/// A served stream that sources two others: publishes land in the stream that captures their
+/// topic, and a subscriber of both gets one ordered stream with one cursor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aggregate_stream_serves_its_sources_in_one_order() {
+    let mut config = Config::default();
+    let decl = |name: &str, subjects: &[&str]| StreamDecl {
+        name: name.into(),
+        subjects: subjects.iter().map(|s| (*s).into()).collect(),
+        ..StreamDecl::default_stream()
+    };
+    let mut all = decl("ALL", &[]);
+    for origin in ["ORDERS", "CHAT"] {
+        all.sources.push(sluice_store::SourceConfig {
+            name: origin.into(),
+            opt_start_seq: None,
+            opt_start_time: None,
+            filter_subject: None,
+            subject_transforms: vec![],
+        });
+    }
+    config.embedded.streams = vec![
+        decl("ORDERS", &["orders.>"]),
+        decl("CHAT", &["chat.>"]),
+        all,
+    ];
+    config.embedded.stream = "ALL".into();
+    let (hub, backend) = Embedded::start_with_store(config).await;
+    let mut client = hub.subscribe("?topic=orders.*&topic=chat.*").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let outside = hub.get("/events?topic=users.1").await;
+    assert_eq!(outside.status, 400, "{}", outside.text());
+
+    let sent = [("orders.1", 1), ("chat.room", 2), ("orders.2", 3)];
+    for (topic, n) in sent {
+        hub.publish(topic, json!(n)).await;
+        // Wait for each to be sourced so the aggregate's order is the publish order.
+        let frame = expect_event(&mut client, "message").await.unwrap();
+        assert_eq!(data(&frame)["topic"], topic);
+        assert_eq!(data(&frame)["payload"], n);
+    }
+    let store = backend.store().unwrap();
+    let origin = |name: &str| store.stream(name).unwrap().info(None).state.msgs;
+    assert_eq!((origin("ORDERS"), origin("CHAT"), origin("ALL")), (2, 1, 3));
+    hub.stop().await;
+}

@@ -31,6 +31,7 @@ pub enum DiscardPolicy {
 
 /// A transform applied to a sourced message's subject.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SubjectTransform {
     /// Source filter.
     pub src: String,
@@ -40,6 +41,7 @@ pub struct SubjectTransform {
 
 /// One origin stream a stream sources from (behaviour lives in the sourcing task).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SourceConfig {
     /// The origin stream's name.
     pub name: String,
@@ -250,12 +252,18 @@ impl StreamConfig {
 
     /// Whether a subject belongs to this stream.
     pub fn captures(&self, subject: &str) -> bool {
-        if self.subjects.is_empty() {
-            return subject == self.name;
-        }
-        self.subjects
+        self.effective_subjects()
             .iter()
             .any(|f| proto::filter_matches(f, subject))
+    }
+
+    /// The subjects the stream captures: its own, or — with neither subjects nor sources — its
+    /// name (as JetStream); a stream that only sources captures none.
+    pub fn effective_subjects(&self) -> Vec<String> {
+        if self.subjects.is_empty() && self.sources.is_empty() {
+            return vec![self.name.clone()];
+        }
+        self.subjects.clone()
     }
 
     pub(crate) fn dedupe_window(&self) -> Duration {

@@ -234,11 +234,7 @@ impl Store {
                 Err(ApiError::stream_name_in_use().into())
             };
         }
-        if let Some(cycle) = source_cycle(&streams, &config) {
-            return Err(StoreError::InvalidConfig(format!(
-                "sources form a cycle: {cycle}"
-            )));
-        }
+        check_sources_and_subjects(&streams, &config)?;
         let created = timestamp(now_ns());
         let incarnation = meta::new_incarnation(&config.name, created);
         let name = config.name.clone();
@@ -256,11 +252,7 @@ impl Store {
             .stream(&config.name)
             .ok_or_else(|| StoreError::StreamNotFound(config.name.clone()))?;
         let sources_changed = handle.info(None).config.sources != config.sources;
-        if let Some(cycle) = source_cycle(&self.streams(), &config) {
-            return Err(StoreError::InvalidConfig(format!(
-                "sources form a cycle: {cycle}"
-            )));
-        }
+        check_sources_and_subjects(&self.streams(), &config)?;
         let cfg = Box::new(config);
         handle
             .request(move |tx| writer::Op::Update(cfg, tx))
@@ -289,6 +281,48 @@ impl Store {
     /// A stream by name.
     pub fn stream(&self, name: &str) -> Option<StreamHandle> {
         self.streams().get(name).cloned()
+    }
+
+    /// The stream whose subjects capture `subject`, if any (subjects of two streams never
+    /// overlap, so there is at most one).
+    pub fn stream_for_subject(&self, subject: &str) -> Option<StreamHandle> {
+        self.streams()
+            .values()
+            .find(|h| h.captures(subject))
+            .cloned()
+    }
+
+    /// The subjects messages of stream `name` may carry: its own, and what each source can
+    /// bring in — a transform's output filter, else the source's filter, else (recursively)
+    /// everything its origin may carry. `None` when the stream does not exist.
+    pub fn reachable_subjects(&self, name: &str) -> Option<Vec<String>> {
+        let streams = self.streams();
+        let config_of = |n: &str| streams.get(n).map(|h| h.shared.lock().config.clone());
+        let mut out: Vec<String> = Vec::new();
+        let mut visited = std::collections::BTreeSet::new();
+        let mut pending = vec![config_of(name)?];
+        while let Some(config) = pending.pop() {
+            if !visited.insert(config.name.clone()) {
+                continue;
+            }
+            out.extend(config.effective_subjects());
+            for source in &config.sources {
+                if !source.subject_transforms.is_empty() {
+                    out.extend(source.subject_transforms.iter().filter_map(|t| {
+                        sluice_protocol::transform::SubjectTransform::new(&t.src, &t.dest)
+                            .ok()
+                            .map(|t| t.output_filter())
+                    }));
+                } else if let Some(filter) = &source.filter_subject {
+                    out.push(filter.clone());
+                } else if let Some(origin) = config_of(&source.name) {
+                    pending.push(origin);
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        Some(out)
     }
 
     /// Every stream's name, sorted.
@@ -415,6 +449,33 @@ impl Store {
 
 /// A path `A → B → … → A` when `config` (new or replacing its namesake) would make a stream
 /// source itself through other streams: every message would be copied round forever.
+/// Refuses a configuration whose sources would form a cycle, or whose subjects overlap
+/// another stream's (10065, as JetStream: a subject belongs to at most one stream).
+fn check_sources_and_subjects(
+    streams: &BTreeMap<String, StreamHandle>,
+    config: &StreamConfig,
+) -> Result<()> {
+    if let Some(cycle) = source_cycle(streams, config) {
+        return Err(StoreError::InvalidConfig(format!(
+            "sources form a cycle: {cycle}"
+        )));
+    }
+    let ours = config.effective_subjects();
+    for (name, handle) in streams.iter().filter(|(name, _)| **name != config.name) {
+        let theirs = handle.shared.lock().config.effective_subjects();
+        let clash = ours.iter().find(|a| {
+            theirs
+                .iter()
+                .any(|b| sluice_protocol::subject::filters_overlap(a, b))
+        });
+        if let Some(subject) = clash {
+            tracing::warn!(stream = %config.name, other = %name, %subject, "subjects overlap");
+            return Err(ApiError::subject_overlap().into());
+        }
+    }
+    Ok(())
+}
+
 fn source_cycle(streams: &BTreeMap<String, StreamHandle>, config: &StreamConfig) -> Option<String> {
     let origins_of = |name: &str| -> Vec<String> {
         let sources = if name == config.name {

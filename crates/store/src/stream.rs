@@ -272,6 +272,11 @@ impl StreamHandle {
         self.shared.lock().info(subjects)
     }
 
+    /// Whether `subject` belongs to this stream (a client publish of it would be accepted).
+    pub fn captures(&self, subject: &str) -> bool {
+        self.shared.lock().config.captures(subject)
+    }
+
     /// Stops the writer after it drained its queue; `persist` writes index.db and sidecars.
     pub(crate) fn stop(&self, persist: bool) {
         // Joining (not a channel wait) so this also works on an async runtime thread.

@@ -306,3 +306,41 @@ async fn an_unloadable_stream_is_kept_aside_not_overwritten() {
             .exists()
     );
 }
+
+#[tokio::test]
+async fn overlapping_subjects_are_refused_and_a_subject_finds_its_stream() {
+    let store = Store::in_memory(opts());
+    store
+        .create_stream(StreamConfig::new("ORDERS", ["orders.>"]))
+        .unwrap();
+    let overlap = |err: sluice_store::StoreError| err.api().map(|a| a.code);
+    let clash = store
+        .create_stream(StreamConfig::new("EU", ["orders.eu"]))
+        .unwrap_err();
+    assert_eq!(overlap(clash), Some(10065));
+    // A stream with neither subjects nor sources captures its own name.
+    store
+        .create_stream(StreamConfig::new("AUDIT", Vec::<String>::new()))
+        .unwrap();
+    let clash = store
+        .create_stream(StreamConfig::new("X", ["AUDIT"]))
+        .unwrap_err();
+    assert_eq!(overlap(clash), Some(10065));
+    store
+        .create_stream(StreamConfig::new("CHAT", ["chat.*"]))
+        .unwrap();
+    let clash = store
+        .update_stream(StreamConfig::new("CHAT", ["chat.*", "*.eu"]))
+        .await
+        .unwrap_err();
+    assert_eq!(overlap(clash), Some(10065));
+
+    let owner = |subject: &str| {
+        store
+            .stream_for_subject(subject)
+            .map(|h| h.name().to_owned())
+    };
+    assert_eq!(owner("orders.eu.1").as_deref(), Some("ORDERS"));
+    assert_eq!(owner("chat.room").as_deref(), Some("CHAT"));
+    assert_eq!(owner("chat.room.deep"), None);
+}

@@ -41,6 +41,8 @@ async fn schedules_disabled_is_10188_bad_pattern_is_10189() {
         ),
         10188
     );
+    // Subjects belong to one stream at a time.
+    store.delete_stream("OFF").unwrap();
     let s = store.create_stream(cfg()).unwrap();
     assert_eq!(
         code(

@@ -106,6 +106,7 @@ pub fn stream_config(decl: &StreamDecl) -> StreamConfig {
         duplicate_window: decl.duplicate_window,
         allow_msg_ttl: decl.allow_msg_ttl,
         allow_msg_schedules: decl.allow_msg_schedules,
+        sources: decl.sources.clone(),
         ..StreamConfig::new(decl.name.clone(), decl.subjects.clone())
     }
 }
@@ -178,7 +179,16 @@ impl Backend for EmbeddedBackend {
     }
 
     async fn publish(&self, request: PublishRequest) -> Result<PublishAck, BackendError> {
-        let handle = self.handle()?;
+        // As on JetStream, a subject is stored by the stream that captures it: a served stream
+        // that sources others receives the message through its sources.
+        let served = self.handle()?;
+        let handle = if served.captures(&request.subject) {
+            served
+        } else {
+            self.store()
+                .and_then(|store| store.stream_for_subject(&request.subject))
+                .unwrap_or(served)
+        };
         let ack = handle
             .publish(request.subject, request.headers, request.payload)
             .await
@@ -191,12 +201,19 @@ impl Backend for EmbeddedBackend {
 
     async fn stream_state(&self) -> Result<StreamState, BackendError> {
         let info = self.handle()?.info(None);
+        // A stream that sources others also holds what its sources bring in.
+        let subjects = match self.store() {
+            Some(store) if !info.config.sources.is_empty() => store
+                .reachable_subjects(&self.stream)
+                .unwrap_or(info.config.subjects),
+            _ => info.config.subjects,
+        };
         Ok(StreamState {
             first_seq: info.state.first_seq,
             last_seq: info.state.last_seq,
             first_time: info.state.first_time,
             epoch: info.incarnation,
-            subjects: info.config.subjects,
+            subjects,
         })
     }
 

@@ -239,6 +239,11 @@ pub struct StreamDecl {
     /// Accept message schedules (`Nats-Schedule`).
     #[serde(default)]
     pub allow_msg_schedules: bool,
+    /// Declared streams this one copies messages from (`[[embedded.streams.sources]]`): `name`,
+    /// and optionally `opt_start_seq`, `opt_start_time`, `filter_subject`,
+    /// `subject_transforms = [{ src, dest }]`.
+    #[serde(default)]
+    pub sources: Vec<sluice_store::SourceConfig>,
 }
 
 fn yes() -> bool {
@@ -266,6 +271,7 @@ impl StreamDecl {
             duplicate_window: default_duplicate_window(),
             allow_msg_ttl: true,
             allow_msg_schedules: false,
+            sources: Vec::new(),
         }
     }
 }

@@ -189,6 +189,48 @@ fn declared_streams_are_checked() {
     );
 }
 
+const AGGREGATE: &str = r#"
+[embedded]
+stream = "ALL"
+
+[[embedded.streams]]
+name = "ORDERS"
+subjects = ["orders.>"]
+
+[[embedded.streams]]
+name = "ALL"
+subjects = []
+
+[[embedded.streams.sources]]
+name = "ORDERS"
+filter_subject = "orders.eu.>"
+"#;
+
+#[test]
+fn declared_sources_are_read_and_checked() {
+    let config = load_text(AGGREGATE).expect("a sourcing stream is valid");
+    let all = config.served_stream().unwrap();
+    assert_eq!(all.sources[0].name, "ORDERS");
+    assert_eq!(
+        all.sources[0].filter_subject.as_deref(),
+        Some("orders.eu.>")
+    );
+
+    let message =
+        error_text(&AGGREGATE.replace("name = \"ORDERS\"\nfilter", "name = \"SHOP\"\nfilter"));
+    assert!(
+        message.contains("embedded.streams[1].sources[0].name") && message.contains("SHOP"),
+        "{message}"
+    );
+    let message = error_text(&AGGREGATE.replace("orders.eu.>", "orders..eu"));
+    assert!(
+        message.contains("embedded.streams[1].sources[0]") && message.contains("orders..eu"),
+        "{message}"
+    );
+    let message = error_text(&AGGREGATE.replace("filter_subject", "filter"));
+    assert!(message.contains("filter"), "{message}");
+}
+
 #[test]
 fn topic_prefix_must_be_a_subject() {
     let message = error_text("topic_prefix = \"app.>\"\n");

@@ -156,6 +156,17 @@ fn embedded(config: &Config) -> Result<(), ConfigError> {
             ));
         }
     }
+    for (index, stream) in embedded.streams.iter().enumerate() {
+        for (at, source) in stream.sources.iter().enumerate() {
+            if !names.contains(source.name.as_str()) {
+                return Err(ConfigError::invalid(
+                    format!("embedded.streams[{index}].sources[{at}].name"),
+                    &source.name,
+                    "is not one of the streams declared in `embedded.streams`",
+                ));
+            }
+        }
+    }
     if config.backend == BackendKind::Embedded && config.served_stream().is_none() {
         return Err(ConfigError::invalid(
             "embedded.stream",
@@ -168,12 +179,21 @@ fn embedded(config: &Config) -> Result<(), ConfigError> {
 
 fn stream_decl(key: &str, stream: &StreamDecl) -> Result<(), ConfigError> {
     stream_name(&format!("{key}.name"), &stream.name)?;
-    if stream.subjects.is_empty() {
+    if stream.subjects.is_empty() && stream.sources.is_empty() {
         return Err(ConfigError::invalid(
             format!("{key}.subjects"),
             "[]",
-            "a stream needs at least one subject",
+            "a stream needs at least one subject or one source",
         ));
+    }
+    for (index, source) in stream.sources.iter().enumerate() {
+        source.validate(&stream.name).map_err(|err| {
+            ConfigError::invalid(
+                format!("{key}.sources[{index}]"),
+                &source.name,
+                err.to_string(),
+            )
+        })?;
     }
     if stream.max_msg_size > i32::MAX as u64 {
         return Err(ConfigError::invalid(
