@@ -152,29 +152,26 @@ impl Connection {
         if is_fresh_stream(&head, buf.len()) {
             self.stream(socket, head, info).await;
         } else {
-            let serve = upstream::serve(
+            upstream::serve(
                 self.router,
                 &hub.config,
                 socket.stream,
                 buf.freeze(),
                 info,
                 shutdown,
-            );
-            // Boxed: a hyper connection's state must not enlarge every event stream's task.
-            Box::pin(serve).await;
+            )
+            .await;
         }
     }
 
-    /// Runs `head` through the router; an event stream is then written here, on the socket.
+    /// Runs `head` through the router; an event stream then gets a task of its own on the
+    /// streams' runtime ([`stream_task`]), any other answer is written at once.
     async fn stream(self, mut socket: Socket, head: Head, info: ConnInfo) {
         let mut request = head.request;
         let handoff = StreamHandoff::default();
         request.extensions_mut().insert(ConnectInfo(info));
         request.extensions_mut().insert(handoff.clone());
-        let mut router = self.router.clone();
-        // Boxed for the same reason as hyper's state: it is only needed until the answer.
-        let Ok(response) = Box::pin(router.call(request)).await;
-        drop(router);
+        let Ok(response) = self.router.clone().call(request).await;
         let Some(session) = handoff.take() else {
             return socket.write_answer(response).await;
         };
