@@ -179,7 +179,9 @@ mod tests {
         }
         let long = "1".repeat(10_000);
         let err = EventId::parse(&long).expect_err("too long");
-        assert!(err.shown.len() <= MAX_LEN + 3);
+        assert_eq!(err.shown, "1".repeat(MAX_LEN + 3), "cut to MAX_LEN + 3");
+        let err = EventId::parse("1-x").expect_err("bad epoch");
+        assert_eq!(err.shown, "1-x", "a short value is shown whole");
     }
 
     #[test]

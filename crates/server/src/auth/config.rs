@@ -408,3 +408,213 @@ fn default_max_token_bytes() -> usize {
 fn default_max_filters() -> usize {
     DEFAULT_MAX_FILTERS
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A direction read from TOML, as the hub configuration reads it.
+    fn direction(text: &str) -> DirectionConfig {
+        toml::from_str(text).expect("well-typed direction")
+    }
+
+    const HMAC: &str = "algorithms = [\"HS256\"]\n[[keys]]\ntype = \"hmac\"\nsecret = \"s\"\n";
+
+    /// The key an invalid direction is refused for.
+    fn refused_key(text: &str) -> String {
+        match direction(text).validate("auth.subscribe") {
+            Err(AuthConfigError::Invalid { key, .. }) => key,
+            other => panic!("expected a refusal of\n{text}\ngot {other:?}"),
+        }
+    }
+
+    fn accepted(text: &str) {
+        if let Err(err) = direction(text).validate("auth.subscribe") {
+            panic!("refused\n{text}\n{err}");
+        }
+    }
+
+    #[test]
+    fn a_direction_needs_keys_or_an_anonymous_grant() {
+        assert_eq!(refused_key(""), "auth.subscribe.keys");
+        accepted("anonymous = [\"public.>\"]");
+        accepted(HMAC);
+    }
+
+    #[test]
+    fn keys_need_algorithms_and_each_algorithm_a_key_of_its_family() {
+        let keys_only = "[[keys]]\ntype = \"hmac\"\nsecret = \"s\"\n";
+        assert_eq!(refused_key(keys_only), "auth.subscribe.algorithms");
+        let pem = |kind: &str| format!("[[keys]]\ntype = \"{kind}\"\npem_file = \"k.pem\"\n");
+        for (kind, fits, other) in [
+            ("hmac", "HS384", "RS256"),
+            ("rsa", "PS512", "ES256"),
+            ("ec", "ES384", "EdDSA"),
+            ("eddsa", "EdDSA", "HS256"),
+        ] {
+            let key = if kind == "hmac" {
+                keys_only.to_owned()
+            } else {
+                pem(kind)
+            };
+            accepted(&format!("algorithms = [\"{fits}\"]\n{key}"));
+            let text = format!("algorithms = [\"{fits}\", \"{other}\"]\n{key}");
+            assert_eq!(refused_key(&text), "auth.subscribe.algorithms", "{kind}");
+        }
+        // A JWKS file may hold a key of any family.
+        accepted(
+            "algorithms = [\"HS256\", \"RS256\", \"ES256\", \"EdDSA\"]\n[[keys]]\ntype = \"jwks\"\nfile = \"k.json\"\n",
+        );
+    }
+
+    #[test]
+    fn an_hmac_key_has_exactly_one_non_empty_secret() {
+        let hmac =
+            |fields: &str| format!("algorithms = [\"HS256\"]\n[[keys]]\ntype = \"hmac\"\n{fields}");
+        accepted(&hmac("secret = \"s\""));
+        accepted(&hmac("secret_file = \"s.txt\""));
+        assert_eq!(
+            refused_key(&hmac("secret = \"\"")),
+            "auth.subscribe.keys[0].secret"
+        );
+        assert_eq!(refused_key(&hmac("")), "auth.subscribe.keys[0].secret");
+        assert_eq!(
+            refused_key(&hmac("secret = \"s\"\nsecret_file = \"s.txt\"")),
+            "auth.subscribe.keys[0].secret_file"
+        );
+    }
+
+    #[test]
+    fn cookie_and_query_names_must_be_non_empty_tokens() {
+        accepted(&format!("cookie_name = \"a1!#$%&'*+-.^_`|~\"\n{HMAC}"));
+        accepted(&format!("query_param = \"access_token-1.x\"\n{HMAC}"));
+        for bad in ["", "a b", "a=b", "a;b", "é"] {
+            let cookie = format!("cookie_name = {:?}\n{HMAC}", bad);
+            assert_eq!(
+                refused_key(&cookie),
+                "auth.subscribe.cookie_name",
+                "{bad:?}"
+            );
+            let query = format!("query_param = {:?}\n{HMAC}", bad);
+            assert_eq!(refused_key(&query), "auth.subscribe.query_param", "{bad:?}");
+        }
+        // A cookie name may hold characters a query parameter name may not.
+        assert_eq!(
+            refused_key(&format!("query_param = \"a!\"\n{HMAC}")),
+            "auth.subscribe.query_param"
+        );
+    }
+
+    #[test]
+    fn leeway_is_whole_seconds_up_to_five_minutes() {
+        accepted(&format!("leeway = \"0s\"\n{HMAC}"));
+        accepted(&format!("leeway = \"5m\"\n{HMAC}"));
+        for bad in ["301s", "1500ms"] {
+            let text = format!("leeway = \"{bad}\"\n{HMAC}");
+            assert_eq!(refused_key(&text), "auth.subscribe.leeway", "{bad}");
+        }
+    }
+
+    #[test]
+    fn audience_and_issuer_must_not_be_empty() {
+        accepted(&format!("audience = \"a\"\nissuer = \"i\"\n{HMAC}"));
+        assert_eq!(
+            refused_key(&format!("audience = \"\"\n{HMAC}")),
+            "auth.subscribe.audience"
+        );
+        assert_eq!(
+            refused_key(&format!("issuer = \"\"\n{HMAC}")),
+            "auth.subscribe.issuer"
+        );
+    }
+
+    #[test]
+    fn anonymous_filters_must_be_valid_and_within_max_filters() {
+        assert_eq!(
+            refused_key("anonymous = [\"a.>\", \"a..b\"]"),
+            "auth.subscribe.anonymous[1]"
+        );
+        accepted("max_filters = 2\nanonymous = [\"a\", \"b\"]");
+        assert_eq!(
+            refused_key("max_filters = 2\nanonymous = [\"a\", \"b\", \"c\"]"),
+            "auth.subscribe.anonymous"
+        );
+    }
+
+    #[test]
+    fn token_and_filter_limits_have_inclusive_ranges() {
+        for ok in [256, 65536] {
+            accepted(&format!("max_token_bytes = {ok}\n{HMAC}"));
+        }
+        for bad in [255, 65537] {
+            let text = format!("max_token_bytes = {bad}\n{HMAC}");
+            assert_eq!(refused_key(&text), "auth.subscribe.max_token_bytes");
+        }
+        for ok in [1, 1024] {
+            accepted(&format!("max_filters = {ok}\n{HMAC}"));
+        }
+        for bad in [0, 1025] {
+            let text = format!("max_filters = {bad}\n{HMAC}");
+            assert_eq!(refused_key(&text), "auth.subscribe.max_filters");
+        }
+        let err = direction(&format!("max_filters = 0\n{HMAC}"))
+            .validate("auth.publish")
+            .expect_err("out of range");
+        assert_eq!(
+            err.to_string(),
+            "auth.publish.max_filters = 0: must be between 1 and 1024"
+        );
+    }
+
+    #[test]
+    fn both_directions_are_validated_under_their_own_names() {
+        let bad = direction("");
+        let config = AuthConfig {
+            subscribe: None,
+            publish: Some(bad.clone()),
+        };
+        assert!(
+            matches!(config.validate(), Err(AuthConfigError::Invalid { key, .. }) if key == "auth.publish.keys")
+        );
+        let config = AuthConfig {
+            subscribe: Some(bad),
+            publish: None,
+        };
+        assert!(
+            matches!(config.validate(), Err(AuthConfigError::Invalid { key, .. }) if key == "auth.subscribe.keys")
+        );
+        assert!(AuthConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn secret_debug_shows_only_the_length() {
+        assert_eq!(
+            format!("{:?}", Secret::new("hunter2")),
+            "<secret of 7 bytes>"
+        );
+        assert_eq!(Secret::new("hunter2").expose(), b"hunter2");
+    }
+
+    #[test]
+    fn each_key_names_the_file_it_reads() {
+        let keys = direction(
+            "[[keys]]\ntype = \"hmac\"\nsecret = \"s\"\n\
+             [[keys]]\ntype = \"hmac\"\nsecret_file = \"s.txt\"\n\
+             [[keys]]\ntype = \"rsa\"\npem_file = \"r.pem\"\n\
+             [[keys]]\ntype = \"ec\"\npem_file = \"e.pem\"\n\
+             [[keys]]\ntype = \"eddsa\"\npem_file = \"d.pem\"\n\
+             [[keys]]\ntype = \"jwks\"\nfile = \"k.json\"\n",
+        )
+        .keys;
+        let files: Vec<Option<&Path>> = keys.iter().map(KeyConfig::file).collect();
+        let expected = [
+            None,
+            Some("s.txt"),
+            Some("r.pem"),
+            Some("e.pem"),
+            Some("d.pem"),
+            Some("k.json"),
+        ];
+        assert_eq!(files, expected.map(|f| f.map(Path::new)));
+    }
+}

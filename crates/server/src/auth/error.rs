@@ -111,3 +111,83 @@ impl IntoResponse for AuthError {
         response
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every refusal: its status, label and challenge.
+    #[test]
+    fn each_refusal_has_its_status_label_and_challenge() {
+        let invalid = |description: &str| {
+            format!(
+                "Bearer realm=\"sluice\", error=\"invalid_token\", error_description=\"{description}\""
+            )
+        };
+        let cases = [
+            (
+                AuthError::MissingToken,
+                "missing_token",
+                "Bearer realm=\"sluice\"".to_owned(),
+            ),
+            (
+                AuthError::MalformedHeader,
+                "malformed_header",
+                "Bearer realm=\"sluice\", error=\"invalid_request\", error_description=\"the Authorization header must be `Bearer <token>`\"".to_owned(),
+            ),
+            (
+                AuthError::TooLarge { what: "token", limit: 9 },
+                "too_large",
+                invalid("the token is over the limit of 9"),
+            ),
+            (
+                AuthError::InvalidToken("bad"),
+                "invalid_token",
+                invalid("the token is malformed: bad"),
+            ),
+            (AuthError::Expired, "expired", invalid("the token has expired")),
+            (AuthError::NotYetValid, "not_yet_valid", invalid("the token is not valid yet")),
+            (
+                AuthError::WrongAlgorithm,
+                "wrong_algorithm",
+                invalid("the token's signature algorithm is not accepted"),
+            ),
+            (
+                AuthError::BadSignature,
+                "bad_signature",
+                invalid("the token's signature does not verify"),
+            ),
+            (
+                AuthError::WrongAudience,
+                "wrong_audience",
+                invalid("the token is meant for another audience"),
+            ),
+            (
+                AuthError::WrongIssuer,
+                "wrong_issuer",
+                invalid("the token comes from another issuer"),
+            ),
+            (
+                AuthError::ForbiddenTopic { topic: "a.b".into() },
+                "forbidden_topic",
+                "Bearer realm=\"sluice\", error=\"insufficient_scope\"".to_owned(),
+            ),
+        ];
+        for (err, reason, challenge) in cases {
+            let status = if reason == "forbidden_topic" {
+                StatusCode::FORBIDDEN
+            } else {
+                StatusCode::UNAUTHORIZED
+            };
+            assert_eq!(err.status(), status, "{err:?}");
+            assert_eq!(err.reason(), reason);
+            assert_eq!(err.www_authenticate(), challenge.as_str(), "{err:?}");
+            let response = err.clone().into_response();
+            assert_eq!(response.status(), status);
+            assert_eq!(
+                response.headers()[header::WWW_AUTHENTICATE],
+                challenge.as_str()
+            );
+        }
+    }
+}

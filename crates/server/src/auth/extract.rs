@@ -128,3 +128,109 @@ fn query_value<'a>(query: &'a str, name: &str) -> Option<&'a str> {
         .find(|(key, value)| *key == name && !value.is_empty())
         .map(|(_, value)| value)
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &[u8])]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(name, HeaderValue::from_bytes(value).expect("header value"));
+        }
+        map
+    }
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive_and_spaces_around_the_token_are_dropped() {
+        assert_eq!(bearer_token(b"Bearer abc"), Ok("abc"));
+        assert_eq!(bearer_token(b"bEARER   abc  "), Ok("abc"));
+        for bad in [
+            &b"Bearer"[..],
+            b"Bearer ",
+            b"Bearer a b",
+            b"Basic abc",
+            b"Bearer \xff",
+        ] {
+            assert_eq!(
+                bearer_token(bad),
+                Err(AuthError::MalformedHeader),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn token68_allows_its_characters_and_only_trailing_padding() {
+        for good in ["a", "aZ09-._~+/", "abc==", "a="] {
+            assert!(is_token68(good), "{good:?}");
+        }
+        for bad in ["", "=", "==", "a=b", "a b", "a,b", "a\"", "é"] {
+            assert!(!is_token68(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn cookie_value_is_the_first_non_empty_one_of_the_exact_name() {
+        let cookie = |value: &'static [u8]| headers(&[(header::COOKIE, value)]);
+        let find = |map: &HeaderMap| cookie_value(map, "c").map(|v| v.map(str::to_owned));
+        assert_eq!(find(&cookie(b"cc=x; c=tok")), Ok(Some("tok".into())));
+        assert_eq!(find(&cookie(b"c=; c=\"\"; c=tok")), Ok(Some("tok".into())));
+        assert_eq!(
+            find(&cookie(b"junk; c = \"tok\" ")),
+            Ok(None),
+            "the name is exact"
+        );
+        assert_eq!(find(&cookie(b"junk;c=\"tok\"")), Ok(Some("tok".into())));
+        assert_eq!(
+            find(&cookie(b"c=\"")),
+            Ok(Some("\"".into())),
+            "a lone quote stays"
+        );
+        assert_eq!(find(&cookie(b"x=1; cx=2")), Ok(None));
+        let two = headers(&[(header::COOKIE, b"a=1"), (header::COOKIE, b"c=second")]);
+        assert_eq!(find(&two), Ok(Some("second".into())));
+        assert_eq!(
+            find(&cookie(b"c=\xff")),
+            Err(AuthError::InvalidToken("the cookie is not text"))
+        );
+    }
+
+    #[test]
+    fn query_value_is_the_first_non_empty_one_of_the_exact_name() {
+        assert_eq!(query_value("t=&x&tt=no&t=tok&t=later", "t"), Some("tok"));
+        assert_eq!(query_value("t", "t"), None);
+        assert_eq!(query_value("t=", "t"), None);
+        assert_eq!(query_value("a=b=c", "a"), Some("b=c"));
+    }
+
+    #[test]
+    fn places_are_tried_in_order_and_only_when_configured() {
+        let places = TokenPlaces {
+            cookie_name: Some("c"),
+            query_param: Some("t"),
+        };
+        let cookie = headers(&[(header::COOKIE, b"c=from-cookie")]);
+        let found = extract_token(&cookie, Some("t=from-query"), places).unwrap();
+        assert_eq!(
+            found,
+            Some(FoundToken {
+                token: "from-cookie",
+                source: TokenSource::Cookie
+            })
+        );
+        let none = HeaderMap::new();
+        let found = extract_token(&none, Some("t=from-query"), places).unwrap();
+        assert_eq!(
+            found,
+            Some(FoundToken {
+                token: "from-query",
+                source: TokenSource::Query
+            })
+        );
+        let nowhere = TokenPlaces::default();
+        assert_eq!(extract_token(&cookie, Some("t=q"), nowhere), Ok(None));
+    }
+}

@@ -131,3 +131,75 @@ impl Grant {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limited(direction: Direction, filters: &[&str], expires_at: Option<SystemTime>) -> Grant {
+        let set = FilterSet::new(filters.iter().map(|f| (*f).to_owned())).expect("filters");
+        Grant::limited(direction, set, expires_at, Some("user-1".into()))
+    }
+
+    #[test]
+    fn a_grant_serves_only_its_own_direction() {
+        let subscribe = limited(Direction::Subscribe, &["a.>"], None);
+        assert_eq!(subscribe.direction(), Direction::Subscribe);
+        assert!(subscribe.allows_subscribe("a.b"));
+        assert!(!subscribe.allows_publish("a.b"));
+        assert!(subscribe.check_publish("a.b").is_err());
+        let publish = limited(Direction::Publish, &["a.>"], None);
+        assert_eq!(publish.direction(), Direction::Publish);
+        assert!(publish.allows_publish("a.b"));
+        assert!(!publish.allows_subscribe("a.b"));
+        assert_eq!(publish.check_publish("a.b"), Ok(()));
+        assert_eq!(
+            publish.check_publish("b"),
+            Err(AuthError::ForbiddenTopic { topic: "b".into() })
+        );
+        assert_eq!(publish.subject(), Some("user-1"));
+    }
+
+    #[test]
+    fn unrestricted_grants_cover_everything_forever() {
+        for direction in [Direction::Subscribe, Direction::Publish] {
+            let grant = Grant::unrestricted(direction);
+            assert_eq!(
+                grant.check_subscribe([">"]).is_ok(),
+                direction == Direction::Subscribe
+            );
+            assert_eq!(
+                grant.check_publish("any.thing").is_ok(),
+                direction == Direction::Publish
+            );
+            assert_eq!(grant.expires_at(), None);
+            assert_eq!(grant.expires_in(), None);
+            assert_eq!(grant.subject(), None);
+        }
+    }
+
+    #[test]
+    fn check_subscribe_names_the_first_topic_not_granted() {
+        let grant = limited(Direction::Subscribe, &["a.*"], None);
+        assert_eq!(grant.check_subscribe(["a.b", "a.c"]), Ok(()));
+        assert_eq!(
+            grant.check_subscribe(["a.b", "a.>", "c"]),
+            Err(AuthError::ForbiddenTopic {
+                topic: "a.>".into()
+            })
+        );
+    }
+
+    #[test]
+    fn expires_in_counts_down_to_zero() {
+        let past = SystemTime::now() - Duration::from_secs(60);
+        let grant = limited(Direction::Subscribe, &["a"], Some(past));
+        assert_eq!(grant.expires_at(), Some(past));
+        assert_eq!(grant.expires_in(), Some(Duration::ZERO));
+        let future = SystemTime::now() + Duration::from_secs(3600);
+        let left = limited(Direction::Subscribe, &["a"], Some(future))
+            .expires_in()
+            .expect("an expiry");
+        assert!(left > Duration::from_secs(3500) && left <= Duration::from_secs(3600));
+    }
+}

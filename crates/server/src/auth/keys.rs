@@ -219,3 +219,106 @@ fn read_bounded(key: &str, path: &Path, limit: u64) -> Result<Vec<u8>, AuthConfi
     }
     Ok(bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn hmac(id: Option<&str>, algorithm: Option<Algorithm>) -> VerifyingKey {
+        VerifyingKey {
+            id: id.map(str::to_owned),
+            algorithm,
+            key: DecodingKey::from_secret(b"secret").expect("key"),
+        }
+    }
+
+    #[test]
+    fn a_key_fits_its_family_its_jwks_algorithm_and_its_kid() {
+        let any = hmac(None, None);
+        assert!(any.fits(Algorithm::HS256, None));
+        assert!(any.fits(Algorithm::HS512, Some("k")), "no id: any kid");
+        assert!(!any.fits(Algorithm::RS256, None), "another family");
+        let pinned = hmac(Some("k1"), Some(Algorithm::HS384));
+        assert!(pinned.fits(Algorithm::HS384, Some("k1")));
+        assert!(pinned.fits(Algorithm::HS384, None), "no kid: any key");
+        assert!(!pinned.fits(Algorithm::HS384, Some("k2")));
+        assert!(
+            !pinned.fits(Algorithm::HS256, Some("k1")),
+            "not its JWKS alg"
+        );
+    }
+
+    fn file_with(bytes: &[u8]) -> tempfile::NamedTempFile {
+        let mut file = tempfile::NamedTempFile::new().expect("temp file");
+        file.write_all(bytes).expect("write");
+        file
+    }
+
+    #[test]
+    fn secret_files_lose_one_trailing_line_break() {
+        for (content, secret) in [
+            (&b"abc\n"[..], &b"abc"[..]),
+            (b"abc\r\n", b"abc"),
+            (b"abc\n\n", b"abc\n"),
+            (b"abc\r", b"abc\r"),
+            (b"abc", b"abc"),
+        ] {
+            let file = file_with(content);
+            assert_eq!(
+                read_secret_file("k", file.path()).unwrap(),
+                secret,
+                "{content:?}"
+            );
+        }
+        for empty in [&b""[..], b"\n", b"\r\n"] {
+            let file = file_with(empty);
+            let err = read_secret_file("k", file.path()).unwrap_err();
+            assert!(matches!(
+                err,
+                AuthConfigError::BadKey {
+                    what: "HMAC secret",
+                    ..
+                }
+            ));
+        }
+    }
+
+    #[test]
+    fn files_are_read_whole_up_to_the_limit() {
+        let exact = file_with(&[7; 100]);
+        assert_eq!(read_bounded("k", exact.path(), 100).unwrap(), vec![7; 100]);
+        let over = file_with(&[7; 101]);
+        let err = read_bounded("k", over.path(), 100).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("is not a usable key file: larger than 100 bytes"),
+            "{err}"
+        );
+        let missing = read_bounded("k", Path::new("/nonexistent/key"), 100).unwrap_err();
+        assert!(matches!(missing, AuthConfigError::ReadFile { .. }));
+    }
+
+    #[test]
+    fn at_most_max_keys_per_direction() {
+        let secret = KeyConfig::Hmac {
+            id: None,
+            secret: Some(super::super::config::Secret::new("s")),
+            secret_file: None,
+        };
+        let keys = vec![secret; MAX_KEYS];
+        assert_eq!(
+            KeySet::load("auth.subscribe", &keys).unwrap().keys.len(),
+            MAX_KEYS
+        );
+        let mut more = keys.clone();
+        more.push(keys[0].clone());
+        let err = KeySet::load("auth.subscribe", &more)
+            .err()
+            .expect("too many");
+        assert!(
+            matches!(err, AuthConfigError::Invalid { key, .. } if key == "auth.subscribe.keys")
+        );
+    }
+}

@@ -150,3 +150,120 @@ fn map_error(kind: &ErrorKind) -> AuthError {
         _ => AuthError::InvalidToken("the token is not a well-formed JWT"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use jsonwebtoken::{DecodingKey, EncodingKey, Header, encode};
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::auth::keys::VerifyingKey;
+
+    const SECRET: &[u8] = b"token-rules-test-secret-0123456789abcdef";
+
+    fn rules(extra: &str) -> TokenRules {
+        let text = format!(
+            "algorithms = [\"HS256\", \"RS256\"]\n{extra}\n[[keys]]\ntype = \"jwks\"\nfile = \"k.json\"\n"
+        );
+        TokenRules::new(&toml::from_str(&text).expect("direction"))
+    }
+
+    fn hmac_keys() -> KeySet {
+        KeySet {
+            keys: vec![VerifyingKey {
+                id: None,
+                algorithm: None,
+                key: DecodingKey::from_secret(SECRET).expect("key"),
+            }],
+        }
+    }
+
+    fn now() -> u64 {
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs()
+    }
+
+    fn hs256(claims: &Value) -> String {
+        let key = EncodingKey::from_secret(SECRET).expect("key");
+        encode(&Header::new(Algorithm::HS256), claims, &key).expect("sign")
+    }
+
+    fn verify(rules: &TokenRules, token: &str) -> Result<Grant, AuthError> {
+        rules.verify(token, &hmac_keys(), Direction::Subscribe)
+    }
+
+    #[test]
+    fn a_token_of_exactly_the_limit_is_accepted() {
+        let token = hs256(&json!({ "exp": now() + 600, "sluice": { "subscribe": ["a"] } }));
+        let at = rules(&format!("max_token_bytes = {}", token.len()));
+        assert!(verify(&at, &token).is_ok());
+        let below = rules(&format!("max_token_bytes = {}", token.len() - 1));
+        assert_eq!(
+            verify(&below, &token).unwrap_err(),
+            AuthError::TooLarge {
+                what: "token",
+                limit: token.len() - 1
+            }
+        );
+    }
+
+    #[test]
+    fn missing_claims_and_misshapen_claims_are_told_apart() {
+        let no_exp = hs256(&json!({ "sluice": { "subscribe": ["a"] } }));
+        assert_eq!(
+            verify(&rules(""), &no_exp).unwrap_err(),
+            AuthError::InvalidToken("a required claim (exp, aud or iss) is missing")
+        );
+        assert!(verify(&rules("require_exp = false"), &no_exp).is_ok());
+        let shape = hs256(&json!({ "exp": now() + 600, "sluice": { "subscribe": 5 } }));
+        assert_eq!(
+            verify(&rules(""), &shape).unwrap_err(),
+            AuthError::InvalidToken("the claims do not have the expected shape")
+        );
+        let filter = hs256(&json!({ "exp": now() + 600, "sluice": { "subscribe": ["a..b"] } }));
+        assert_eq!(
+            verify(&rules(""), &filter).unwrap_err(),
+            AuthError::InvalidToken("the sluice claim holds an invalid filter")
+        );
+    }
+
+    #[test]
+    fn an_allowed_algorithm_without_a_key_of_its_family_is_the_wrong_algorithm() {
+        let pem = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/keys/rsa_a.key.pem"
+        ))
+        .expect("test key");
+        let key = EncodingKey::from_rsa_pem(&pem).expect("RSA key");
+        let claims = json!({ "exp": now() + 600, "sluice": { "subscribe": ["a"] } });
+        let rs256 = encode(&Header::new(Algorithm::RS256), &claims, &key).expect("sign");
+        assert_eq!(
+            verify(&rules(""), &rs256).unwrap_err(),
+            AuthError::WrongAlgorithm
+        );
+        // A key of the family that does not verify is a bad signature.
+        let signed = hs256(&claims);
+        let (signing_input, signature) = signed.rsplit_once('.').expect("three parts");
+        let flipped = if signature.starts_with('A') { 'B' } else { 'A' };
+        let forged = format!("{signing_input}.{flipped}{}", &signature[1..]);
+        assert_eq!(
+            verify(&rules(""), &forged).unwrap_err(),
+            AuthError::BadSignature
+        );
+    }
+
+    #[test]
+    fn the_grant_lasts_until_exp_plus_leeway_and_carries_the_subject() {
+        let exp = now() + 600;
+        let token = hs256(&json!({ "exp": exp, "sub": "u1", "sluice": { "subscribe": ["a"] } }));
+        let grant = verify(&rules("leeway = \"7s\""), &token).expect("valid");
+        assert_eq!(
+            grant.expires_at(),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(exp + 7))
+        );
+        assert_eq!(grant.subject(), Some("u1"));
+        assert!(grant.allows_subscribe("a") && !grant.allows_subscribe("b"));
+    }
+}
