@@ -63,7 +63,12 @@ impl Socket {
     async fn closed_by_peer(&self) {
         let mut discard = [0u8; 64];
         loop {
-            if self.stream.readable().await.is_err() {
+            // `poll_read_ready` keeps one waker slot (no waiter list to join and leave on
+            // every wake-up of the stream); this task is its only user.
+            if std::future::poll_fn(|cx| self.stream.poll_read_ready(cx))
+                .await
+                .is_err()
+            {
                 return;
             }
             match self.stream.try_read(&mut discard) {
@@ -77,10 +82,8 @@ impl Socket {
     /// Writes `head` (status line and headers) and then `session`'s frames with chunked
     /// transfer encoding, until the session ends, the client goes or a write fails.
     pub async fn write_stream(&mut self, head: Bytes, mut session: Session) {
-        if self.write_all(&mut [IoSlice::new(&head)]).await.is_err() {
-            return;
-        }
-        drop(head);
+        // Sent with the first frames (the preamble is ready at once): one write, not two.
+        let mut head = Some(head);
         let mut frames = Vec::new();
         loop {
             frames.clear();
@@ -98,7 +101,11 @@ impl Socket {
             }
             let mut size = [0u8; CHUNK_SIZE_LINE];
             let size = chunk_size_line(len, &mut size);
-            let mut bufs = Vec::with_capacity(frames.len() + 2);
+            let unsent_head = head.take();
+            let mut bufs = Vec::with_capacity(frames.len() + 3);
+            if let Some(unsent_head) = &unsent_head {
+                bufs.push(IoSlice::new(unsent_head));
+            }
             bufs.push(IoSlice::new(size));
             bufs.extend(frames.iter().map(|frame| IoSlice::new(frame)));
             bufs.push(IoSlice::new(b"\r\n"));
@@ -112,7 +119,10 @@ impl Socket {
         }
         // The session has ended (and logged why); end the chunked body cleanly.
         drop(session);
-        let _ = self.write_all(&mut [IoSlice::new(b"0\r\n\r\n")]).await;
+        let head = head.unwrap_or_default();
+        let _ = self
+            .write_all(&mut [IoSlice::new(&head), IoSlice::new(b"0\r\n\r\n")])
+            .await;
         let _ = self.stream.shutdown().await;
     }
 
