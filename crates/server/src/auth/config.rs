@@ -435,6 +435,19 @@ mod tests {
     }
 
     #[test]
+    fn omitted_keys_take_their_documented_defaults() {
+        let d = direction(HMAC);
+        assert_eq!(d.leeway, Duration::from_secs(5));
+        assert_eq!(d.leeway, DEFAULT_LEEWAY);
+        assert!(d.require_exp);
+        assert_eq!(d.max_token_bytes, 8192);
+        assert_eq!(d.max_filters, 128);
+        assert_eq!((d.cookie_name, d.query_param), (None, None));
+        assert_eq!((d.audience, d.issuer), (None, None));
+        assert!(d.anonymous.is_empty());
+    }
+
+    #[test]
     fn a_direction_needs_keys_or_an_anonymous_grant() {
         assert_eq!(refused_key(""), "auth.subscribe.keys");
         accepted("anonymous = [\"public.>\"]");

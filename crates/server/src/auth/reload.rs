@@ -98,3 +98,40 @@ fn inode(meta: &std::fs::Metadata) -> u64 {
 fn inode(_meta: &std::fs::Metadata) -> u64 {
     0
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fs::{self, File};
+
+    use super::*;
+
+    #[test]
+    fn a_file_renamed_into_place_changes_the_fingerprint_even_with_the_same_size_and_time() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let key = dir.path().join("key");
+        let next = dir.path().join("key.next");
+        fs::write(&key, "old-secret").expect("write");
+        fs::write(&next, "new-secret").expect("write");
+        let time = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        for path in [&key, &next] {
+            let file = File::options().write(true).open(path).expect("open");
+            file.set_modified(time).expect("set mtime");
+        }
+        let files = vec![key.clone()];
+        let before = fingerprints(&files);
+        assert!(
+            before[0]
+                .as_ref()
+                .is_some_and(|f| f.len == 10 && f.modified == Some(time))
+        );
+        fs::rename(&next, &key).expect("rename into place");
+        let after = fingerprints(&files);
+        assert_ne!(before, after, "only the inode tells them apart");
+        fs::remove_file(&key).expect("remove");
+        assert_eq!(
+            fingerprints(&files),
+            vec![None],
+            "a missing file has no fingerprint"
+        );
+    }
+}
