@@ -300,6 +300,48 @@ mod tests {
         assert!(matches!(missing, AuthConfigError::ReadFile { .. }));
     }
 
+    /// Counts the warnings logged while it is the thread's subscriber.
+    struct Warnings(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl tracing::Subscriber for Warnings {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            if *event.metadata().level() == tracing::Level::WARN {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    /// How many warnings loading one HMAC key with a secret of `len` bytes logs.
+    fn warnings_for_secret_of(len: usize) -> usize {
+        let count = std::sync::Arc::default();
+        let keys = [KeyConfig::Hmac {
+            id: None,
+            secret: Some(super::super::config::Secret::new("s".repeat(len))),
+            secret_file: None,
+        }];
+        let subscriber = Warnings(std::sync::Arc::clone(&count));
+        tracing::subscriber::with_default(subscriber, || {
+            KeySet::load("auth.subscribe", &keys).expect("loads");
+        });
+        count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_secret_shorter_than_32_bytes_is_loaded_with_a_warning() {
+        assert_eq!(warnings_for_secret_of(MIN_HMAC_SECRET_BYTES - 1), 1);
+        assert_eq!(warnings_for_secret_of(MIN_HMAC_SECRET_BYTES), 0);
+    }
+
     #[test]
     fn at_most_max_keys_per_direction() {
         let secret = KeyConfig::Hmac {
