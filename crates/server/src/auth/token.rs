@@ -255,6 +255,38 @@ mod tests {
     }
 
     #[test]
+    fn each_verification_failure_maps_to_its_refusal() {
+        let json = serde_json::from_str::<Value>("{").unwrap_err();
+        let cases = [
+            (ErrorKind::ExpiredSignature, AuthError::Expired),
+            (ErrorKind::ImmatureSignature, AuthError::NotYetValid),
+            (ErrorKind::InvalidAlgorithm, AuthError::WrongAlgorithm),
+            (ErrorKind::UnsupportedAlgorithm, AuthError::WrongAlgorithm),
+            (ErrorKind::InvalidAudience, AuthError::WrongAudience),
+            (ErrorKind::InvalidIssuer, AuthError::WrongIssuer),
+            (
+                ErrorKind::MissingRequiredClaim("exp".into()),
+                AuthError::InvalidToken("a required claim (exp, aud or iss) is missing"),
+            ),
+            (
+                ErrorKind::InvalidClaimFormat("exp".into()),
+                AuthError::InvalidToken("the claims do not have the expected shape"),
+            ),
+            (
+                ErrorKind::Json(std::sync::Arc::new(json)),
+                AuthError::InvalidToken("the claims do not have the expected shape"),
+            ),
+            (
+                ErrorKind::InvalidToken,
+                AuthError::InvalidToken("the token is not a well-formed JWT"),
+            ),
+        ];
+        for (kind, refusal) in cases {
+            assert_eq!(map_error(&kind), refusal, "{kind:?}");
+        }
+    }
+
+    #[test]
     fn the_grant_lasts_until_exp_plus_leeway_and_carries_the_subject() {
         let exp = now() + 600;
         let token = hs256(&json!({ "exp": exp, "sub": "u1", "sluice": { "subscribe": ["a"] } }));
