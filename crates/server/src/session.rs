@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
+use futures::stream::Peekable;
+use futures::{FutureExt, StreamExt};
 use jiff::Timestamp;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
@@ -147,7 +148,9 @@ pub struct Session {
     replayed: u64,
     pending_gap: Option<(u64, u64)>,
     preamble: Option<Bytes>,
-    catchup: Option<MessageStream>,
+    /// The session's own read of the stream while it is behind the ring (boxed: most
+    /// sessions never need one).
+    catchup: Option<Box<Peekable<MessageStream>>>,
     heartbeat: Pin<Box<Sleep>>,
     expiry: Option<Pin<Box<Sleep>>>,
     ended: bool,
@@ -209,20 +212,29 @@ impl Session {
         })
     }
 
-    /// Appends the next frames to write to `out` — with every frame the ring already holds
-    /// after the first, so a woken client gets them in one write (bounded by
-    /// [`MAX_BATCH_FRAMES`] and [`MAX_BATCH_BYTES`]). False when the stream has ended.
+    /// Appends the next frames to write to `out` — with every frame already at hand after the
+    /// first (in the ring, or read from the stream while catching up), so a woken client gets
+    /// them in one write (bounded by [`MAX_BATCH_FRAMES`] and [`MAX_BATCH_BYTES`]). False when
+    /// the stream has ended.
     pub async fn next_frames(&mut self, out: &mut Vec<Bytes>) -> bool {
         let Some(first) = self.next_frame().await else {
             return false;
         };
         let mut bytes = first.len();
         out.push(first);
-        if self.catchup.is_some() || self.ended {
+        if self.ended {
             return true;
         }
         while out.len() < MAX_BATCH_FRAMES && bytes < MAX_BATCH_BYTES {
-            let Read::Entry(entry) = self.feed.core.read(self.next) else {
+            let entry = if self.catchup.is_some() {
+                self.ready_catchup_entry()
+            } else {
+                match self.feed.core.read(self.next) {
+                    Read::Entry(entry) => Some(entry),
+                    Read::Wait | Read::Behind => None,
+                }
+            };
+            let Some(entry) = entry else {
                 break;
             };
             let Some(frame) = self.admit(entry) else {
@@ -238,6 +250,31 @@ impl Session {
             }
         }
         true
+    }
+
+    /// The next catch-up message that is already at hand and still behind the ring, encoded.
+    /// Anything else (nothing ready, an error, the end, a message the ring covers) is left in
+    /// the stream for [`Session::next_step`].
+    fn ready_catchup_entry(&mut self) -> Option<Entry> {
+        let low = self.feed.core.low();
+        let stream = self.catchup.as_mut()?;
+        loop {
+            let seq = match Pin::new(&mut **stream).peek().now_or_never() {
+                Some(Some(Ok(message))) if message.seq < low => message.seq,
+                _ => return None,
+            };
+            // Peeked above, so it is there.
+            let Some(Some(Ok(message))) = stream.next().now_or_never() else {
+                return None;
+            };
+            if seq < self.next {
+                continue;
+            }
+            match self.feed.core.encoder.entry(&message) {
+                Some(entry) => return Some(entry),
+                None => self.next = seq + 1,
+            }
+        }
     }
 
     /// The next frame to write, or `None` when the stream ends.
@@ -396,7 +433,7 @@ impl Session {
                     match subscribe_in_epoch(&*self.ctx.backend, &filters, self.next, epoch).await {
                         Ok(subscription) => {
                             self.ctx.metrics.catchups.inc();
-                            self.catchup = Some(subscription.stream);
+                            self.catchup = Some(Box::new(subscription.stream.peekable()));
                             if let Some((from, to)) = subscription.lost {
                                 return Step::Entry(core.encoder.lost(from, to));
                             }
