@@ -467,7 +467,7 @@ fn summary(fixtures: &[Fixture]) {
         }
         fx.check_unchanged();
     }
-    if let (Some(first), Some(last)) = (with_index.first(), with_index.last()) {
+    if let [first, .., last] = with_index.as_slice() {
         eprintln!(
             "with index: depth {} takes {:.1}× depth {} (goal ≤ 2×)",
             last.0,
