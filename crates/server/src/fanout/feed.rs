@@ -218,11 +218,15 @@ async fn run(core: Arc<FeedCore>, backend: Arc<dyn Backend>, metrics: Arc<Metric
                     core.push(core.encoder.lost(from, to));
                     next = next.max(to + 1);
                 }
-                'read: while let Some(mut item) = stream.next().await {
-                    // Take every message that is already there, then wake the readers once:
-                    // a burst costs one wake-up per reader, not one per message.
-                    for _ in 0..MAX_COALESCED {
-                        match item {
+                'read: while let Some(first) = stream.next().await {
+                    // Take every message that is already there (up to MAX_COALESCED), then
+                    // wake the readers once: a burst costs one wake-up per reader, not one
+                    // per message. No message is taken from the stream beyond the bound, so
+                    // none is dropped.
+                    let mut item = Some(first);
+                    let mut taken = 0;
+                    while let Some(current) = item.take() {
+                        match current {
                             Ok(message) => {
                                 failures = 0;
                                 next = next.max(message.seq + 1);
@@ -234,13 +238,17 @@ async fn run(core: Arc<FeedCore>, backend: Arc<dyn Backend>, metrics: Arc<Metric
                                 break 'read;
                             }
                         }
+                        taken += 1;
+                        if taken == MAX_COALESCED {
+                            break;
+                        }
                         match stream.next().now_or_never() {
-                            Some(Some(more)) => item = more,
+                            Some(Some(more)) => item = Some(more),
                             Some(None) => {
                                 core.publish();
                                 break 'read;
                             }
-                            None => break,
+                            None => {}
                         }
                     }
                     core.publish();
@@ -271,4 +279,62 @@ pub fn record(metrics: &Metrics, err: &BackendError, what: &str) {
     };
     tracing::warn!(error = %err, kind, "{what}");
     Metrics::count(&metrics.backend_errors, "kind", kind);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::PublishRequest;
+    use crate::backend::embedded::EmbeddedBackend;
+    use crate::config::Config;
+    use bytes::Bytes;
+    use sluice_protocol::headers::Headers;
+
+    /// A burst larger than one wake-up's bound (`MAX_COALESCED`) reaches the ring whole: no
+    /// message is lost between two rounds of coalescing.
+    #[tokio::test]
+    async fn a_burst_longer_than_one_round_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.embedded.data_dir = dir.path().to_owned();
+        config.embedded.sync = "never".into();
+        let (backend, _) = EmbeddedBackend::open(&config).await.unwrap();
+        let backend: Arc<dyn Backend> = Arc::new(backend);
+        let burst = (MAX_COALESCED * 3 + 7) as u64;
+        for n in 0..burst {
+            let request = PublishRequest {
+                subject: "t".into(),
+                headers: Headers::new(),
+                payload: Bytes::from(n.to_string()),
+            };
+            backend.publish(request).await.unwrap();
+        }
+        // The feed starts behind every message, so all of them are ready at once.
+        let start = FeedStart {
+            filters: FilterSet::new(["t"]).unwrap(),
+            encoder: Encoder {
+                epoch: backend.stream_state().await.unwrap().epoch,
+                topic_prefix: String::new(),
+                max_event_size: 1 << 20,
+            },
+            start: 1,
+            ring_size: 4096,
+        };
+        let feed = Feed::spawn(start, backend, Arc::new(Metrics::new()), Box::new(|_| {}));
+        let mut position = feed.core.subscribe();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while *position.borrow_and_update() <= burst {
+            tokio::time::timeout_at(deadline, position.changed())
+                .await
+                .expect("the feed reads the burst")
+                .unwrap();
+        }
+        let mut seqs = Vec::new();
+        let mut next = 1;
+        while let Read::Entry(entry) = feed.core.read(next) {
+            seqs.push(entry.seq);
+            next = entry.seq + 1;
+        }
+        assert_eq!(seqs, (1..=burst).collect::<Vec<_>>());
+    }
 }
