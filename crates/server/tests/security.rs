@@ -262,24 +262,20 @@ async fn wildcards_cannot_escalate_a_grant() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn line_breaks_and_nul_in_topics_are_refused_everywhere() {
     let hub = Embedded.start(Config::default()).await;
-    for path in [
+    let paths = [
         "/events?topic=a%0Db",
         "/events?topic=a%0D%0Aevent:%20x",
         "/events?topic=a%00b",
         "/events?topic=a%0A%0Adata:%20x",
         "/events/a%0Aevent:%20x",
         "/events/a%0D%0Adata:%20x/b",
-    ] {
-        let response = hub.get(path).await;
-        assert_eq!(response.status, 400, "{path}: {}", response.text());
-    }
-    for topic in ["a\nb", "a\r\nevent: x", "a\0b", "a\u{2028}b"] {
-        let response = hub
-            .publish_raw(json!({ "topic": topic, "payload": 1 }))
-            .await;
-        assert_eq!(response.status, 400, "{topic:?}: {}", response.text());
-    }
-    assert_nothing_stored(&hub).await;
+    ];
+    assert_refused(
+        &hub,
+        &paths,
+        &["a\nb", "a\r\nevent: x", "a\0b", "a\u{2028}b"],
+    )
+    .await;
     hub.stop().await;
 }
 
@@ -352,24 +348,15 @@ fn stream_lookups_and_creation_never_leave_the_data_directory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dot_segments_in_event_paths_are_invalid_topics() {
     let hub = Embedded.start(Config::default()).await;
-    for path in [
+    let paths = [
         "/events/..%2F..",
         "/events/..%2F..%2Fetc%2Fpasswd",
         "/events/../../etc/passwd",
         "/events/%2E%2E/x",
         "/events/a/../b",
         "/events/a//b",
-    ] {
-        let response = hub.get(path).await;
-        assert_eq!(response.status, 400, "{path}: {}", response.text());
-    }
-    for topic in ["../x", "a/../b", "..", "a..b"] {
-        let response = hub
-            .publish_raw(json!({ "topic": topic, "payload": 1 }))
-            .await;
-        assert_eq!(response.status, 400, "{topic:?}: {}", response.text());
-    }
-    assert_nothing_stored(&hub).await;
+    ];
+    assert_refused(&hub, &paths, &["../x", "a/../b", "..", "a..b"]).await;
     hub.stop().await;
 }
 
@@ -402,4 +389,19 @@ async fn oversized_publish_bodies_are_refused_before_authorization_or_storage() 
         "the oversized bodies stored nothing"
     );
     hub.stop().await;
+}
+
+/// Every path is refused with 400, every publish of a topic too, and nothing was stored.
+async fn assert_refused(hub: &TestHub, paths: &[&str], topics: &[&str]) {
+    for path in paths {
+        let response = hub.get(path).await;
+        assert_eq!(response.status, 400, "{path}: {}", response.text());
+    }
+    for topic in topics {
+        let response = hub
+            .publish_raw(json!({ "topic": topic, "payload": 1 }))
+            .await;
+        assert_eq!(response.status, 400, "{topic:?}: {}", response.text());
+    }
+    assert_nothing_stored(hub).await;
 }

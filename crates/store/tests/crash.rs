@@ -1,9 +1,9 @@
 //! kill -9 a child process publishing with sync `always` at random points, reopen, and check
 //! that every acknowledged sequence is present with its payload.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+mod common;
 
+use common::run_child_until_killed;
 use sluice_store::{Headers, Store, StoreOptions, StreamConfig, SyncPolicy};
 
 const DIR_ENV: &str = "SLUICE_STORE_CRASH_DIR";
@@ -63,37 +63,19 @@ fn crash_child() {
 #[test]
 fn every_acknowledged_sequence_survives_kill_9() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
     let mut acked: Vec<u64> = Vec::new();
     for round in 0..5u64 {
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "crash_child",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env(DIR_ENV, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
         let kill_after = 20 + (round * 7919 + 13) % 150;
-        let mut seen = 0;
-        for line in stdout.lines() {
-            let line = line.unwrap();
-            if let Some(seq) = line.strip_prefix("ACK ") {
+        let seen = run_child_until_killed(
+            "crash_child",
+            DIR_ENV,
+            dir.path(),
+            "ACK ",
+            kill_after,
+            |seq| {
                 acked.push(seq.trim().parse().unwrap());
-                seen += 1;
-                if seen >= kill_after {
-                    break;
-                }
-            }
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
+            },
+        );
         assert!(seen >= kill_after, "round {round}: the child stopped early");
 
         let (store, reports) = Store::open(dir.path(), opts()).unwrap();

@@ -3,13 +3,14 @@
 //! version), crashes, filter changes and a recreated origin — each resume asserting WHICH path
 //! ran through `source_status()` and the recovery report.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::run_child_until_killed;
 use futures::StreamExt;
 use sluice_store::{
     FilterSet, Headers, PurgeRequest, RecoveryReport, SidecarRecovery, SourceConfig, SourceResume,
@@ -41,6 +42,12 @@ fn aggregate(sources: Vec<SourceConfig>) -> StreamConfig {
         sources,
         ..StreamConfig::new("ALL", Vec::<String>::new())
     }
+}
+
+/// Creates origin `O` (subject `o`) and the sourcing stream `all`.
+fn origin_and_aggregate(store: &Store, all: StreamConfig) -> (StreamHandle, StreamHandle) {
+    let origin = store.create_stream(StreamConfig::new("O", ["o"])).unwrap();
+    (origin, store.create_stream(all).unwrap())
 }
 
 fn open(dir: &Path) -> (Store, BTreeMap<String, RecoveryReport>) {
@@ -184,13 +191,13 @@ async fn sources_in_origin_order_with_filter_transform_and_header() {
 #[tokio::test]
 async fn forged_source_header_is_rejected_with_10227() {
     let store = Store::in_memory(opts());
-    let origin = store.create_stream(StreamConfig::new("O", ["o"])).unwrap();
-    let all = store
-        .create_stream(StreamConfig {
+    let (origin, all) = origin_and_aggregate(
+        &store,
+        StreamConfig {
             subjects: vec!["all".into()],
             ..aggregate(vec![source("O", None)])
-        })
-        .unwrap();
+        },
+    );
     for (s, subject) in [(&origin, "o"), (&all, "all")] {
         let mut h = Headers::new();
         h.insert("Nats-Stream-Source", "O 1 > > o x");
@@ -269,10 +276,7 @@ async fn bad_transforms_and_filters_are_rejected_naming_the_value() {
 async fn resume_after_purge_sources_nothing_again_and_the_next_message_once() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = open(dir.path());
-    let origin = store.create_stream(StreamConfig::new("O", ["o"])).unwrap();
-    let all = store
-        .create_stream(aggregate(vec![source("O", None)]))
-        .unwrap();
+    let (origin, all) = origin_and_aggregate(&store, aggregate(vec![source("O", None)]));
     publish(&origin, "o", 5).await;
     next_msgs(&all, 1, 5).await;
     all.purge(PurgeRequest::default()).await.unwrap();
@@ -381,10 +385,7 @@ async fn restart_with_sources_db_missing_stale_corrupt_or_future_resumes_without
 async fn purged_stream_without_sources_db_resumes_after_its_last_time() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = open(dir.path());
-    let origin = store.create_stream(StreamConfig::new("O", ["o"])).unwrap();
-    let all = store
-        .create_stream(aggregate(vec![source("O", None)]))
-        .unwrap();
+    let (origin, all) = origin_and_aggregate(&store, aggregate(vec![source("O", None)]));
     publish(&origin, "o", 4).await;
     next_msgs(&all, 1, 4).await;
     all.purge(PurgeRequest::default()).await.unwrap();
@@ -495,10 +496,7 @@ async fn changing_the_filter_makes_a_new_source() {
 async fn recreated_origin_resets_the_position() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = open(dir.path());
-    let origin = store.create_stream(StreamConfig::new("O", ["o"])).unwrap();
-    let all = store
-        .create_stream(aggregate(vec![source("O", None)]))
-        .unwrap();
+    let (origin, all) = origin_and_aggregate(&store, aggregate(vec![source("O", None)]));
     publish(&origin, "o", 3).await;
     let old = next_msgs(&all, 1, 3).await;
     store.delete_stream("O").unwrap();
@@ -528,13 +526,13 @@ async fn recreated_origin_resets_the_position() {
 #[tokio::test]
 async fn sourced_messages_obey_the_stream_limits() {
     let store = Store::in_memory(opts());
-    let origin = store.create_stream(StreamConfig::new("O", ["o"])).unwrap();
-    let all = store
-        .create_stream(StreamConfig {
+    let (origin, all) = origin_and_aggregate(
+        &store,
+        StreamConfig {
             max_msgs: 2,
             ..aggregate(vec![source("O", None)])
-        })
-        .unwrap();
+        },
+    );
     publish(&origin, "o", 4).await;
     let got = next_msgs(&all, 3, 2).await;
     assert_eq!(header(&got[1])[1], "4");
@@ -634,34 +632,16 @@ const CRASH_BATCH: u64 = 400;
 #[tokio::test]
 async fn kill_9_while_sourcing_then_restart_sources_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = std::env::current_exe().unwrap();
     for round in 0..3u64 {
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "sourcing_crash_child",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env(CRASH_DIR_ENV, dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
         let kill_after = 10 + (round * 7919 + 13) % 150;
-        let mut seen = 0;
-        for line in stdout.lines() {
-            if line.unwrap().starts_with("AT ") {
-                seen += 1;
-                if seen >= kill_after {
-                    break;
-                }
-            }
-        }
-        child.kill().unwrap();
-        child.wait().unwrap();
+        let seen = run_child_until_killed(
+            "sourcing_crash_child",
+            CRASH_DIR_ENV,
+            dir.path(),
+            "AT ",
+            kill_after,
+            |_| {},
+        );
         assert!(seen >= kill_after, "round {round}: the child stopped early");
 
         let (store, _) = Store::open(dir.path(), crash_opts()).unwrap();
@@ -729,13 +709,13 @@ async fn without_a_position_a_source_starts_at_opt_start_seq_or_opt_start_time()
 #[tokio::test]
 async fn a_message_the_sourcing_stream_rejects_is_dropped_and_counted() {
     let store = Store::in_memory(opts());
-    let origin = store.create_stream(StreamConfig::new("O", ["o"])).unwrap();
-    let all = store
-        .create_stream(StreamConfig {
+    let (origin, all) = origin_and_aggregate(
+        &store,
+        StreamConfig {
             max_msg_size: 200,
             ..aggregate(vec![source("O", None)])
-        })
-        .unwrap();
+        },
+    );
     origin
         .publish("o", Headers::new(), vec![b'x'; 500])
         .await
