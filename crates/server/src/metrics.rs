@@ -161,6 +161,13 @@ impl Metrics {
         }
     }
 
+    /// Every metric of the hub and those `backend` registers itself.
+    pub fn for_backend(backend: &dyn crate::backend::Backend) -> Self {
+        let mut metrics = Self::new();
+        backend.register_metrics(&mut metrics.registry);
+        metrics
+    }
+
     /// Increments `family` for `label = value`.
     pub fn count(family: &Counters, label: &'static str, value: &'static str) {
         family.get_or_create(&[(label, value)]).inc();

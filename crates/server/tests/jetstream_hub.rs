@@ -151,6 +151,8 @@ async fn a_consumer_deleted_under_a_connected_client_loses_nothing() {
     published.extend(publish_numbered(&hub, 4..=6).await);
     received.extend(read_ids(&mut client, 3).await);
     assert_eq!(received, published);
+    assert!(hub.metric("sluice_jetstream_consumers_lost_total") >= 1);
+    assert!(hub.metric("sluice_jetstream_consumers_created_total") >= 2);
     hub.stop().await;
 }
 

@@ -139,4 +139,7 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Flushes and releases resources; called once on shutdown.
     async fn shutdown(&self);
+
+    /// Registers the backend's own metrics; called once when the hub is built.
+    fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
 }

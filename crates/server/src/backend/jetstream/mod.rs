@@ -14,11 +14,13 @@ mod publish;
 mod subscribe;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_nats::connection::State;
 use async_trait::async_trait;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
 pub use config::{JetStreamConfig, redact_url};
@@ -51,9 +53,9 @@ struct Shared {
 /// Counters of what the backend did behind the hub's back.
 #[derive(Debug, Default)]
 struct Stats {
-    consumers_created: AtomicU64,
-    consumers_lost: AtomicU64,
-    filtered_out: AtomicU64,
+    consumers_created: Counter,
+    consumers_lost: Counter,
+    filtered_out: Counter,
 }
 
 /// A snapshot of the backend's counters, for metrics.
@@ -143,9 +145,9 @@ impl JetStreamBackend {
     pub fn stats(&self) -> JetStreamStats {
         let stats = &self.shared.stats;
         JetStreamStats {
-            consumers_created: stats.consumers_created.load(Ordering::Relaxed),
-            consumers_lost: stats.consumers_lost.load(Ordering::Relaxed),
-            filtered_out: stats.filtered_out.load(Ordering::Relaxed),
+            consumers_created: stats.consumers_created.get(),
+            consumers_lost: stats.consumers_lost.get(),
+            filtered_out: stats.filtered_out.get(),
         }
     }
 }
@@ -217,5 +219,25 @@ impl Backend for JetStreamBackend {
             Ok(Err(err)) => tracing::warn!(%err, "draining the NATS connection failed"),
             Err(_) => tracing::warn!(?limit, "draining the NATS connection timed out"),
         }
+    }
+
+    fn register_metrics(&self, registry: &mut Registry) {
+        let stats = &self.shared.stats;
+        let js = registry.sub_registry_with_prefix("sluice_jetstream");
+        js.register(
+            "consumers_created",
+            "Consumers created for feeds, recreations included",
+            stats.consumers_created.clone(),
+        );
+        js.register(
+            "consumers_lost",
+            "Consumers found lost (deleted, reaped, heartbeats missed) and recreated from the next sequence",
+            stats.consumers_lost.clone(),
+        );
+        js.register(
+            "messages_filtered_out",
+            "Messages dropped in the hub because the server could not filter them",
+            stats.filtered_out.clone(),
+        );
     }
 }

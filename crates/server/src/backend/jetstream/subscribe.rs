@@ -10,7 +10,6 @@
 //! consumer is deleted (bounded by the request timeout).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, pull};
@@ -188,10 +187,7 @@ impl Feed {
         if let Some(local) = &self.plan.local
             && !local.matches(message.subject.as_str())
         {
-            self.shared
-                .stats
-                .filtered_out
-                .fetch_add(1, Ordering::Relaxed);
+            self.shared.stats.filtered_out.inc();
             return Ok(None);
         }
         Ok(Some(BackendMessage {
@@ -206,10 +202,7 @@ impl Feed {
 
     fn lose(&mut self, reason: &str) {
         let consumer = self.current.take().map(|current| current.name.clone());
-        self.shared
-            .stats
-            .consumers_lost
-            .fetch_add(1, Ordering::Relaxed);
+        self.shared.stats.consumers_lost.inc();
         tracing::warn!(
             stream = self.shared.config.stream,
             consumer,
@@ -340,10 +333,7 @@ impl Feed {
                 .map_err(|err| from_nats(&what, &err))
         })
         .await?;
-        shared
-            .stats
-            .consumers_created
-            .fetch_add(1, Ordering::Relaxed);
+        shared.stats.consumers_created.inc();
         tracing::debug!(
             stream,
             consumer = name,
