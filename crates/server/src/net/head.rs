@@ -65,8 +65,9 @@ pub fn buffer() -> BytesMut {
     BytesMut::with_capacity(INITIAL_BUFFER)
 }
 
-/// `Ok(None)` while the head is incomplete.
-fn parse(buf: &[u8], max: usize) -> Result<Option<Head>, HeadError> {
+/// Parses the request head at the start of `buf` (at most `max` bytes); `Ok(None)` while it
+/// is incomplete. Public for the `http_head` fuzz target.
+pub fn parse(buf: &[u8], max: usize) -> Result<Option<Head>, HeadError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut parsed = httparse::Request::new(&mut headers);
     let head_len = match parsed.parse(buf) {

@@ -22,7 +22,7 @@
 
 mod accept;
 mod addresses;
-mod head;
+pub mod head;
 mod rewind;
 mod runtime;
 mod stall;
