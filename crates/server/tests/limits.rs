@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Embedded, HubFactory, TestHub, expect_event};
+use common::{Embedded, HubFactory, TestHub, expect_event, refused_until_released};
 use sluice_server::config::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -152,25 +152,7 @@ async fn per_address_limit_refuses_with_429_or_retry() {
         "every connection counts"
     );
 
-    let mut refused = hub.subscribe("?topic=t").await;
-    assert_eq!(refused.status(), 200);
-    let frames = refused.frames_until_end().await.unwrap();
-    assert_eq!(frames.len(), 1, "{frames:?}");
-    assert!(frames[0].retry.is_some() && frames[0].data.is_none());
-    assert_eq!(
-        hub.metric("sluice_connections_rejected_total{reason=\"max_connections_per_address\"}"),
-        3
-    );
-
-    drop(held);
-    hub.eventually("the stream ended", |h| {
-        h.metric("sluice_active_connections") == 0
-    })
-    .await;
-    let mut again = hub.subscribe("?topic=t").await;
-    expect_event(&mut again, "connected")
-        .await
-        .expect("the address has a free place again");
+    refused_until_released(&hub, "max_connections_per_address", 3, held).await;
     hub.stop().await;
 }
 

@@ -224,3 +224,29 @@ pub async fn expect_event(
     Ok(frame)
 }
 pub mod scenarios;
+
+/// A subscription refused for `reason` (a connection limit): an `EventSource` gets a 200 with
+/// only a `retry:` hint, and the refusals for `reason` now number `refusals`. Once `held` (the
+/// streams holding the places) is dropped, a new stream connects.
+pub async fn refused_until_released<T>(hub: &TestHub, reason: &str, refusals: u64, held: T) {
+    let mut refused = hub.subscribe("?topic=t").await;
+    assert_eq!(refused.status(), 200);
+    let frames = refused.frames_until_end().await.unwrap();
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert!(frames[0].retry.is_some_and(|ms| ms >= 2000) && frames[0].data.is_none());
+    assert_eq!(
+        hub.metric(&format!(
+            "sluice_connections_rejected_total{{reason=\"{reason}\"}}"
+        )),
+        refusals
+    );
+    drop(held);
+    hub.eventually("the places were released", |h| {
+        h.metric("sluice_active_connections") == 0
+    })
+    .await;
+    let mut again = hub.subscribe("?topic=t").await;
+    expect_event(&mut again, "connected")
+        .await
+        .expect("a place is free again");
+}

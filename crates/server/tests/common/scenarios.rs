@@ -7,7 +7,7 @@ use serde_json::json;
 use sluice_server::config::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{HubFactory, TestHub, data, expect_event};
+use super::{HubFactory, TestHub, data, expect_event, refused_until_released};
 
 fn config() -> Config {
     Config::default()
@@ -521,24 +521,7 @@ pub async fn max_connections_refusals(f: &dyn HubFactory) {
             .header("retry-after")
             .is_some_and(|v| v.parse::<u64>().is_ok())
     );
-    let mut refused = hub.subscribe("?topic=t").await;
-    assert_eq!(refused.status(), 200);
-    let frames = refused.frames_until_end().await.unwrap();
-    assert_eq!(frames.len(), 1, "{frames:?}");
-    assert!(frames[0].retry.is_some_and(|ms| ms >= 2000) && frames[0].data.is_none());
-    assert_eq!(
-        hub.metric("sluice_connections_rejected_total{reason=\"max_connections\"}"),
-        2
-    );
-    drop(held);
-    hub.eventually("slot released", |h| {
-        h.metric("sluice_active_connections") == 0
-    })
-    .await;
-    let mut again = hub.subscribe("?topic=t").await;
-    expect_event(&mut again, "connected")
-        .await
-        .expect("a slot is free again");
+    refused_until_released(&hub, "max_connections", 2, held).await;
     hub.stop().await;
 }
 
