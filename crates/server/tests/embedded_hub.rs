@@ -252,7 +252,15 @@ async fn an_aggregate_stream_serves_its_sources_in_one_order() {
 
     let sent = [("orders.1", 1), ("chat.room", 2), ("orders.2", 3)];
     for (topic, n) in sent {
-        hub.publish(topic, json!(n)).await;
+        let answer = hub.publish(topic, json!(n)).await;
+        // The origin stored it; its place in ALL is set when the source copies it.
+        let origin = if topic.starts_with("orders") {
+            "ORDERS"
+        } else {
+            "CHAT"
+        };
+        assert_eq!(answer["stream"], origin, "{answer}");
+        assert!(answer.get("id").is_none(), "{answer}");
         // Wait for each to be sourced so the aggregate's order is the publish order.
         let frame = expect_event(&mut client, "message").await.unwrap();
         assert_eq!(data(&frame)["topic"], topic);

@@ -196,6 +196,7 @@ impl Backend for EmbeddedBackend {
         Ok(PublishAck {
             seq: ack.seq,
             duplicate: ack.duplicate,
+            stream: (handle.name() != self.stream).then(|| handle.name().to_owned()),
         })
     }
 

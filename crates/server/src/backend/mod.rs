@@ -56,12 +56,16 @@ pub struct PublishRequest {
 }
 
 /// The stream's acknowledgement of a publish.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublishAck {
     /// The sequence the message was stored at (the original one for a duplicate).
     pub seq: u64,
     /// True when the message was a duplicate within the dedupe window and was not stored again.
     pub duplicate: bool,
+    /// The stream that stored it, when that is not the served stream: the message reaches the
+    /// served stream through its sources, at a sequence not known yet, and `seq` is the
+    /// storing stream's.
+    pub stream: Option<String>,
 }
 
 /// Whether the backend can serve requests now.

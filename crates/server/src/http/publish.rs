@@ -59,9 +59,14 @@ enum Ttl {
 /// The answer to a successful publish.
 #[derive(Debug, Serialize)]
 struct Answer {
-    id: String,
+    /// The event id in the served stream; absent when another stream stored the message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
     seq: u64,
     duplicate: bool,
+    /// The stream that stored the message, when not the served one (`seq` is its sequence).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<String>,
 }
 
 /// `POST /publish`.
@@ -151,13 +156,16 @@ async fn store(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Answer, Failure>
     }
     let ack = hub.backend.publish(request).await?;
     Ok(Answer {
-        id: EventId {
-            seq: ack.seq,
-            epoch: Some(state.epoch),
-        }
-        .to_string(),
+        id: ack.stream.is_none().then(|| {
+            EventId {
+                seq: ack.seq,
+                epoch: Some(state.epoch),
+            }
+            .to_string()
+        }),
         seq: ack.seq,
         duplicate: ack.duplicate,
+        stream: ack.stream,
     })
 }
 

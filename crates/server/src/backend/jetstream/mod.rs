@@ -161,6 +161,7 @@ impl Backend for JetStreamBackend {
     async fn publish(&self, request: PublishRequest) -> Result<PublishAck, BackendError> {
         publish::publish(
             &self.shared.context,
+            &self.shared.config.stream,
             request,
             self.shared.config.request_timeout,
         )

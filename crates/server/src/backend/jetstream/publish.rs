@@ -14,6 +14,7 @@ use crate::backend::{BackendError, PublishAck, PublishRequest};
 /// Publishes one message and waits for the stream's acknowledgement, all within `limit`.
 pub(super) async fn publish(
     context: &jetstream::Context,
+    served: &str,
     request: PublishRequest,
     limit: Duration,
 ) -> Result<PublishAck, BackendError> {
@@ -31,6 +32,7 @@ pub(super) async fn publish(
         Ok(PublishAck {
             seq: ack.sequence,
             duplicate: ack.duplicate,
+            stream: (ack.stream != served).then_some(ack.stream),
         })
     })
     .await
