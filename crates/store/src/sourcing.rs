@@ -21,12 +21,11 @@
 //!   resets (warning logged, `resets` counted) and the start rule applies.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, JoinHandle, Thread};
+use std::thread::{self, JoinHandle};
 
+use futures::executor::block_on;
 use futures::future::select;
 use sluice_protocol::headers::{NATS_BATCH_PREFIX, NATS_EXPECTED_PREFIX};
 use sluice_protocol::transform::{SubjectTransform, apply_first};
@@ -447,28 +446,4 @@ async fn wait<T>(stop: &mut watch::Receiver<bool>, other: &mut watch::Receiver<T
     let b = pin!(other.changed());
     // Either wakes the caller, which looks again at everything.
     let _ = select(a, b).await;
-}
-
-/// Wakes a parked thread.
-struct Unpark(Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
-/// Runs a future to completion on the current thread, parking it while the future waits: all
-/// a sourcing thread needs (its futures are woken by tokio's sync primitives, which work
-/// without a runtime).
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        thread::park();
-    }
 }
