@@ -798,16 +798,12 @@ fn reload_picks_up_a_rotated_pem_key() {
     assert!(subscribe_with(&auth, &token_b).is_ok());
 }
 
-/// Polls until `token` is accepted, failing after ten seconds.
+/// Polls until `token` is accepted.
 async fn wait_until_accepted(auth: &Authenticator, token: &str, what: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while subscribe_with(auth, token).is_err() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what} did not reload the keys"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    sluice_test_support::eventually(&format!("{what} to reload the keys"), || {
+        subscribe_with(auth, token).is_ok()
+    })
+    .await;
 }
 
 #[tokio::test]

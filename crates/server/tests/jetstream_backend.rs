@@ -10,7 +10,7 @@ use futures::StreamExt;
 use sluice_protocol::headers::Headers;
 use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig, ServerVersion};
 use sluice_server::backend::{Backend, BackendError, Health, MessageStream, PublishRequest};
-use sluice_test_support::NatsServer;
+use sluice_test_support::{NatsServer, eventually_async};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
@@ -123,19 +123,6 @@ async fn take(feed: &mut MessageStream, count: usize) -> Vec<(u64, String, Strin
         ));
     }
     taken
-}
-
-/// Polls `check` until it holds or `DEADLINE` passes.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + DEADLINE;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 async fn consumer_names(js: &jetstream::Context, stream: &str) -> Vec<String> {
@@ -483,7 +470,7 @@ async fn messages_removed_while_a_feed_recovers_end_the_feed_instead_of_a_silent
     assert_eq!(take(&mut feed, 1).await[0].0, 1);
 
     proxy.cut_and_hold();
-    eventually("the backend notices the lost connection", || async {
+    eventually_async("the backend notices the lost connection", async || {
         matches!(backend.health().await, Health::Unavailable { .. })
     })
     .await;
@@ -552,7 +539,7 @@ async fn health_names_the_cause_when_the_stream_or_the_server_goes_away() {
     }
 
     server.stop().await.expect("server stops");
-    eventually("health reports the disconnection", || async {
+    eventually_async("health reports the disconnection", async || {
         matches!(
             backend.health().await,
             Health::Unavailable {
@@ -600,7 +587,7 @@ async fn dropping_a_feed_deletes_its_consumer() {
         .unwrap();
     assert_eq!(consumer_names(&js, "EVENTS").await.len(), 1);
     drop(feed);
-    eventually("the consumer is deleted", || async {
+    eventually_async("the consumer is deleted", async || {
         consumer_names(&js, "EVENTS").await.is_empty()
     })
     .await;

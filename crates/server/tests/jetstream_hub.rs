@@ -18,7 +18,7 @@ use futures::StreamExt;
 use serde_json::json;
 use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig};
 use sluice_server::config::{BackendKind, Config};
-use sluice_test_support::{NatsServer, SseClient};
+use sluice_test_support::{NatsServer, SseClient, eventually_async};
 use tokio::time::Instant;
 
 /// Hubs over a fresh JetStream stream on a nats-server of their own.
@@ -179,29 +179,17 @@ async fn readiness_names_the_lost_nats_connection() {
     let (hub, mut server) = JetStream::start_with_server(Config::default()).await;
     assert_eq!(hub.get("/readyz").await.status, 200);
     server.stop().await.expect("server stops");
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        let response = hub.get("/readyz").await;
-        if response.status == 503 {
-            assert_eq!(response.json().unwrap()["cause"], "backend_disconnected");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still ready: {}",
-            response.text()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually_async("/readyz to fail", async || {
+        hub.get("/readyz").await.status == 503
+    })
+    .await;
+    let response = hub.get("/readyz").await;
+    assert_eq!(response.json().unwrap()["cause"], "backend_disconnected");
     server.restart().await.unwrap_or_else(|err| panic!("{err}"));
-    let deadline = Instant::now() + DEADLINE;
-    while hub.get("/readyz").await.status != 200 {
-        assert!(
-            Instant::now() < deadline,
-            "not ready again after the restart"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually_async("/readyz after the restart", async || {
+        hub.get("/readyz").await.status == 200
+    })
+    .await;
     hub.stop().await;
 }
 

@@ -329,12 +329,8 @@ async fn limits_discard_old_keep_the_newest() {
         })
         .unwrap();
     s.publish("a", Headers::new(), "x").await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while s.info(None).state.msgs > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "max_age never removed the message"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    sluice_test_support::eventually("max_age to remove the message", || {
+        s.info(None).state.msgs == 0
+    })
+    .await;
 }

@@ -1,6 +1,6 @@
 //! Whole-block retention, interval sync, and subscribers of a deleted stream.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use sluice_store::{
@@ -66,11 +66,7 @@ async fn interval_sync_fsyncs_in_the_background() {
     .unwrap();
     let s = store.create_stream(StreamConfig::new("R", ["r"])).unwrap();
     s.publish("r", Headers::new(), "x").await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while s.info(None).stats.fsyncs == 0 {
-        assert!(Instant::now() < deadline, "no background fsync");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    sluice_test_support::eventually("a background fsync", || s.info(None).stats.fsyncs > 0).await;
 }
 
 #[tokio::test]

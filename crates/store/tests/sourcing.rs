@@ -115,15 +115,8 @@ fn status(s: &StreamHandle, iname: &str) -> SourceStatus {
 /// Waits (with a deadline) until the source's status satisfies `ok`: the counters are updated
 /// right after the writer's answer, a moment after the message becomes visible.
 async fn wait_status(s: &StreamHandle, iname: &str, ok: impl Fn(&SourceStatus) -> bool) {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !ok(&status(s, iname)) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{:?}",
-            status(s, iname)
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    sluice_test_support::eventually(&format!("the status of {iname}"), || ok(&status(s, iname)))
+        .await;
 }
 
 #[tokio::test]

@@ -6,13 +6,10 @@
 //! forged header with 10227.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
 use sluice_store::{Headers, PurgeRequest, SourceConfig, Store, StoreOptions, StreamConfig};
-use sluice_test_support::NatsServer;
-
-const DEADLINE: Duration = Duration::from_secs(20);
+use sluice_test_support::{NatsServer, eventually_async};
 
 /// One sourced message: origin seq, stored subject, header fields without the ident.
 type Sourced = (u64, String, Vec<String>);
@@ -29,14 +26,6 @@ fn header_fields(value: &str) -> (Vec<String>, String) {
     assert_eq!(f.len(), 6, "Nats-Stream-Source {value:?} has not 6 fields");
     let ident = f.pop().unwrap();
     (f, ident)
-}
-
-async fn until(mut ok: impl AsyncFnMut() -> bool, what: &str) {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !ok().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 async fn run_sluice() -> (BTreeSet<Sourced>, (u16, u64, String)) {
@@ -86,10 +75,9 @@ async fn run_sluice() -> (BTreeSet<Sourced>, (u16, u64, String)) {
             }
         }
     };
-    until(
-        async || agg_handle.info(None).state.msgs == 5,
-        "sluice sources 5",
-    )
+    eventually_async("sluice sources 5", async || {
+        agg_handle.info(None).state.msgs == 5
+    })
     .await;
     collect(&agg_handle, &mut seen);
     agg_handle.purge(PurgeRequest::default()).await.unwrap();
@@ -101,10 +89,9 @@ async fn run_sluice() -> (BTreeSet<Sourced>, (u16, u64, String)) {
     for s in SECOND {
         origin.publish(s, Headers::new(), "x").await.unwrap();
     }
-    until(
-        async || agg_handle.info(None).state.msgs == 3,
-        "sluice sources 3 more",
-    )
+    eventually_async("sluice sources 3 more", async || {
+        agg_handle.info(None).state.msgs == 3
+    })
     .await;
     collect(&agg_handle, &mut seen);
     let mut forged = Headers::new();
@@ -170,7 +157,7 @@ async fn run_nats() -> (BTreeSet<Sourced>, (u16, u64, String)) {
         let mut agg = js.get_stream("AGG").await.unwrap();
         agg.info().await.unwrap().state.messages
     };
-    until(async || msgs(&js).await == 5, "nats sources 5").await;
+    eventually_async("nats sources 5", async || msgs(&js).await == 5).await;
     collect(&js, &mut seen).await;
     js.get_stream("AGG").await.unwrap().purge().await.unwrap();
 
@@ -178,15 +165,14 @@ async fn run_nats() -> (BTreeSet<Sourced>, (u16, u64, String)) {
     let client = async_nats::connect(server.url()).await.unwrap();
     let js = jetstream::new(client.clone());
     // After a restart the streams come back before JetStream answers for them.
-    until(
-        async || js.get_stream("AGG").await.is_ok(),
-        "nats streams back",
-    )
+    eventually_async("nats streams back", async || {
+        js.get_stream("AGG").await.is_ok()
+    })
     .await;
     for s in SECOND {
         js.publish(s, "x".into()).await.unwrap().await.unwrap();
     }
-    until(async || msgs(&js).await == 3, "nats sources 3 more").await;
+    eventually_async("nats sources 3 more", async || msgs(&js).await == 3).await;
     collect(&js, &mut seen).await;
     let mut forged = async_nats::HeaderMap::new();
     forged.insert("Nats-Stream-Source", "ORIGIN 1 > > orders.a x");

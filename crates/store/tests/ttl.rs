@@ -1,21 +1,14 @@
 //! Per-message TTL, `never` exemption from max_age, subject delete markers, TTL state across restarts.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sluice_store::{Headers, Store, StoreOptions, StreamConfig, StreamHandle};
+use sluice_test_support::eventually;
 
 fn ttl(v: &str) -> Headers {
     let mut h = Headers::new();
     h.insert("Nats-TTL", v);
     h
-}
-
-async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn live(s: &StreamHandle, seq: u64) -> bool {
@@ -35,8 +28,8 @@ async fn ttl_expires_in_background_and_never_survives_max_age() {
     s.publish("t.short", ttl("1s"), "a").await.unwrap();
     s.publish("t.keep", ttl("never"), "b").await.unwrap();
     s.publish("t.plain", Headers::new(), "c").await.unwrap();
-    wait_until("the 1s TTL expired", || !live(&s, 1)).await;
-    wait_until("max_age removed the plain message", || !live(&s, 3)).await;
+    eventually("the 1s TTL expired", || !live(&s, 1)).await;
+    eventually("max_age removed the plain message", || !live(&s, 3)).await;
     assert!(live(&s, 2), "a TTL never message must survive max_age");
 }
 
@@ -62,7 +55,7 @@ async fn ttl_state_survives_restart() {
         let (store, _) = Store::open(dir.path(), StoreOptions::default()).unwrap();
         let s = store.stream("T").unwrap();
         if remove_thw {
-            wait_until("the TTL expired after restart", || !live(&s, 1)).await;
+            eventually("the TTL expired after restart", || !live(&s, 1)).await;
             assert!(live(&s, 2));
         }
         store.close();
@@ -81,7 +74,7 @@ async fn max_age_removal_leaves_subject_delete_marker() {
     };
     let s = store.create_stream(cfg).unwrap();
     s.publish("m.a", Headers::new(), "x").await.unwrap();
-    wait_until("the marker was written", || {
+    eventually("the marker was written", || {
         s.info(None).state.last_seq >= 2
     })
     .await;

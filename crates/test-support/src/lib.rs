@@ -11,6 +11,7 @@ pub mod http;
 mod nats;
 mod sluice;
 mod sse;
+mod wait;
 
 use std::path::PathBuf;
 
@@ -25,6 +26,7 @@ pub use sluice_sse::Frame;
 pub use sse::{DEFAULT_FRAME_TIMEOUT, SseClient};
 /// Re-exported so test crates can make temporary data directories without depending on it.
 pub use tempfile;
+pub use wait::{EVENTUALLY, eventually, eventually_async};
 
 /// The root of the sluice repository (where `.venv` and `Cargo.toml` live).
 pub fn repo_root() -> PathBuf {

@@ -136,14 +136,7 @@ impl TestHub {
 
     /// Polls `condition` until it holds or 20 s pass.
     pub async fn eventually(&self, what: &str, mut condition: impl FnMut(&Self) -> bool) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        while !condition(self) {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {what}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        sluice_test_support::eventually(what, || condition(self)).await;
     }
 
     /// Shuts down gracefully and waits for the server to return.

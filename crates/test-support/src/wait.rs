@@ -1,0 +1,24 @@
+//! Waiting for a condition that no event announces (a background expiry, a counter updated
+//! after an answer): polled, with a deadline.
+
+use std::time::Duration;
+
+/// How long [`eventually`] waits before failing.
+pub const EVENTUALLY: Duration = Duration::from_secs(20);
+
+/// Polls `ok` until it holds; panics naming `what` after [`EVENTUALLY`].
+pub async fn eventually(what: &str, mut ok: impl FnMut() -> bool) {
+    eventually_async(what, async || ok()).await;
+}
+
+/// [`eventually`] for a condition that must itself wait (an HTTP probe, a server request).
+pub async fn eventually_async(what: &str, mut ok: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + EVENTUALLY;
+    while !ok().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
