@@ -116,32 +116,14 @@ async fn purged_position_reports_expired_range() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recreated_stream_ends_streams_and_resume_reports_incarnation() {
     let (hub, backend) = Embedded::start_with_store(Config::default()).await;
-    let old = hub.publish("t", json!("old")).await;
-    let mut client = hub.subscribe("?topic=t").await;
-    expect_event(&mut client, "connected").await.unwrap();
-    let store = backend.store().unwrap();
-    store.delete_stream("sluice").unwrap();
-    store
-        .create_stream(stream_config(&StreamDecl::default_stream()))
-        .unwrap();
-    let rest = client
-        .frames_until_end()
-        .await
-        .expect("the stream ends cleanly");
-    assert!(rest.iter().all(|f| !f.dispatches_event()), "{rest:?}");
-    let new = hub.publish("t", json!("new")).await;
-    let mut client = hub
-        .subscribe_with(
-            "?topic=t",
-            &[("last-event-id", old["id"].as_str().unwrap())],
-        )
-        .await;
-    expect_event(&mut client, "connected").await.unwrap();
-    let gap = expect_event(&mut client, "gap").await.unwrap();
-    assert_eq!(data(&gap)["reason"], "incarnation");
-    let next = expect_event(&mut client, "message").await.unwrap();
-    assert_eq!(next.id.as_deref(), new["id"].as_str());
-    assert_ne!(old["id"], new["id"]);
+    common::recreated_stream_ends_streams_and_resume_reports_incarnation(&hub, async || {
+        let store = backend.store().unwrap();
+        store.delete_stream("sluice").unwrap();
+        store
+            .create_stream(stream_config(&StreamDecl::default_stream()))
+            .unwrap();
+    })
+    .await;
     hub.stop().await;
 }
 

@@ -197,30 +197,13 @@ async fn readiness_names_the_lost_nats_connection() {
 async fn recreated_stream_ends_streams_and_resume_reports_incarnation() {
     let (hub, server) = JetStream::start_with_server(Config::default()).await;
     let js = operator(&server).await;
-    let old = hub.publish("t", json!("old")).await;
-    let mut client = hub.subscribe("?topic=t").await;
-    expect_event(&mut client, "connected").await.unwrap();
-    js.delete_stream("EVENTS").await.expect("deleted");
-    js.create_stream(events_stream("app"))
-        .await
-        .expect("recreated");
-    let rest = client
-        .frames_until_end()
-        .await
-        .expect("the stream ends cleanly");
-    assert!(rest.iter().all(|f| !f.dispatches_event()), "{rest:?}");
-    let new = hub.publish("t", json!("new")).await;
-    let mut client = hub
-        .subscribe_with(
-            "?topic=t",
-            &[("last-event-id", old["id"].as_str().unwrap())],
-        )
-        .await;
-    expect_event(&mut client, "connected").await.unwrap();
-    let gap = expect_event(&mut client, "gap").await.unwrap();
-    assert_eq!(common::data(&gap)["reason"], "incarnation");
-    let next = expect_event(&mut client, "message").await.unwrap();
-    assert_eq!(next.id.as_deref(), new["id"].as_str());
+    common::recreated_stream_ends_streams_and_resume_reports_incarnation(&hub, async || {
+        js.delete_stream("EVENTS").await.expect("deleted");
+        js.create_stream(events_stream("app"))
+            .await
+            .expect("recreated");
+    })
+    .await;
     hub.stop().await;
 }
 

@@ -218,10 +218,18 @@ pub async fn expect_event(
 }
 pub mod scenarios;
 
-/// A subscription refused for `reason` (a connection limit): an `EventSource` gets a 200 with
-/// only a `retry:` hint, and the refusals for `reason` now number `refusals`. Once `held` (the
-/// streams holding the places) is dropped, a new stream connects.
+/// A subscription refused for `reason` (a connection limit): a plain request gets 429 with
+/// `Retry-After`, an `EventSource` a 200 with only a `retry:` hint, and the refusals for
+/// `reason` now number `refusals`. Once `held` (the streams holding the places) is dropped, a
+/// new stream connects.
 pub async fn refused_until_released<T>(hub: &TestHub, reason: &str, refusals: u64, held: T) {
+    let response = hub.get("/events?topic=t").await;
+    assert_eq!(response.status, 429);
+    assert!(
+        response
+            .header("retry-after")
+            .is_some_and(|v| v.parse::<u64>().is_ok())
+    );
     let mut refused = hub.subscribe("?topic=t").await;
     assert_eq!(refused.status(), 200);
     let frames = refused.frames_until_end().await.unwrap();
@@ -242,4 +250,35 @@ pub async fn refused_until_released<T>(hub: &TestHub, reason: &str, refusals: u6
     expect_event(&mut again, "connected")
         .await
         .expect("a place is free again");
+}
+
+/// A stream deleted and created again under a connected client (`recreate` does it on the
+/// backend): the client's stream ends without another event; resuming with an id of the old
+/// incarnation gives an `incarnation` gap, then the new stream's messages.
+pub async fn recreated_stream_ends_streams_and_resume_reports_incarnation(
+    hub: &TestHub,
+    recreate: impl AsyncFnOnce(),
+) {
+    let old = hub.publish("t", json!("old")).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    recreate().await;
+    let rest = client
+        .frames_until_end()
+        .await
+        .expect("the stream ends cleanly");
+    assert!(rest.iter().all(|f| !f.dispatches_event()), "{rest:?}");
+    let new = hub.publish("t", json!("new")).await;
+    let mut client = hub
+        .subscribe_with(
+            "?topic=t",
+            &[("last-event-id", old["id"].as_str().unwrap())],
+        )
+        .await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let gap = expect_event(&mut client, "gap").await.unwrap();
+    assert_eq!(data(&gap)["reason"], "incarnation");
+    let next = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(next.id.as_deref(), new["id"].as_str());
+    assert_ne!(old["id"], new["id"]);
 }

@@ -514,13 +514,6 @@ pub async fn max_connections_refusals(f: &dyn HubFactory) {
     let hub = f.start(config).await;
     let mut held = hub.subscribe("?topic=t").await;
     expect_event(&mut held, "connected").await.unwrap();
-    let response = hub.get("/events?topic=t").await;
-    assert_eq!(response.status, 429);
-    assert!(
-        response
-            .header("retry-after")
-            .is_some_and(|v| v.parse::<u64>().is_ok())
-    );
     refused_until_released(&hub, "max_connections", 2, held).await;
     hub.stop().await;
 }
