@@ -31,6 +31,8 @@
 //! the deeper fixtures (`SLUICE_BENCH_MIN_DEPTH` the shallower ones). Summary lines (medians)
 //! are printed before criterion runs.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -38,6 +40,7 @@ use std::pin::Pin;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
+use common::rt;
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
 use futures::StreamExt;
 use sluice_store::{
@@ -74,14 +77,6 @@ fn depths() -> impl Iterator<Item = u64> {
 /// How far behind the end the stale sources.db was written.
 fn stale_lag(depth: u64) -> u64 {
     (depth / 10).min(10_000)
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// Source index name of a source without filter or transform.

