@@ -259,8 +259,11 @@ impl Session {
         let low = self.feed.core.low();
         let stream = self.catchup.as_mut()?;
         loop {
+            // A message past a skipped position is left for `next_step`, which asks whether
+            // the skipped positions were removed meanwhile.
+            let next = self.next;
             let seq = match Pin::new(&mut **stream).peek().now_or_never() {
-                Some(Some(Ok(message))) if message.seq < low => message.seq,
+                Some(Some(Ok(message))) if message.seq < low && message.seq <= next => message.seq,
                 _ => return None,
             };
             // Peeked above, so it is there.
@@ -378,6 +381,33 @@ impl Session {
         ))
     }
 
+    /// While catching up, the stream skipped the positions from `self.next` to `to`: those that
+    /// no longer match the topics or were deleted on purpose, and those removed from the front
+    /// of the stream (limits, age, purge) after the catch-up began, which the client must be
+    /// told of. Front removal only ever moves the first retained sequence up, so every
+    /// position below it now that was not delivered is lost; the `gap` entry reports them
+    /// before the message after the skip is delivered.
+    async fn removed_while_catching_up(&mut self, to: u64) -> Result<Option<Entry>, &'static str> {
+        let encoder = &self.feed.core.encoder;
+        match self.ctx.backend.stream_state().await {
+            Ok(state) if state.epoch != encoder.epoch => Err(reason::STREAM_RECREATED),
+            Ok(state) if state.first_seq > self.next => {
+                let lost = encoder.lost(self.next, to.min(state.first_seq - 1));
+                tracing::warn!(
+                    from = self.next,
+                    to = lost.seq,
+                    "positions removed while catching up"
+                );
+                Ok(Some(lost))
+            }
+            Ok(_) => Ok(None),
+            Err(err) => {
+                record(&self.ctx.metrics, &err, "catch-up state check failed");
+                Err(reason::BACKEND_ERROR)
+            }
+        }
+    }
+
     fn heartbeat_frame(&mut self) -> Bytes {
         let deadline = Instant::now() + self.ctx.heartbeat;
         self.heartbeat.as_mut().reset(deadline);
@@ -395,13 +425,28 @@ impl Session {
             }
             if let Some(stream) = self.catchup.as_mut() {
                 tokio::task::consume_budget().await;
-                let item = tokio::select! {
+                let skipped_to = tokio::select! {
                     biased;
                     _ = self.ctx.shutdown.wait_for(|down| *down) => return Step::End(reason::SHUTDOWN),
-                    item = stream.next() => item,
+                    item = Pin::new(&mut **stream).peek() => match item {
+                        Some(Ok(message)) if message.seq > self.next => Some(message.seq - 1),
+                        _ => None,
+                    },
                     () = self.heartbeat.as_mut() => return Step::Heartbeat,
                     () = expired(&mut self.expiry) => return Step::End(reason::TOKEN_EXPIRED),
                 };
+                if let Some(to) = skipped_to {
+                    match self.removed_while_catching_up(to).await {
+                        Ok(Some(lost)) => return Step::Entry(lost),
+                        Ok(None) => {}
+                        Err(reason) => return Step::End(reason),
+                    }
+                }
+                let Some(stream) = self.catchup.as_mut() else {
+                    continue;
+                };
+                // Peeked above: the item is there.
+                let item = stream.next().await;
                 match item {
                     Some(Ok(message)) if message.seq < self.next => {}
                     Some(Ok(message)) => {

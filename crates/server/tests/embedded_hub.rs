@@ -253,3 +253,21 @@ async fn an_aggregate_stream_serves_its_sources_in_one_order() {
     assert_eq!((origin("ORDERS"), origin("CHAT"), origin("ALL")), (2, 1, 3));
     hub.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn positions_removed_during_catch_up_are_reported() {
+    let (hub, backend) = Embedded::start_with_store(common::catch_up_config()).await;
+    common::positions_removed_during_catch_up_are_reported(&hub, async |below| {
+        let stream = backend.store().unwrap().stream("sluice").unwrap();
+        stream
+            .purge(PurgeRequest {
+                up_to_seq: Some(below),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(stream.info(None).state.first_seq, below);
+    })
+    .await;
+    hub.stop().await;
+}

@@ -234,3 +234,19 @@ async fn readiness_fails_with_a_cause_when_the_stream_is_gone() {
     assert!(frames.len() == 1 && frames[0].retry.is_some(), "{frames:?}");
     hub.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn positions_removed_during_catch_up_are_reported() {
+    let (hub, server) = JetStream::start_with_server(common::catch_up_config()).await;
+    let js = operator(&server).await;
+    common::positions_removed_during_catch_up_are_reported(&hub, async |below| {
+        let mut stream = js.get_stream("EVENTS").await.expect("stream");
+        stream.purge().sequence(below).await.expect("purged");
+        assert_eq!(
+            stream.info().await.expect("info").state.first_sequence,
+            below
+        );
+    })
+    .await;
+    hub.stop().await;
+}

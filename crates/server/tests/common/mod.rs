@@ -39,6 +39,7 @@ macro_rules! every_scenario {
             replay_window_skips_old_backlog,
             one_feed_per_topic_set,
             resume_behind_ring_catches_up_then_live,
+            filtered_catch_up_skips_other_topics_silently,
             paused_reader_gets_everything,
             stalled_socket_is_closed_as_slow,
             max_connections_refusals,
@@ -281,4 +282,82 @@ pub async fn recreated_stream_ends_streams_and_resume_reports_incarnation(
     let next = expect_event(&mut client, "message").await.unwrap();
     assert_eq!(next.id.as_deref(), new["id"].as_str());
     assert_ne!(old["id"], new["id"]);
+}
+
+/// The configuration for [`positions_removed_during_catch_up_are_reported`]: a small ring, so
+/// a reader that pauses is served from the stream, and room for large events.
+pub fn catch_up_config() -> Config {
+    let mut config = Config::default();
+    config.fanout.ring_size = 16;
+    config.sse.write_timeout = Duration::from_secs(60);
+    config.sse.max_event_size = 256 * 1024;
+    config
+}
+
+/// A reader behind the ring is catching up from the stream when the stream's front is removed
+/// (`purge_before(seq)` removes every message below `seq` on the backend). The client is told
+/// of every position it did not get in a `gap` frame before the next message: what it
+/// receives covers every position exactly once, in order.
+pub async fn positions_removed_during_catch_up_are_reported(
+    hub: &TestHub,
+    purge_before: impl AsyncFnOnce(u64),
+) {
+    const MESSAGES: u64 = 200;
+    const PURGED_BELOW: u64 = 190;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    // ~38 MiB: far more than the socket buffers and the ring hold while the client reads
+    // nothing, so the session ends up reading from the stream.
+    let payload = "p".repeat(192 * 1024);
+    let mut seq_of = std::collections::HashMap::new();
+    for _ in 0..MESSAGES {
+        let ack = hub.publish("t", json!(payload)).await;
+        let id = ack["id"].as_str().expect("an id").to_owned();
+        seq_of.insert(id, ack["seq"].as_u64().expect("a sequence"));
+    }
+    // Read until the session has begun catching up from the stream, then pause again: its
+    // catch-up read stops well below PURGED_BELOW (the socket buffers hold ~50 events).
+    let mut delivered = Vec::new();
+    while hub.metric("sluice_catchups_total") == 0 {
+        let frame = expect_event(&mut client, "message").await.unwrap();
+        delivered.push(seq_of[frame.id.as_deref().unwrap()]);
+    }
+    purge_before(PURGED_BELOW).await;
+    let mut gaps = Vec::new();
+    let mut next = 1;
+    for seq in &delivered {
+        assert_eq!(*seq, next, "in order before the purge");
+        next += 1;
+    }
+    while next <= MESSAGES {
+        let frame = client.next_event().await.expect("the stream goes on");
+        match frame.event_type() {
+            "message" => {
+                let seq = seq_of[frame.id.as_deref().unwrap()];
+                assert_eq!(seq, next, "no position skipped without a gap frame");
+                next += 1;
+            }
+            "gap" => {
+                let gap = data(&frame);
+                assert_eq!(gap["reason"], "expired", "{gap}");
+                assert_eq!(gap["from"], json!(next), "{gap}");
+                let to = gap["to"].as_u64().expect("to");
+                assert!(
+                    to < PURGED_BELOW,
+                    "only removed positions are reported: {gap}"
+                );
+                gaps.push((next, to));
+                next = to + 1;
+            }
+            other => panic!("unexpected {other} event: {frame:?}"),
+        }
+    }
+    assert!(
+        gaps.iter().any(|&(_, to)| to == PURGED_BELOW - 1),
+        "the removal reached the reader's position, so a gap up to it was reported: {gaps:?}"
+    );
+    assert_eq!(
+        hub.metric("sluice_gaps_total{reason=\"expired\"}"),
+        gaps.len() as u64
+    );
 }

@@ -444,6 +444,34 @@ pub async fn resume_behind_ring_catches_up_then_live(f: &dyn HubFactory) {
     hub.stop().await;
 }
 
+/// A client catching up on one topic of a stream that holds others skips their positions
+/// without a `gap` frame: only positions removed from the stream are reported as lost.
+pub async fn filtered_catch_up_skips_other_topics_silently(f: &dyn HubFactory) {
+    let mut config = config();
+    config.fanout.ring_size = 16;
+    let hub = f.start(config).await;
+    let mut live = hub.subscribe("?topic=a").await;
+    expect_event(&mut live, "connected").await.unwrap();
+    let mut expected = Vec::new();
+    for n in 0..60 {
+        hub.publish("b", json!(n)).await;
+        let ack = hub.publish("a", json!(n)).await;
+        expected.push(ack["id"].as_str().expect("id").to_owned());
+    }
+    let mut client = hub.subscribe("?topic=a&last-id=0").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    for id in &expected {
+        let frame = expect_event(&mut client, "message").await.unwrap();
+        assert_eq!(frame.id.as_deref(), Some(id.as_str()));
+    }
+    assert!(
+        hub.metric("sluice_catchups_total") >= 1,
+        "caught up from the stream"
+    );
+    assert_eq!(hub.metric("sluice_gaps_total{reason=\"expired\"}"), 0);
+    hub.stop().await;
+}
+
 /// A client that stops reading while far more than the ring is published is served from the
 /// stream when it reads again: all messages, in order, no gap, no disconnect.
 pub async fn paused_reader_gets_everything(f: &dyn HubFactory) {
