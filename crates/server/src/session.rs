@@ -19,7 +19,9 @@ use tokio::time::{Instant, Sleep};
 
 use crate::backend::{Backend, MessageStream};
 use crate::event_id::EventId;
-use crate::fanout::{Entry, EntryKind, Feed, Lost, Read, record, subscribe_in_epoch};
+use crate::fanout::{
+    Entry, EntryKind, Feed, Lost, Read, record, removed_from_front, subscribe_in_epoch,
+};
 use crate::frames::{self, Gap, GapReason};
 use crate::metrics::Metrics;
 use crate::net::ConnState;
@@ -381,27 +383,18 @@ impl Session {
         ))
     }
 
-    /// While catching up, the stream skipped the positions from `self.next` to `to`: those that
-    /// no longer match the topics or were deleted on purpose, and those removed from the front
-    /// of the stream (limits, age, purge) after the catch-up began, which the client must be
-    /// told of. Front removal only ever moves the first retained sequence up, so every
-    /// position below it now that was not delivered is lost; the `gap` entry reports them
-    /// before the message after the skip is delivered.
+    /// While catching up, the stream skipped the positions from `self.next` to `to`; those
+    /// removed from its front meanwhile are reported before the next message.
     async fn removed_while_catching_up(&mut self, to: u64) -> Result<Option<Entry>, &'static str> {
         let encoder = &self.feed.core.encoder;
-        match self.ctx.backend.stream_state().await {
-            Ok(state) if state.epoch != encoder.epoch => Err(reason::STREAM_RECREATED),
-            Ok(state) if state.first_seq > self.next => {
-                let lost = encoder.lost(self.next, to.min(state.first_seq - 1));
-                tracing::warn!(
-                    from = self.next,
-                    to = lost.seq,
-                    "positions removed while catching up"
-                );
-                Ok(Some(lost))
+        match removed_from_front(&*self.ctx.backend, encoder.epoch, self.next, to).await {
+            Ok(None) => Ok(None),
+            Ok(Some((from, to))) => {
+                tracing::warn!(from, to, "positions removed while catching up");
+                Ok(Some(encoder.lost(from, to)))
             }
-            Ok(_) => Ok(None),
-            Err(err) => {
+            Err(Lost::Replaced) => Err(reason::STREAM_RECREATED),
+            Err(Lost::Failed(err)) => {
                 record(&self.ctx.metrics, &err, "catch-up state check failed");
                 Err(reason::BACKEND_ERROR)
             }

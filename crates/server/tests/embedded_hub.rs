@@ -271,3 +271,41 @@ async fn positions_removed_during_catch_up_are_reported() {
     .await;
     hub.stop().await;
 }
+
+/// The shared feed reads the stream after a write batch is stored; when the stream's limits
+/// removed part of that batch before the feed read it, connected clients get an `expired` gap
+/// for those positions, then the messages still retained.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn positions_removed_before_the_feed_read_them_are_reported() {
+    let mut config = Config::default();
+    config.embedded.streams = vec![StreamDecl {
+        max_msgs: 10,
+        ..StreamDecl::default_stream()
+    }];
+    let (hub, backend) = Embedded::start_with_store(config).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let stream = backend.store().unwrap().stream("sluice").unwrap();
+    let burst = (0..100)
+        .map(|n| ("t".to_owned(), Headers::new(), format!("{n}").into()))
+        .collect();
+    let acks = stream.publish_batch(burst).await.unwrap();
+    assert!(acks.iter().all(Result::is_ok));
+    assert_eq!(
+        stream.info(None).state.first_seq,
+        91,
+        "one batch, limits applied"
+    );
+    let gap = expect_event(&mut client, "gap").await.unwrap();
+    assert_eq!(data(&gap)["reason"], "expired");
+    assert_eq!(
+        (data(&gap)["from"].clone(), data(&gap)["to"].clone()),
+        (json!(1), json!(90))
+    );
+    for n in 91..=100 {
+        let message = expect_event(&mut client, "message").await.unwrap();
+        assert_eq!(data(&message)["payload"], json!(n - 1), "message {n}");
+    }
+    assert_eq!(hub.metric("sluice_gaps_total{reason=\"expired\"}"), 1);
+    hub.stop().await;
+}

@@ -218,6 +218,10 @@ impl Backend for EmbeddedBackend {
         })
     }
 
+    fn state_is_local(&self) -> bool {
+        true
+    }
+
     async fn subscribe(
         &self,
         filters: &[String],

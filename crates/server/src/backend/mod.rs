@@ -127,6 +127,13 @@ pub trait Backend: Send + Sync + 'static {
     /// The stream's current state.
     async fn stream_state(&self) -> Result<StreamState, BackendError>;
 
+    /// Whether [`Backend::stream_state`] is answered in-process, without a request. Readers
+    /// then check every position their subscription skipped against the first retained
+    /// sequence (see `fanout::removed_from_front`); otherwise only readers catching up do.
+    fn state_is_local(&self) -> bool {
+        false
+    }
+
     /// Every message with `seq >= start` whose subject matches any of `filters`, in sequence
     /// order: first what is stored, then live messages as they arrive, with no gap and no
     /// duplicate between the two. Reading is paced by the consumer: nothing is buffered beyond

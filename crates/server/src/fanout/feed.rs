@@ -195,6 +195,25 @@ pub async fn subscribe_in_epoch(
     Ok(Subscription { stream, lost })
 }
 
+/// A read of the stream skipped positions `from..=to`: those that hold other topics or were
+/// deleted on purpose, and those removed from the stream's front (limits, age, purge) before the
+/// read reached them, which readers must be told of. Front removal only ever raises the first
+/// retained sequence, so every skipped position below it now may have held a message the reader
+/// never got: that range is returned (positions, not messages — some may hold other topics).
+pub async fn removed_from_front(
+    backend: &dyn Backend,
+    epoch: u64,
+    from: u64,
+    to: u64,
+) -> Result<Option<(u64, u64)>, Lost> {
+    match backend.stream_state().await {
+        Ok(state) if state.epoch != epoch => Err(Lost::Replaced),
+        Ok(state) if state.first_seq > from => Ok(Some((from, to.min(state.first_seq - 1)))),
+        Ok(_) => Ok(None),
+        Err(err) => Err(Lost::Failed(err)),
+    }
+}
+
 /// A backend subscription in a known incarnation.
 pub struct Subscription {
     /// The messages.
@@ -229,6 +248,36 @@ async fn run(core: Arc<FeedCore>, backend: Arc<dyn Backend>, metrics: Arc<Metric
                         match current {
                             Ok(message) => {
                                 failures = 0;
+                                // Only where asking is free: a live feed of one topic skips
+                                // at almost every message.
+                                if message.seq > next && backend.state_is_local() {
+                                    let epoch = core.encoder.epoch;
+                                    match removed_from_front(
+                                        &*backend,
+                                        epoch,
+                                        next,
+                                        message.seq - 1,
+                                    )
+                                    .await
+                                    {
+                                        Ok(None) => {}
+                                        Ok(Some((from, to))) => {
+                                            tracing::warn!(filters = %core.filters, from, to, "positions removed before the feed read them");
+                                            core.change(|ring| {
+                                                ring.push(core.encoder.lost(from, to))
+                                            });
+                                        }
+                                        Err(Lost::Replaced) => {
+                                            core.close();
+                                            return;
+                                        }
+                                        Err(Lost::Failed(err)) => {
+                                            core.publish();
+                                            record(&metrics, &err, "feed state check failed");
+                                            break 'read;
+                                        }
+                                    }
+                                }
                                 next = next.max(message.seq + 1);
                                 core.accept(&message);
                             }

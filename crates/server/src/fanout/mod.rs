@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex, Weak};
 use sluice_protocol::subject::FilterSet;
 
 pub use encode::{Encoder, is_control};
-pub use feed::{Feed, FeedCore, Lost, Subscription, record, subscribe_in_epoch};
+pub use feed::{
+    Feed, FeedCore, Lost, Subscription, record, removed_from_front, subscribe_in_epoch,
+};
 pub use ring::{Entry, EntryKind, Read, Ring};
 
 use crate::backend::{Backend, StreamState};
