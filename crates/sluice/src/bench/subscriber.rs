@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{ACCEPT, CONTENT_TYPE};
 use serde::Deserialize;
-use sluice_sse::{Frame, Limits, Parser};
+use sluice_sse::{FrameRef, Limits, Parser};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -144,19 +144,21 @@ pub async fn subscribe(
             Some(Err(err)) => return client.ended(&format!("stream failed: {err}")),
             None => return client.ended("the hub ended the stream"),
         };
-        let frames = match parser.feed(&chunk) {
-            Ok(frames) => frames,
-            Err(err) => return client.fail(format!("invalid SSE: {err}")),
-        };
         let now = stats.now_us();
-        for frame in &frames {
-            match client.handle(frame, *phase.borrow(), now) {
-                Ok(()) => {}
-                Err(Stop::Late) => return client.outcome,
-                Err(Stop::Broken(why)) => return client.fail(why),
+        let current = *phase.borrow();
+        // The first frame that stops the client ends the checks; the rest is not looked at.
+        let mut stop = Ok(());
+        let fed = parser.feed_with(&chunk, |frame| {
+            if stop.is_ok() {
+                stop = client.handle(frame, current, now);
             }
+        });
+        match (stop, fed) {
+            (Err(Stop::Late), _) => return client.outcome,
+            (Err(Stop::Broken(why)), _) => return client.fail(why),
+            (Ok(()), Err(err)) => return client.fail(format!("invalid SSE: {err}")),
+            (Ok(()), Ok(())) => client.flush(),
         }
-        client.flush();
     }
 }
 
@@ -219,7 +221,7 @@ struct Client<'a> {
 }
 
 impl Client<'_> {
-    fn handle(&mut self, frame: &Frame, phase: Phase, now: u64) -> Result<(), Stop> {
+    fn handle(&mut self, frame: FrameRef<'_>, phase: Phase, now: u64) -> Result<(), Stop> {
         if !frame.dispatches_event() {
             return Ok(()); // heartbeats and retry hints
         }
@@ -248,7 +250,7 @@ impl Client<'_> {
             "gap" => {
                 self.outcome.clean = false;
                 stats.error(&stats.gaps, "gap", || {
-                    frame.data.clone().unwrap_or_default()
+                    frame.data.unwrap_or_default().to_owned()
                 });
             }
             _ => {}
@@ -257,7 +259,7 @@ impl Client<'_> {
     }
 
     /// A `message` frame received at `now` (microseconds of the run's clock).
-    fn message(&mut self, frame: &Frame, now: u64) -> Result<(), Stop> {
+    fn message(&mut self, frame: FrameRef<'_>, now: u64) -> Result<(), Stop> {
         let stats = &self.run.stats;
         let seq = sequence(frame)?;
         if seq <= self.last_seq {
@@ -269,7 +271,7 @@ impl Client<'_> {
             return Ok(());
         }
         self.last_seq = seq;
-        let data = frame.data.as_deref().unwrap_or_default();
+        let data = frame.data.unwrap_or_default();
         let topic = &self.run.topic_names[self.outcome.topic];
         match serde_json::from_str::<MessageData>(data) {
             Ok(message) if message.payload.run == self.run.run_id && message.topic == **topic => {
@@ -324,8 +326,8 @@ impl Client<'_> {
 }
 
 /// The stream sequence in a frame's id `<seq>-<epoch>` (or a bare `<seq>`).
-fn sequence(frame: &Frame) -> Result<u64, Stop> {
-    let id = frame.id.as_deref().unwrap_or_default();
+fn sequence(frame: FrameRef<'_>) -> Result<u64, Stop> {
+    let id = frame.id.unwrap_or_default();
     let seq = id.split_once('-').map_or(id, |(seq, _)| seq);
     seq.parse().map_err(|_| {
         Stop::Broken(format!(
@@ -345,14 +347,16 @@ fn shorten(text: &str) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
+    use sluice_sse::Frame;
+
     use super::*;
 
     #[test]
     fn sequence_comes_from_the_id() {
         let frame = Frame::data("{}").with_id("42-18c3f0a1b2");
-        assert_eq!(sequence(&frame).unwrap(), 42);
-        assert_eq!(sequence(&Frame::data("{}").with_id("7")).unwrap(), 7);
-        let Err(Stop::Broken(err)) = sequence(&Frame::data("{}").with_event("gap")) else {
+        assert_eq!(sequence(frame.view()).unwrap(), 42);
+        assert_eq!(sequence(Frame::data("{}").with_id("7").view()).unwrap(), 7);
+        let Err(Stop::Broken(err)) = sequence(Frame::data("{}").with_event("gap").view()) else {
             panic!("an id-less frame has no sequence");
         };
         assert!(err.contains("\"gap\" frame with id \"\""), "{err}");
