@@ -123,6 +123,10 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
         *x = r.u64().ok_or_else(|| bad("header"))?;
     }
     let [last_seq, last_ts, last_checksum, first_seq, first_ts] = header;
+    // The next sequence must exist (found by the `store_index` fuzz target).
+    if last_seq == u64::MAX {
+        return Err("last sequence leaves no next one".into());
+    }
     let mut table = Table::unloaded(msgs_dir, last_seq, last_ts as i64);
     // A block takes at least 14 bytes: 13 one-byte uvarints/varints and a range count.
     let n = r.count(14).ok_or_else(|| bad("block count"))?;
@@ -286,6 +290,17 @@ mod tests {
         assert_eq!(t.live_ranges(), [(1, 1), (1 << 40, 1 << 40)]);
         let (_, block) = t.blocks().next().unwrap();
         assert_eq!(block.deleted.ranges_len(), 1);
+    }
+
+    /// Found by the `store_index` fuzz target: a last sequence of `u64::MAX` left no first
+    /// sequence for an empty stream (`last + 1` overflowed).
+    #[test]
+    fn a_last_sequence_with_no_next_one_is_refused() {
+        let mut table = Table::default();
+        table.raise_last(u64::MAX);
+        let bytes = encode(&table, &[], 7, None);
+        let err = decode(&bytes, PathBuf::new()).unwrap_err();
+        assert!(err.contains("no next one"), "{err}");
     }
 
     /// Everything the table knows without reading a block survives an encode/decode, and the
