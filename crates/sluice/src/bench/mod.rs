@@ -12,6 +12,7 @@
 
 mod http;
 mod limits;
+mod message;
 mod publisher;
 mod report;
 mod server;

@@ -15,13 +15,13 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{ACCEPT, CONTENT_TYPE};
-use serde::Deserialize;
 use sluice_sse::{FrameRef, Limits, Parser};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::Run;
 use super::http::Connection;
+use super::message;
 use super::stats::bump;
 
 /// Where the run is; clients watch it.
@@ -46,23 +46,6 @@ pub struct Outcome {
     pub received: u64,
     /// Whether its stream had no anomaly (disconnect, gap, disorder, foreign or bad frame).
     pub clean: bool,
-}
-
-/// The part of a message frame's data the client checks.
-#[derive(Deserialize)]
-struct MessageData<'a> {
-    #[serde(borrow)]
-    topic: Cow<'a, str>,
-    #[serde(borrow)]
-    payload: Payload<'a>,
-}
-
-/// The payload every publisher of the run sends (`n` and `pad` are not needed here).
-#[derive(Deserialize)]
-struct Payload<'a> {
-    #[serde(borrow)]
-    run: Cow<'a, str>,
-    sent_us: u64,
 }
 
 /// How long a client may take to connect and receive its `connected` frame.
@@ -273,13 +256,12 @@ impl Client<'_> {
         self.last_seq = seq;
         let data = frame.data.unwrap_or_default();
         let topic = &self.run.topic_names[self.outcome.topic];
-        match serde_json::from_str::<MessageData>(data) {
-            Ok(message) if message.payload.run == self.run.run_id && message.topic == **topic => {
+        match message::sent_us(data, topic, &self.run.run_id) {
+            Some(sent_us) => {
                 self.outcome.received += 1;
-                self.latencies
-                    .push(now.saturating_sub(message.payload.sent_us));
+                self.latencies.push(now.saturating_sub(sent_us));
             }
-            _ => {
+            None => {
                 self.outcome.clean = false;
                 stats.error(&stats.foreign, "foreign message", || {
                     format!("not this run's message on {topic}: {}", shorten(data))
@@ -360,16 +342,6 @@ mod tests {
             panic!("an id-less frame has no sequence");
         };
         assert!(err.contains("\"gap\" frame with id \"\""), "{err}");
-    }
-
-    #[test]
-    fn message_data_carries_run_and_send_time() {
-        let data = r#"{"topic":"bench.0","payload":{"run":"ab","n":3,"sent_us":17,"pad":"xx"},"time":"t"}"#;
-        let message: MessageData = serde_json::from_str(data).unwrap();
-        assert_eq!(message.topic, "bench.0");
-        assert_eq!(message.payload.run, "ab");
-        assert_eq!(message.payload.sent_us, 17);
-        assert!(serde_json::from_str::<MessageData>(r#"{"topic":"a","payload":"text"}"#).is_err());
     }
 
     #[test]
