@@ -63,8 +63,11 @@ pub(crate) struct FrameBuilder {
 impl FrameBuilder {
     /// Applies one non-empty line of the block.
     pub(crate) fn field(&mut self, line: &str) {
-        let (name, value) = match line.split_once(':') {
-            Some((name, value)) => (name, value.strip_prefix(' ').unwrap_or(value)),
+        let (name, value) = match memchr::memchr(b':', line.as_bytes()) {
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                (&line[..colon], value.strip_prefix(' ').unwrap_or(value))
+            }
             None => (line, ""),
         };
         match name {

@@ -10,17 +10,12 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::header::{ACCEPT, CONTENT_TYPE};
 use sluice_sse::{FrameRef, Limits, Parser};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::Run;
-use super::http::Connection;
+use super::event_stream::{End, EventStream};
 use super::message;
 use super::stats::bump;
 
@@ -59,8 +54,9 @@ const PARSER_LIMITS: Limits = Limits {
 
 /// Runs client number `client` on topic `topic` until the run stops or its stream fails.
 ///
-/// The connection is driven inside this task (no task of its own), and the stop signal is
-/// registered once, so a chunk from the hub costs one task wake-up.
+/// The stream is read from its socket inside this task (no connection task of its own), and
+/// the stop signal is registered once, so a chunk from the hub costs one task wake-up and one
+/// read.
 pub async fn subscribe(
     run: Arc<Run>,
     client: usize,
@@ -81,9 +77,10 @@ pub async fn subscribe(
     };
     let stats = &run.stats;
     let deadline = Instant::now() + CONNECT_TIMEOUT;
-    let opened = tokio::time::timeout_at(deadline, open(&run, topic)).await;
-    let (mut connection, mut body) = match opened {
-        Ok(Ok(opened)) => opened,
+    let path = format!("/events?topic={}", run.topic_names[topic]);
+    let opened = tokio::time::timeout_at(deadline, EventStream::open(&run.target, &path)).await;
+    let mut stream = match opened {
+        Ok(Ok(stream)) => stream,
         Ok(Err(err)) => {
             stats.error(&stats.connect_errors, "connect", || format!("{err:#}"));
             return client.outcome;
@@ -99,19 +96,13 @@ pub async fn subscribe(
     let stop = stopping.wait_for(|phase| *phase == Phase::Stopping);
     let connect_deadline = tokio::time::sleep_until(deadline);
     tokio::pin!(stop, connect_deadline);
-    let mut driving = true;
     let mut parser = Parser::with_limits(PARSER_LIMITS);
     loop {
         let waiting = !client.outcome.participated;
-        let next = tokio::select! {
+        let read = tokio::select! {
             biased;
             _ = &mut stop => return client.outcome,
-            // Ends when the connection closes; the body then reports how it ended.
-            _ = &mut connection, if driving => {
-                driving = false;
-                continue;
-            }
-            next = body.frame() => next,
+            read = stream.read() => read,
             () = &mut connect_deadline, if waiting => {
                 stats.error(&stats.connect_errors, "connect", || {
                     format!("no `connected` frame within {CONNECT_TIMEOUT:?}")
@@ -119,68 +110,35 @@ pub async fn subscribe(
                 return client.outcome;
             }
         };
-        let chunk = match next {
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(chunk) => chunk,
-                Err(_) => continue, // trailers carry no events
-            },
-            Some(Err(err)) => return client.ended(&format!("stream failed: {err}")),
-            None => return client.ended("the hub ended the stream"),
-        };
         let now = stats.now_us();
         let current = *phase.borrow();
-        // The first frame that stops the client ends the checks; the rest is not looked at.
+        // The first problem ends the checks; the rest is not looked at.
         let mut stop = Ok(());
-        let fed = parser.feed_with(&chunk, |frame| {
-            if stop.is_ok() {
-                stop = client.handle(frame, current, now);
-            }
+        let mut fed = Ok(());
+        let decoded = read.and_then(|()| {
+            stream.decode(|bytes| {
+                if stop.is_ok() && fed.is_ok() {
+                    fed = parser.feed_with(bytes, |frame| {
+                        if stop.is_ok() {
+                            stop = client.handle(frame, current, now);
+                        }
+                    });
+                }
+            })
         });
-        match (stop, fed) {
-            (Err(Stop::Late), _) => return client.outcome,
-            (Err(Stop::Broken(why)), _) => return client.fail(why),
-            (Ok(()), Err(err)) => return client.fail(format!("invalid SSE: {err}")),
-            (Ok(()), Ok(())) => client.flush(),
+        match (stop, fed, decoded) {
+            (Err(Stop::Late), _, _) => return client.outcome,
+            (Err(Stop::Broken(why)), _, _) => return client.fail(why),
+            (Ok(()), Err(err), _) => return client.fail(format!("invalid SSE: {err}")),
+            (Ok(()), Ok(()), Err(End::Finished)) => {
+                return client.ended("the hub ended the stream");
+            }
+            (Ok(()), Ok(()), Err(End::Failed(why))) => {
+                return client.ended(&format!("stream failed: {why}"));
+            }
+            (Ok(()), Ok(()), Ok(())) => client.flush(),
         }
     }
-}
-
-/// `GET /events?topic=<topic>` as an `EventSource` would send it; the connection to drive
-/// and the response body.
-async fn open(run: &Run, topic: usize) -> anyhow::Result<(Connection, Incoming)> {
-    let (mut sender, mut connection) = run.target.handshake().await?;
-    let path = format!("/events?topic={}", run.topic_names[topic]);
-    let request = run
-        .target
-        .request(hyper::Method::GET, &path)
-        .header(ACCEPT, "text/event-stream")
-        .body(Full::<Bytes>::default())?;
-    let response = tokio::select! {
-        response = sender.send_request(request) => response.context("GET /events")?,
-        result = &mut connection => bail!("GET {path}: connection closed without an answer ({result:?})"),
-    };
-    let status = response.status();
-    let content_type = response.headers().get(CONTENT_TYPE).cloned();
-    if !status.is_success() {
-        tokio::spawn(connection);
-        let body = super::http::read_body(response.into_body())
-            .await
-            .unwrap_or_default();
-        bail!(
-            "GET {path} answered {status}: {}",
-            String::from_utf8_lossy(&body)
-        );
-    }
-    let is_sse = content_type
-        .as_ref()
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    if !is_sse {
-        bail!(
-            "GET {path} answered {status} with Content-Type {content_type:?}, not text/event-stream"
-        );
-    }
-    Ok((connection, response.into_body()))
 }
 
 /// Why a client hangs up early.
