@@ -75,21 +75,73 @@ impl Frame {
         self
     }
 
+    /// The frame's fields, borrowed.
+    pub fn view(&self) -> FrameRef<'_> {
+        FrameRef {
+            id: self.id.as_deref(),
+            event: self.event.as_deref(),
+            data: self.data.as_deref(),
+            retry: self.retry,
+            comment: self.comment.as_deref(),
+        }
+    }
+
+    /// Whether a browser's `EventSource` would dispatch this frame as an event (it has data).
+    pub fn dispatches_event(&self) -> bool {
+        self.view().dispatches_event()
+    }
+
+    /// The event type a browser would dispatch this frame as: the `event` field, or `message`.
+    pub fn event_type(&self) -> &str {
+        self.view().event_type()
+    }
+
+    /// Whether no field is set; such a frame encodes to nothing.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// A [`Frame`] whose text fields are borrowed, e.g. from the parser's buffers (see
+/// [`Parser::feed_with`](crate::Parser::feed_with)); the fields mean what they mean in
+/// [`Frame`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FrameRef<'a> {
+    /// The `id:` field.
+    pub id: Option<&'a str>,
+    /// The `event:` field.
+    pub event: Option<&'a str>,
+    /// The `data:` lines joined with `\n`.
+    pub data: Option<&'a str>,
+    /// The `retry:` field in milliseconds.
+    pub retry: Option<u64>,
+    /// Comment lines joined with `\n`.
+    pub comment: Option<&'a str>,
+}
+
+impl<'a> FrameRef<'a> {
     /// Whether a browser's `EventSource` would dispatch this frame as an event (it has data).
     pub fn dispatches_event(&self) -> bool {
         self.data.is_some()
     }
 
     /// The event type a browser would dispatch this frame as: the `event` field, or `message`.
-    pub fn event_type(&self) -> &str {
-        match self.event.as_deref() {
+    pub fn event_type(&self) -> &'a str {
+        match self.event {
             Some(event) if !event.is_empty() => event,
             _ => "message",
         }
     }
+}
 
-    /// Whether no field is set; such a frame encodes to nothing.
-    pub fn is_empty(&self) -> bool {
-        self == &Self::default()
+impl From<FrameRef<'_>> for Frame {
+    fn from(frame: FrameRef<'_>) -> Self {
+        Self {
+            id: frame.id.map(str::to_owned),
+            event: frame.event.map(str::to_owned),
+            data: frame.data.map(str::to_owned),
+            retry: frame.retry,
+            comment: frame.comment.map(str::to_owned),
+        }
     }
 }

@@ -7,16 +7,17 @@
 //!   `event` that contains CR, LF or NUL is **rejected** with an [`EncodeError`] naming the field
 //!   and the value (it is never silently rewritten).
 //! - [`Parser`] is strict and incremental: feed it bytes as they arrive and it returns the
-//!   complete frames. It accepts CR, LF and CRLF line endings, a leading byte order mark,
+//!   complete frames ([`Parser::feed_with`] lends them instead, without allocating). It accepts CR, LF and CRLF line endings, a leading byte order mark,
 //!   comments, `retry`, and fields without a colon. Line and frame sizes are bounded by
 //!   [`Limits`], so a hostile server cannot make it allocate without bound.
 //!
 //! Pure code: no I/O, no async.
 
+mod builder;
 mod encode;
 mod frame;
 mod parse;
 
 pub use encode::EncodeError;
-pub use frame::Frame;
+pub use frame::{Frame, FrameRef};
 pub use parse::{Limits, ParseError, Parser};

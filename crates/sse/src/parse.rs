@@ -1,6 +1,7 @@
 //! A strict, bounded, incremental Server-Sent Events parser.
 
-use crate::Frame;
+use crate::builder::FrameBuilder;
+use crate::{Frame, FrameRef};
 
 /// Size limits that bound the parser's memory no matter what the server sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,15 +54,13 @@ pub enum ParseError {
 #[derive(Debug, Default)]
 pub struct Parser {
     limits: Limits,
+    /// The start of a line whose line break has not arrived yet.
     line: Vec<u8>,
     /// The previous chunk ended with CR: a LF starting the next chunk belongs to it.
     after_cr: bool,
     /// No line has been completed yet, so the current line may start with a byte order mark.
     first_line: bool,
-    pending: Frame,
-    pending_used: bool,
-    pending_bytes: usize,
-    last_event_id: String,
+    frame: FrameBuilder,
     failed: Option<ParseError>,
 }
 
@@ -92,23 +91,29 @@ impl Parser {
     /// A [`ParseError`] when a line or frame exceeds its limit and no frame completed before
     /// it in this call; every later call returns it too.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<Frame>, ParseError> {
-        if let Some(err) = &self.failed {
-            return Err(err.clone());
-        }
         let mut frames = Vec::new();
-        match self.feed_into(bytes, &mut frames) {
+        match self.feed_with(bytes, |frame| frames.push(frame.into())) {
             Err(err) if frames.is_empty() => Err(err),
             _ => Ok(frames),
         }
     }
 
-    /// The error that failed the parser, if a limit was exceeded. A caller that reaches the end
-    /// of the stream checks it, since the error may have come with the last frames.
-    pub fn error(&self) -> Option<&ParseError> {
-        self.failed.as_ref()
-    }
-
-    fn feed_into(&mut self, mut bytes: &[u8], frames: &mut Vec<Frame>) -> Result<(), ParseError> {
+    /// Feeds the next bytes of the stream and hands each frame they complete to `on_frame`, in
+    /// order, borrowed from the parser's buffers: the same frames as [`Parser::feed`] without
+    /// allocating for them, for clients that look at a frame once.
+    ///
+    /// # Errors
+    /// A [`ParseError`] when a line or frame exceeds its limit (the frames completed before it
+    /// were handed out already), or when the parser failed before; every later call returns it
+    /// too.
+    pub fn feed_with(
+        &mut self,
+        mut bytes: &[u8],
+        mut on_frame: impl FnMut(FrameRef<'_>),
+    ) -> Result<(), ParseError> {
+        if let Some(err) = &self.failed {
+            return Err(err.clone());
+        }
         if self.after_cr && !bytes.is_empty() {
             self.after_cr = false;
             if bytes[0] == b'\n' {
@@ -116,11 +121,12 @@ impl Parser {
             }
         }
         while !bytes.is_empty() {
-            let Some(end) = bytes.iter().position(|&b| b == b'\r' || b == b'\n') else {
-                self.extend_line(bytes)?;
+            let Some(end) = memchr::memchr2(b'\r', b'\n', bytes) else {
+                self.check_line(bytes.len())?;
+                self.line.extend_from_slice(bytes);
                 break;
             };
-            self.extend_line(&bytes[..end])?;
+            self.complete_line(&bytes[..end], &mut on_frame)?;
             let mut consumed = end + 1;
             if bytes[end] == b'\r' {
                 match bytes.get(end + 1) {
@@ -130,99 +136,90 @@ impl Parser {
                 }
             }
             bytes = &bytes[consumed..];
-            self.end_line(frames)?;
         }
         Ok(())
+    }
+
+    /// The error that failed the parser, if a limit was exceeded. A caller that reaches the end
+    /// of the stream checks it, since the error may have come with the last frames.
+    pub fn error(&self) -> Option<&ParseError> {
+        self.failed.as_ref()
     }
 
     /// The id a browser would report as `lastEventId`: the value of the last valid `id` field
     /// seen in any frame so far (it persists across frames; an empty `id` resets it).
     pub fn last_event_id(&self) -> &str {
-        &self.last_event_id
+        &self.frame.last_event_id
     }
 
     /// Whether bytes of an unfinished frame are buffered; at the end of the stream such a
     /// frame is discarded, as browsers do. A failed parser stopped inside the frame that broke
     /// a limit, so it always has one.
     pub fn has_partial_frame(&self) -> bool {
-        self.failed.is_some() || !self.line.is_empty() || self.pending_bytes > 0
+        self.failed.is_some() || !self.line.is_empty() || self.frame.bytes > 0
     }
 
-    fn extend_line(&mut self, bytes: &[u8]) -> Result<(), ParseError> {
-        if self.line.len() + bytes.len() > self.limits.max_line_bytes {
+    /// Fails the parser when the buffered line plus `more` bytes would break the line limit.
+    fn check_line(&mut self, more: usize) -> Result<(), ParseError> {
+        if self.line.len() + more > self.limits.max_line_bytes {
             return Err(self.fail(ParseError::LineTooLong {
                 limit: self.limits.max_line_bytes,
             }));
         }
-        self.line.extend_from_slice(bytes);
         Ok(())
     }
 
-    fn end_line(&mut self, frames: &mut Vec<Frame>) -> Result<(), ParseError> {
+    /// A line break arrived after `tail`: the line is the buffered start plus `tail`. A line
+    /// that arrived whole is read where it lies, without copying.
+    fn complete_line(
+        &mut self,
+        tail: &[u8],
+        on_frame: &mut impl FnMut(FrameRef<'_>),
+    ) -> Result<(), ParseError> {
+        self.check_line(tail.len())?;
+        if self.line.is_empty() {
+            return self.apply_line(tail, on_frame);
+        }
         let mut line = std::mem::take(&mut self.line);
-        if std::mem::take(&mut self.first_line) && line.starts_with(BOM) {
-            line.drain(..BOM.len());
-        }
-        if line.is_empty() {
-            if std::mem::take(&mut self.pending_used) {
-                frames.push(std::mem::take(&mut self.pending));
-            }
-            self.pending = Frame::default();
-            self.pending_bytes = 0;
-        } else {
-            self.pending_bytes += line.len();
-            if self.pending_bytes > self.limits.max_frame_bytes {
-                return Err(self.fail(ParseError::FrameTooLarge {
-                    limit: self.limits.max_frame_bytes,
-                }));
-            }
-            self.field(&String::from_utf8_lossy(&line));
-        }
-        // Reuse the line's allocation for the next line.
+        line.extend_from_slice(tail);
+        self.apply_line(&line, on_frame)?;
+        // Reuse the allocation for the next line that spans chunks.
         line.clear();
         self.line = line;
         Ok(())
     }
 
-    fn field(&mut self, line: &str) {
-        let (name, value) = match line.split_once(':') {
-            Some((name, value)) => (name, value.strip_prefix(' ').unwrap_or(value)),
-            None => (line, ""),
-        };
-        let frame = &mut self.pending;
-        match name {
-            "" => append_line(&mut frame.comment, value),
-            "data" => append_line(&mut frame.data, value),
-            "event" => frame.event = Some(value.to_owned()),
-            "id" if !value.contains('\0') => {
-                frame.id = Some(value.to_owned());
-                value.clone_into(&mut self.last_event_id);
-            }
-            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
-                // All digits but too large for u64: ignored like any invalid retry value.
-                let Ok(millis) = value.parse() else { return };
-                frame.retry = Some(millis);
-            }
-            _ => return,
+    fn apply_line(
+        &mut self,
+        mut line: &[u8],
+        on_frame: &mut impl FnMut(FrameRef<'_>),
+    ) -> Result<(), ParseError> {
+        if std::mem::take(&mut self.first_line) {
+            line = line.strip_prefix(BOM).unwrap_or(line);
         }
-        self.pending_used = true;
+        if line.is_empty() {
+            self.frame.dispatch(on_frame);
+            return Ok(());
+        }
+        self.frame.bytes += line.len();
+        if self.frame.bytes > self.limits.max_frame_bytes {
+            return Err(self.fail(ParseError::FrameTooLarge {
+                limit: self.limits.max_frame_bytes,
+            }));
+        }
+        // Valid UTF-8 is read in place; only invalid bytes cost a copy with replacements.
+        match std::str::from_utf8(line) {
+            Ok(text) => self.frame.field(text),
+            Err(_) => self.frame.field(&String::from_utf8_lossy(line)),
+        }
+        Ok(())
     }
 
     fn fail(&mut self, err: ParseError) -> ParseError {
         self.line = Vec::new();
-        self.pending = Frame::default();
+        self.frame.clear();
         self.failed = Some(err.clone());
         err
-    }
-}
-
-fn append_line(buffer: &mut Option<String>, value: &str) {
-    match buffer {
-        Some(text) => {
-            text.push('\n');
-            text.push_str(value);
-        }
-        None => *buffer = Some(value.to_owned()),
     }
 }
 
@@ -285,6 +282,56 @@ mod tests {
                 Frame::data("é").with_id("1"),
                 Frame::data("").with_comment("c")
             ]
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_becomes_one_replacement_character_per_maximal_bad_sequence() {
+        let mut parser = Parser::new();
+        let frames = parser
+            .feed(b"id: 1\xff\ndata: a\x80\x80b\xe2\x82\ndata: \xf0\x9f\x98c\n\n")
+            .unwrap();
+        assert_eq!(
+            frames,
+            vec![Frame::data("a\u{fffd}\u{fffd}b\u{fffd}\n\u{fffd}c").with_id("1\u{fffd}")]
+        );
+        assert_eq!(parser.last_event_id(), "1\u{fffd}");
+    }
+
+    #[test]
+    fn lent_frames_do_not_keep_fields_of_earlier_frames() {
+        let mut parser = Parser::new();
+        let mut frames = Vec::new();
+        let wire = b"retry: 5\nid: 1\nevent: e\n: c\ndata: a\n\ndata: b\n\n";
+        parser
+            .feed_with(wire, |frame| frames.push(Frame::from(frame)))
+            .unwrap();
+        let first = Frame::data("a")
+            .with_id("1")
+            .with_event("e")
+            .with_comment("c")
+            .with_retry(5);
+        assert_eq!(frames, vec![first, Frame::data("b")]);
+        assert_eq!(parser.last_event_id(), "1");
+    }
+
+    #[test]
+    fn feed_with_hands_out_frames_then_reports_the_limit() {
+        let limits = Limits {
+            max_line_bytes: 10,
+            max_frame_bytes: 100,
+        };
+        let mut parser = Parser::with_limits(limits);
+        let mut data = Vec::new();
+        let result = parser.feed_with(b"data: a\n\ndata: 0123456789\n\n", |frame| {
+            data.push(frame.data.map(str::to_owned));
+        });
+        let err = ParseError::LineTooLong { limit: 10 };
+        assert_eq!(result, Err(err.clone()));
+        assert_eq!(data, vec![Some("a".to_owned())]);
+        assert_eq!(
+            parser.feed_with(b"data: b\n\n", |_| panic!("failed")),
+            Err(err)
         );
     }
 

@@ -1,4 +1,5 @@
-//! Property tests: encoding round-trips through the parser, and the parser survives any input.
+//! Property tests: encoding round-trips through the parser, the parser survives any input, and
+//! the frames it lends are the frames it returns.
 
 use proptest::prelude::*;
 use sluice_sse::{Frame, Limits, Parser};
@@ -54,6 +55,27 @@ fn normalised(frame: &Frame) -> Frame {
     }
 }
 
+/// Bytes that look like an event stream: field names, colons, line breaks and bytes that are
+/// not UTF-8 (a lone continuation byte, a truncated sequence, a byte order mark).
+fn stream_bytes() -> impl Strategy<Value = Vec<u8>> {
+    let piece = prop_oneof![
+        Just(b"data".to_vec()),
+        Just(b"id".to_vec()),
+        Just(b"event".to_vec()),
+        Just(b"retry: 7".to_vec()),
+        Just(b":".to_vec()),
+        Just(b" ".to_vec()),
+        Just(b"\r".to_vec()),
+        Just(b"\n".to_vec()),
+        Just(b"\n\n".to_vec()),
+        Just(vec![0x80]),
+        Just(vec![0xe2, 0x82]),
+        Just("\u{feff}".as_bytes().to_vec()),
+        prop::collection::vec(any::<u8>(), 0..4),
+    ];
+    prop::collection::vec(piece, 0..48).prop_map(|pieces| pieces.concat())
+}
+
 /// Feeds `pieces` in order: every frame returned, and the error that stopped the parser, if any.
 fn feed_all<'a>(
     limits: Limits,
@@ -70,7 +92,47 @@ fn feed_all<'a>(
     (frames, parser.error().cloned())
 }
 
+/// Like [`feed_all`] through [`Parser::feed_with`]: the frames lent, converted to owned ones.
+fn feed_all_with<'a>(
+    limits: Limits,
+    pieces: impl Iterator<Item = &'a [u8]>,
+) -> (Vec<Frame>, Option<sluice_sse::ParseError>) {
+    let mut parser = Parser::with_limits(limits);
+    let mut frames = Vec::new();
+    for piece in pieces {
+        if let Err(err) = parser.feed_with(piece, |frame| frames.push(frame.into())) {
+            return (frames, Some(err));
+        }
+    }
+    (frames, None)
+}
+
+/// `wire` cut at `cuts`.
+fn pieces<'a>(wire: &'a [u8], cuts: &[prop::sample::Index]) -> Vec<&'a [u8]> {
+    let mut cuts: Vec<usize> = cuts.iter().map(|cut| cut.index(wire.len() + 1)).collect();
+    cuts.push(wire.len());
+    cuts.sort_unstable();
+    cuts.iter()
+        .scan(0, |from, &to| Some(&wire[std::mem::replace(from, to)..to]))
+        .collect()
+}
+
 proptest! {
+    #[test]
+    fn lent_frames_are_the_frames_feed_returns(
+        wire in stream_bytes(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+        max_line_bytes in 1..48usize,
+        max_frame_bytes in 1..96usize,
+    ) {
+        let limits = Limits { max_line_bytes, max_frame_bytes };
+        let pieces = pieces(&wire, &cuts);
+        prop_assert_eq!(
+            feed_all_with(limits, pieces.iter().copied()),
+            feed_all(limits, pieces.iter().copied())
+        );
+    }
+
     #[test]
     fn encoded_frames_parse_back(frames in prop::collection::vec(frame(), 0..8), split in any::<prop::sample::Index>()) {
         let mut wire = Vec::new();
@@ -106,14 +168,12 @@ proptest! {
             wire.extend_from_slice(&frame.encode().expect("valid id and event"));
         }
         let limits = Limits { max_line_bytes, max_frame_bytes };
-        let mut cuts: Vec<usize> = cuts.iter().map(|cut| cut.index(wire.len() + 1)).collect();
-        cuts.push(wire.len());
-        cuts.sort_unstable();
-        let pieces = cuts
-            .iter()
-            .scan(0, |from, &to| Some(&wire[std::mem::replace(from, to)..to]));
+        let pieces = pieces(&wire, &cuts);
         // Frames that completed before a limit error are returned whatever the chunking.
-        prop_assert_eq!(feed_all(limits, pieces), feed_all(limits, std::iter::once(&wire[..])));
+        prop_assert_eq!(
+            feed_all(limits, pieces.iter().copied()),
+            feed_all(limits, std::iter::once(&wire[..]))
+        );
     }
 
     #[test]

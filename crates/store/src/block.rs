@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Result, StoreError};
 use crate::record::{Kind, RecordRef};
@@ -63,8 +63,23 @@ pub struct Loc {
 }
 
 enum Body {
-    File(Arc<File>),
+    /// A block file, opened on first use (open does not touch the blocks it never reads).
+    File(OnceLock<Arc<File>>),
     Memory(Vec<u8>),
+}
+
+/// The handle of block `id` in `dir`, opening the file on first use.
+fn handle(dir: &Path, id: u32, cell: &OnceLock<Arc<File>>) -> Result<Arc<File>> {
+    if let Some(f) = cell.get() {
+        return Ok(f.clone());
+    }
+    let path = block_path(dir, id);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(StoreError::io(&path))?;
+    Ok(cell.get_or_init(|| Arc::new(file)).clone())
 }
 
 struct Block {
@@ -121,25 +136,17 @@ impl Blocks {
     }
 
     /// Blocks in `msgs_dir`, adopting the existing (already recovered) blocks `existing`
-    /// as `(id, size)`.
+    /// as `(id, size)`; their files are opened on first use.
     pub fn file(msgs_dir: PathBuf, max_size: u64, existing: &[(u32, u64)]) -> Result<Self> {
         fs::create_dir_all(&msgs_dir).map_err(StoreError::io(&msgs_dir))?;
         let mut blocks = BTreeMap::new();
         for &(id, size) in existing {
-            let path = block_path(&msgs_dir, id);
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)
-                .map_err(StoreError::io(&path))?;
-            blocks.insert(
-                id,
-                Block {
-                    size,
-                    body: Body::File(Arc::new(file)),
-                    dirty: false,
-                },
-            );
+            let block = Block {
+                size,
+                body: Body::File(OnceLock::new()),
+                dirty: false,
+            };
+            blocks.insert(id, block);
         }
         Ok(Self {
             dir: Some(msgs_dir),
@@ -224,7 +231,7 @@ impl Blocks {
                     .map_err(StoreError::io(&path))?;
                 // The new file's directory entry must be durable before acks depend on it.
                 crate::fsutil::sync_dir(dir)?;
-                Body::File(Arc::new(file))
+                Body::File(OnceLock::from(Arc::new(file)))
             }
             None => Body::Memory(Vec::new()),
         };
@@ -256,15 +263,12 @@ impl Blocks {
         let Some(id) = self.active() else {
             return Ok(());
         };
-        let dir = self.dir.clone();
+        let dir = self.dir.as_deref().unwrap_or(Path::new(""));
         let block = self.blocks.get_mut(&id).expect("active block exists");
         match &mut block.body {
-            Body::File(f) => f
+            Body::File(cell) => handle(dir, id, cell)?
                 .write_all_at(&self.pending, block.size)
-                .map_err(|source| StoreError::Io {
-                    path: block_path(dir.as_deref().unwrap_or(Path::new("")), id),
-                    source,
-                })?,
+                .map_err(StoreError::io(block_path(dir, id)))?,
             Body::Memory(v) => v.extend_from_slice(&self.pending),
         }
         block.size += self.pending.len() as u64;
@@ -282,7 +286,8 @@ impl Blocks {
             .iter_mut()
             .filter_map(|(id, b)| std::mem::take(&mut b.dirty).then_some((id, &*b)))
             .filter_map(|(id, b)| match &b.body {
-                Body::File(f) => Some((block_path(dir, *id), f.clone())),
+                // A written block's file was opened by the write.
+                Body::File(cell) => Some((block_path(dir, *id), cell.get()?.clone())),
                 Body::Memory(_) => None,
             })
             .collect()
@@ -308,8 +313,12 @@ impl Blocks {
                     .unwrap_or_default()
                     .to_vec(),
             ),
-            Body::File(f) => RecordSource::File {
-                file: f.clone(),
+            Body::File(cell) => RecordSource::File {
+                file: handle(
+                    self.dir.as_deref().unwrap_or(Path::new("")),
+                    loc.block,
+                    cell,
+                )?,
                 path: self.path(loc.block),
                 loc,
             },

@@ -36,31 +36,43 @@ impl Dedupe {
     }
 }
 
-/// Rebuilds the dedupe window after open: walks back from the newest message while it is
-/// within the window, reading the ids of messages flagged as carrying one.
-pub fn rebuild(st: &mut crate::state::State) {
+/// Rebuilds the dedupe window after open from the newest messages within the window that carry
+/// an id: only blocks whose last message is within the window and that hold messages written
+/// with an id are read.
+pub fn rebuild(st: &mut crate::state::State) -> crate::error::Result<()> {
     let cutoff =
         crate::state::now_ns().saturating_sub(crate::state::nanos(st.config.dedupe_window()));
+    let ranges: Vec<(u64, u64)> = st
+        .table
+        .blocks()
+        .rev()
+        .map(|(_, b)| &b.stats)
+        .take_while(|s| s.msgs == 0 || s.last_ts >= cutoff)
+        .filter(|s| s.msgs > 0 && s.msg_ids > 0)
+        .map(|s| (s.first, s.last))
+        .collect();
     let mut found = Vec::new();
-    let mut seq = st.table.last_seq;
-    while seq >= 1 && seq >= st.table.first_seq() {
-        if let Some(m) = st.table.get(seq) {
-            if m.ts < cutoff {
-                break;
+    for (first, last) in ranges.into_iter().rev() {
+        let mut carrying = Vec::new();
+        st.table.walk(first, last, |seq, m| {
+            if m.ts >= cutoff && m.flags & crate::record::flags::MSG_ID != 0 {
+                carrying.push((seq, m.loc, m.ts));
             }
-            if m.flags & crate::record::flags::MSG_ID != 0
-                && let Ok(Some(msg)) = st
-                    .blocks
-                    .read(m.loc)
-                    .map(|b| crate::state::decode_message(&b, seq))
+            true
+        })?;
+        for (seq, loc, ts) in carrying {
+            if let Ok(Some(msg)) = st
+                .blocks
+                .read(loc)
+                .map(|b| crate::state::decode_message(&b, seq))
                 && let Some(id) = msg.headers.get(crate::proto::names::MSG_ID)
             {
-                found.push((m.ts, id.to_string(), seq));
+                found.push((ts, id.to_string(), seq));
             }
         }
-        seq -= 1;
     }
-    for (ts, id, seq) in found.into_iter().rev() {
+    for (ts, id, seq) in found {
         st.dedupe.insert(&id, seq, ts);
     }
+    Ok(())
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 pub use crate::fsutil::{put_uvarint, put_varint};
-pub use crate::index::{BlockClaim, Snapshot, decode as decode_index};
+pub use crate::index::{BlockClaim, Snapshot, decode as decode_index, encode as encode_index};
 pub use crate::meta::Meta;
 pub use crate::persist::{SCHED_VERSION, THW_VERSION};
 pub use crate::record::{DecodeError, Kind, RecordRef, decode as decode_record};
@@ -50,7 +50,7 @@ pub fn read_thw_entries(sidecar: &Sidecar<'_>, table: &Table) -> Result<Vec<(i64
 /// `(subject, sequence, next fire ns)` ordered by subject.
 pub fn read_sched_entries(
     sidecar: &Sidecar<'_>,
-    table: &Table,
+    table: &mut Table,
 ) -> Result<Vec<(String, u64, i64)>, String> {
     let mut schedules = Schedules::default();
     read_sched(sidecar, table, &mut schedules)?;

@@ -1,21 +1,22 @@
-//! `msgs/index.db`: a snapshot of the stream's index so open does not re-read every block.
+//! `msgs/index.db`: a snapshot of the stream's table so open reads no block.
 //!
-//! Layout (FORMAT.md): magic `SLIX`, version, last seq/time, the active block's size and last
-//! record checksum, per-block counters, per-subject totals, the live message table, the last
-//! message id, and an xxh3-64 of everything before it. Decoding checks every count against the
-//! bytes that remain, so no content can make it panic or over-allocate.
+//! Version 2 (FORMAT.md) holds no per-message entry: the header (last sequence and time, the
+//! last record's checksum, the first live message's time), per block its size, counters, time
+//! range and deleted sequences as ranges, per subject its live count and block range, the last
+//! message id, and an xxh3-64 of everything before it. Its size follows blocks + subjects +
+//! runs of deletes, not the messages. Decoding checks every count against the bytes that
+//! remain and every block's counters against its sequence range, so no content can make it
+//! panic or over-allocate.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::path::PathBuf;
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::block::Loc;
 use crate::fsutil::{Reader, put_uvarint, put_varint};
-use crate::table::{BlockStats, MsgMeta, Table};
+use crate::table::{BlockEntry, BlockStats, RangeSet, SubjectSummary, Table, Unread};
 
 const MAGIC: &[u8; 4] = b"SLIX";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 
 /// What index.db says about the blocks, to check against the files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +30,7 @@ pub struct BlockClaim {
 /// A decoded index.
 #[derive(Debug)]
 pub struct Snapshot {
-    /// The rebuilt table.
+    /// The table, no block read yet.
     pub table: Table,
     /// Block sizes claimed.
     pub blocks: Vec<BlockClaim>,
@@ -46,54 +47,50 @@ pub fn encode(
     last_checksum: u64,
     last_msg_id: Option<&str>,
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + table.count() as usize * 12);
+    let mut out = Vec::with_capacity(64 + sizes.len() * 48 + table.num_subjects() as usize * 24);
     out.extend_from_slice(MAGIC);
     out.push(VERSION);
-    out.extend_from_slice(&table.last_seq.to_le_bytes());
-    out.extend_from_slice(&table.last_ts.to_le_bytes());
-    out.extend_from_slice(&last_checksum.to_le_bytes());
+    let (first_seq, first_ts) = table.known_first_time().unwrap_or((0, 0));
+    for v in [
+        table.last_seq,
+        table.last_ts as u64,
+        last_checksum,
+        first_seq,
+        first_ts as u64,
+    ] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
     put_uvarint(&mut out, sizes.len() as u64);
+    let empty = BlockEntry::default();
+    let entries: std::collections::HashMap<u32, &BlockEntry> = table.blocks().collect();
     for &(id, size) in sizes {
-        let s = table.blocks.get(&id).cloned().unwrap_or_default();
-        for v in [
-            id as u64,
-            size,
-            s.msgs,
-            s.bytes,
-            s.first,
-            s.last,
-            s.ttl as u64,
-            s.sched as u64,
-            s.sourced as u64,
-            s.markers as u64,
-        ] {
+        let b = entries.get(&id).copied().unwrap_or(&empty);
+        let s = &b.stats;
+        for v in [id as u64, size, s.msgs, s.bytes, s.first, s.last] {
             put_uvarint(&mut out, v);
         }
+        put_varint(&mut out, s.first_ts);
+        put_varint(&mut out, s.last_ts.wrapping_sub(s.first_ts));
+        for v in [s.ttl, s.sched, s.sourced, s.msg_ids, s.markers] {
+            put_uvarint(&mut out, v as u64);
+        }
+        put_uvarint(&mut out, b.deleted.ranges_len() as u64);
+        let mut prev = s.first;
+        for (start, end) in b.deleted.ranges() {
+            put_uvarint(&mut out, start - prev);
+            put_uvarint(&mut out, end - start);
+            prev = end;
+        }
     }
-    let subjects = table.subject_counts(None);
-    let ids: HashMap<&str, u64> = subjects
-        .keys()
-        .enumerate()
-        .map(|(i, s)| (s.as_str(), i as u64))
-        .collect();
+    let mut subjects: Vec<(&str, &SubjectSummary)> = table.subjects().collect();
+    subjects.sort_unstable_by_key(|(s, _)| *s);
     put_uvarint(&mut out, subjects.len() as u64);
-    for (s, n) in &subjects {
+    for (s, v) in subjects {
         put_uvarint(&mut out, s.len() as u64);
         out.extend_from_slice(s.as_bytes());
-        put_uvarint(&mut out, *n);
-    }
-    put_uvarint(&mut out, table.count());
-    let (mut prev_seq, mut prev_ts) = (0u64, 0i64);
-    for seq in table.seqs_in(0, table.last_seq) {
-        let m = table.get(seq).expect("live");
-        put_uvarint(&mut out, seq - prev_seq);
-        put_uvarint(&mut out, ids[&*m.subject]);
-        put_uvarint(&mut out, m.loc.block as u64);
-        put_uvarint(&mut out, m.loc.offset as u64);
-        put_uvarint(&mut out, m.loc.len as u64);
-        put_varint(&mut out, m.ts.wrapping_sub(prev_ts));
-        out.push(m.flags);
-        (prev_seq, prev_ts) = (seq, m.ts);
+        for x in [v.count, v.first_block as u64, v.last_block as u64] {
+            put_uvarint(&mut out, x);
+        }
     }
     let id = last_msg_id.unwrap_or("");
     put_uvarint(&mut out, id.len() as u64);
@@ -103,9 +100,9 @@ pub fn encode(
     out
 }
 
-/// Decodes index.db; the error says what is wrong.
-pub fn decode(bytes: &[u8]) -> Result<Snapshot, String> {
-    if bytes.len() < MAGIC.len() + 1 + 24 + 8 {
+/// Decodes index.db; the error says what is wrong. Blocks are read later from `msgs_dir`.
+pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
+    if bytes.len() < MAGIC.len() + 1 + 40 + 8 {
         return Err(format!("too short ({} bytes)", bytes.len()));
     }
     let (signed, sum) = bytes.split_at(bytes.len() - 8);
@@ -121,89 +118,87 @@ pub fn decode(bytes: &[u8]) -> Result<Snapshot, String> {
     if version != VERSION {
         return Err(format!("unknown version {version}"));
     }
-    let last_seq = r.u64().ok_or_else(|| bad("header"))?;
-    let last_ts = r.u64().ok_or_else(|| bad("header"))? as i64;
-    let last_checksum = r.u64().ok_or_else(|| bad("header"))?;
-    let mut table = Table::default();
-    let n = r.count(10).ok_or_else(|| bad("block count"))?;
-    let mut blocks = Vec::with_capacity(n);
-    let mut stats = Vec::with_capacity(n);
-    for _ in 0..n {
-        let mut v = [0u64; 10];
-        for x in &mut v {
-            *x = r.uvarint().ok_or_else(|| bad("block"))?;
-        }
-        let id = u32::try_from(v[0]).map_err(|_| bad("block id"))?;
-        let small = |x: u64| u32::try_from(x).map_err(|_| bad("block counter"));
-        blocks.push(BlockClaim { id, size: v[1] });
-        stats.push((
-            id,
-            BlockStats {
-                msgs: v[2],
-                bytes: v[3],
-                first: v[4],
-                last: v[5],
-                ttl: small(v[6])?,
-                sched: small(v[7])?,
-                sourced: small(v[8])?,
-                markers: small(v[9])?,
-            },
-        ));
+    let mut header = [0u64; 5];
+    for x in &mut header {
+        *x = r.u64().ok_or_else(|| bad("header"))?;
     }
-    let n = r.count(2).ok_or_else(|| bad("subject count"))?;
-    let mut subjects: Vec<Arc<str>> = Vec::with_capacity(n);
-    for _ in 0..n {
-        subjects.push(Arc::from(r.string().ok_or_else(|| bad("subject"))?));
-        r.uvarint().ok_or_else(|| bad("subject total"))?;
+    let [last_seq, last_ts, last_checksum, first_seq, first_ts] = header;
+    // The next sequence must exist (found by the `store_index` fuzz target).
+    if last_seq == u64::MAX {
+        return Err("last sequence leaves no next one".into());
     }
-    let n = r.count(7).ok_or_else(|| bad("message count"))?;
-    let (mut seq, mut ts) = (0u64, 0i64);
-    for _ in 0..n {
-        let delta = r
-            .uvarint()
-            .filter(|d| *d > 0)
-            .ok_or_else(|| bad("message sequence"))?;
-        seq = seq
-            .checked_add(delta)
-            .filter(|s| *s <= last_seq)
-            .ok_or_else(|| bad("message sequence"))?;
-        let subject = usize::try_from(r.uvarint().ok_or_else(|| bad("message"))?)
-            .ok()
-            .and_then(|i| subjects.get(i))
-            .ok_or_else(|| bad("subject index"))?;
-        let mut loc = [0u32; 3];
-        for x in &mut loc {
-            *x = r
-                .uvarint()
-                .and_then(|v| u32::try_from(v).ok())
-                .ok_or_else(|| bad("message location"))?;
+    let mut table = Table::unloaded(msgs_dir, last_seq, last_ts as i64);
+    // A block takes at least 14 bytes: 13 one-byte uvarints/varints and a range count.
+    let n = r.count(14).ok_or_else(|| bad("block count"))?;
+    let mut blocks: Vec<BlockClaim> = Vec::with_capacity(n);
+    let mut entries = Vec::with_capacity(n);
+    let mut max_last = 0;
+    for i in 0..n {
+        let (claim, stats, deleted) = decode_block(&mut r).ok_or_else(|| bad("block"))?;
+        if blocks.last().is_some_and(|b| b.id >= claim.id) {
+            return Err(format!("block {} out of order", claim.id));
         }
-        ts = ts.wrapping_add(r.varint().ok_or_else(|| bad("message time"))?);
-        let flags = r.u8().ok_or_else(|| bad("message flags"))?;
-        let loc = Loc {
-            block: loc[0],
-            offset: loc[1],
-            len: loc[2],
+        if stats.last > last_seq {
+            return Err(format!("block {} goes past the last sequence", claim.id));
+        }
+        // Blocks hold ascending, disjoint sequence ranges.
+        if stats.first != 0 && stats.first <= max_last {
+            return Err(format!("block {} overlaps an earlier one", claim.id));
+        }
+        max_last = max_last.max(stats.last);
+        let sealed = i + 1 < n;
+        let unread = Unread {
+            end: claim.size,
+            sealed,
         };
-        table.insert(
-            seq,
-            MsgMeta {
-                subject: subject.clone(),
-                ts,
-                loc,
-                flags,
-            },
-        );
+        let entry = BlockEntry::unloaded(stats, deleted, unread);
+        if !entry.counts_agree() {
+            return Err(format!(
+                "block {} counters contradict its sequences",
+                claim.id
+            ));
+        }
+        entries.push((claim.id, entry));
+        blocks.push(claim);
+    }
+    let mut msgs = 0u64;
+    for (id, entry) in entries {
+        msgs = msgs.saturating_add(entry.stats.msgs);
+        table.add_unloaded_block(id, entry);
+    }
+    let n = r.count(5).ok_or_else(|| bad("subject count"))?;
+    let mut subject_msgs = 0u64;
+    for _ in 0..n {
+        let subject = r.string().ok_or_else(|| bad("subject"))?;
+        let mut v = [0u64; 3];
+        for x in &mut v {
+            *x = r.uvarint().ok_or_else(|| bad("subject summary"))?;
+        }
+        let block = |x: u64| u32::try_from(x).map_err(|_| bad("subject block"));
+        let summary = SubjectSummary {
+            count: v[0],
+            first_block: block(v[1])?,
+            last_block: block(v[2])?,
+        };
+        if summary.count == 0 || summary.first_block > summary.last_block {
+            return Err(bad("subject summary"));
+        }
+        if table.subject_count(subject) != 0 {
+            return Err(format!("subject {subject:?} listed twice"));
+        }
+        subject_msgs = subject_msgs.saturating_add(summary.count);
+        table.add_subject(subject, summary);
+    }
+    if subject_msgs != msgs {
+        return Err(format!(
+            "subjects hold {subject_msgs} messages, blocks {msgs}"
+        ));
     }
     let id = r.string().ok_or_else(|| bad("last message id"))?;
     if r.remaining() != 0 {
         return Err(bad("trailer"));
     }
-    table.raise_last(last_seq);
-    table.last_ts = table.last_ts.max(last_ts);
-    for (id, s) in stats {
-        table.blocks.insert(id, s);
-    }
+    table.set_first_time(first_seq, first_ts as i64);
     Ok(Snapshot {
         table,
         blocks,
@@ -212,37 +207,129 @@ pub fn decode(bytes: &[u8]) -> Result<Snapshot, String> {
     })
 }
 
+/// One block's claim, counters and deleted ranges; `None` when malformed.
+fn decode_block(r: &mut Reader<'_>) -> Option<(BlockClaim, BlockStats, RangeSet)> {
+    let mut v = [0u64; 6];
+    for x in &mut v {
+        *x = r.uvarint()?;
+    }
+    let first_ts = r.varint()?;
+    let last_ts = first_ts.wrapping_add(r.varint()?);
+    let mut c = [0u32; 5];
+    for x in &mut c {
+        *x = u32::try_from(r.uvarint()?).ok()?;
+    }
+    let stats = BlockStats {
+        msgs: v[2],
+        bytes: v[3],
+        first: v[4],
+        last: v[5],
+        first_ts,
+        last_ts,
+        ttl: c[0],
+        sched: c[1],
+        sourced: c[2],
+        msg_ids: c[3],
+        markers: c[4],
+    };
+    let n = r.count(2)?;
+    let mut deleted = RangeSet::default();
+    let mut prev = stats.first;
+    for i in 0..n {
+        let start = prev.checked_add(r.uvarint()?)?;
+        let end = start.checked_add(r.uvarint()?)?;
+        // Ranges are disjoint and not adjacent: each starts at least two past the last end.
+        if i > 0 && start < prev.checked_add(2)? {
+            return None;
+        }
+        deleted.insert(start, end);
+        prev = end;
+    }
+    let claim = BlockClaim {
+        id: u32::try_from(v[0]).ok()?,
+        size: v[1],
+    };
+    Some((claim, stats, deleted))
+}
+
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::block::Loc;
     use crate::table::MsgMeta;
 
-    /// Found by the `store_index` fuzz target: an index.db whose two messages are 2^40
-    /// sequences apart once made the decoder allocate a slot per sequence in between.
+    fn meta(table: &Table, block: u32, ts: i64) -> MsgMeta {
+        MsgMeta {
+            subject: table.intern("a"),
+            ts,
+            loc: Loc {
+                block,
+                offset: 0,
+                len: 40,
+            },
+            flags: 0,
+        }
+    }
+
+    /// Found by the `store_index` fuzz target (version 1): two messages 2^40 sequences apart
+    /// once cost a slot per sequence in between. Version 2 keeps the gap as one deleted range.
     #[test]
-    fn far_apart_sequences_cost_memory_per_message_not_per_sequence() {
+    fn far_apart_sequences_cost_one_range_not_one_slot_per_sequence() {
         let mut table = Table::default();
         for seq in [1, 1 << 40] {
-            let meta = MsgMeta {
-                subject: table.intern("a"),
-                ts: 1,
-                loc: Loc {
-                    block: 1,
-                    offset: 0,
-                    len: 40,
-                },
-                flags: 0,
-            };
-            table.insert(seq, meta);
+            let m = meta(&table, 1, 1);
+            table.insert(seq, m);
         }
         let bytes = encode(&table, &[(1, 80)], 7, None);
-        let snapshot = decode(&bytes).expect("a valid index");
-        assert_eq!(snapshot.table.count(), 2);
-        assert_eq!(snapshot.table.first_seq(), 1);
-        assert_eq!(
-            snapshot.table.seqs_in(0, u64::MAX).collect::<Vec<_>>(),
-            [1, 1 << 40]
-        );
+        let snapshot = decode(&bytes, PathBuf::new()).expect("a valid index");
+        let t = &snapshot.table;
+        assert_eq!(t.count(), 2);
+        assert_eq!(t.first_seq(), 1);
+        assert_eq!(t.live_ranges(), [(1, 1), (1 << 40, 1 << 40)]);
+        let (_, block) = t.blocks().next().unwrap();
+        assert_eq!(block.deleted.ranges_len(), 1);
+    }
+
+    /// Found by the `store_index` fuzz target: a last sequence of `u64::MAX` left no first
+    /// sequence for an empty stream (`last + 1` overflowed).
+    #[test]
+    fn a_last_sequence_with_no_next_one_is_refused() {
+        let mut table = Table::default();
+        table.raise_last(u64::MAX);
+        let bytes = encode(&table, &[], 7, None);
+        let err = decode(&bytes, PathBuf::new()).unwrap_err();
+        assert!(err.contains("no next one"), "{err}");
+    }
+
+    /// Everything the table knows without reading a block survives an encode/decode, and the
+    /// decoded table has read no block.
+    #[test]
+    fn round_trip_keeps_counters_deletes_and_subjects() {
+        let mut table = Table::default();
+        for seq in 1..=10u64 {
+            let mut m = meta(&table, 1 + (seq > 5) as u32, seq as i64 * 10);
+            if seq % 2 == 0 {
+                m.subject = Arc::from("b");
+            }
+            table.insert(seq, m);
+        }
+        for seq in [1, 4, 7, 8] {
+            table.remove(seq).unwrap();
+        }
+        let bytes = encode(&table, &[(1, 200), (2, 200)], 7, Some("id-9"));
+        let snap = decode(&bytes, PathBuf::new()).expect("a valid index");
+        let t = &snap.table;
+        assert_eq!(snap.last_msg_id.as_deref(), Some("id-9"));
+        assert_eq!(t.count(), 6);
+        assert_eq!(t.live_ranges(), table.live_ranges());
+        assert_eq!(t.subject_counts(None), table.subject_counts(None));
+        assert_eq!(t.first_seq(), 2);
+        assert_eq!(t.known_first_time(), Some((2, 20)));
+        assert_eq!(t.blocks_loaded(), 0);
+        let stats: Vec<BlockStats> = t.blocks().map(|(_, b)| b.stats.clone()).collect();
+        let want: Vec<BlockStats> = table.blocks().map(|(_, b)| b.stats.clone()).collect();
+        assert_eq!(stats, want);
     }
 }

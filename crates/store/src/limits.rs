@@ -38,7 +38,9 @@ pub fn enforce(st: &mut State, subject: Option<&str>) -> Result<()> {
         };
         for s in subjects {
             let excess = st.table.subject_count(&s).saturating_sub(max) as usize;
-            doomed.extend(st.table.subject_seqs(&s).take(excess));
+            if excess > 0 {
+                doomed.extend(st.table.subject_seqs(&s, excess)?);
+            }
         }
     }
     st.remove(&doomed)?;
@@ -46,16 +48,14 @@ pub fn enforce(st: &mut State, subject: Option<&str>) -> Result<()> {
     let max_bytes = limit(st.config.max_bytes).unwrap_or(u64::MAX);
     let (mut count, mut bytes) = (st.table.count(), st.table.bytes());
     let mut front = Vec::new();
-    let mut seqs = st.table.seqs_in(0, st.table.last_seq);
-    #[allow(clippy::while_let_loop)]
-    while count > max_msgs || bytes > max_bytes {
-        let Some(seq) = seqs.next() else { break };
-        let len = st.table.get(seq).map_or(0, |m| m.loc.len as u64);
-        front.push(seq);
-        count -= 1;
-        bytes -= len;
+    if count > max_msgs || bytes > max_bytes {
+        st.table.walk(0, u64::MAX, |seq, m| {
+            front.push(seq);
+            count -= 1;
+            bytes -= m.loc.len as u64;
+            count > max_msgs || bytes > max_bytes
+        })?;
     }
-    drop(seqs);
     st.remove(&front)?;
     Ok(())
 }
@@ -67,14 +67,15 @@ pub fn expire(st: &mut State, now: i64) -> Result<Vec<MsgMeta>> {
     let max_age = crate::state::nanos(st.config.max_age);
     if max_age > 0 {
         let cutoff = now.saturating_sub(max_age);
-        doomed.extend(
-            st.table
-                .seqs_in(0, st.table.last_seq)
-                .map(|s| (s, st.table.get(s).expect("live")))
-                .take_while(|(_, m)| m.ts < cutoff)
-                .filter(|(_, m)| m.flags & flags::TTL_NEVER == 0)
-                .map(|(s, _)| s),
-        );
+        st.table.walk(0, u64::MAX, |seq, m| {
+            if m.ts >= cutoff {
+                return false;
+            }
+            if m.flags & flags::TTL_NEVER == 0 {
+                doomed.push(seq);
+            }
+            true
+        })?;
     }
     doomed.sort_unstable();
     doomed.dedup();
@@ -83,7 +84,9 @@ pub fn expire(st: &mut State, now: i64) -> Result<Vec<MsgMeta>> {
     if max_age > 0 && !st.config.subject_delete_marker_ttl.is_zero() {
         for (_, meta) in removed {
             // Markers carry a TTL; a message with a TTL leaves no marker, so markers never chain.
-            let last_of_subject = st.table.subject_count(&meta.subject) == 0;
+            // An unreadable message of a damaged block comes back with no subject.
+            let last_of_subject =
+                !meta.subject.is_empty() && st.table.subject_count(&meta.subject) == 0;
             if last_of_subject
                 && meta.flags & flags::TTL == 0
                 && !orphaned.iter().any(|m: &MsgMeta| m.subject == meta.subject)
@@ -108,19 +111,19 @@ pub fn marker_headers(st: &State) -> crate::proto::Headers {
 }
 
 /// When the next age or TTL expiry is due (ns), if any.
-pub fn next_due(st: &State) -> Option<i64> {
+pub fn next_due(st: &mut State) -> Result<Option<i64>> {
     let max_age = crate::state::nanos(st.config.max_age);
-    let age = (max_age > 0)
-        .then(|| {
-            st.table
-                .seqs_in(0, st.table.last_seq)
-                .map(|s| st.table.get(s).expect("live"))
-                .find(|m| m.flags & flags::TTL_NEVER == 0)
-        })
-        .flatten()
-        .map(|m| m.ts.saturating_add(max_age));
-    [age, st.ttl.next(), st.schedules.next()]
+    let mut age = None;
+    if max_age > 0 {
+        st.table.walk(0, u64::MAX, |_, m| {
+            if m.flags & flags::TTL_NEVER == 0 {
+                age = Some(m.ts.saturating_add(max_age));
+            }
+            age.is_none()
+        })?;
+    }
+    Ok([age, st.ttl.next(), st.schedules.next()]
         .into_iter()
         .flatten()
-        .min()
+        .min())
 }

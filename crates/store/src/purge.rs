@@ -29,38 +29,43 @@ pub fn purge(st: &mut State, req: &PurgeRequest) -> Result<u64> {
     let upto = req
         .up_to_seq
         .map_or(st.table.last_seq, |s| s.saturating_sub(1));
-    let mut doomed: Vec<u64> = match proto::literal(&filter) {
-        Some(subject) => st
-            .table
-            .subject_seqs(subject)
-            .filter(|s| *s <= upto)
-            .collect(),
-        None => st
-            .table
-            .seqs_in(0, upto)
-            .filter(|s| st.table.get(*s).is_some_and(|m| filter.matches(&m.subject)))
-            .collect(),
-    };
+    let mut doomed: Vec<(u64, std::sync::Arc<str>)> = Vec::new();
+    match proto::literal(&filter) {
+        Some(subject) => {
+            let subject = st.table.intern(subject);
+            for seq in st.table.subject_seqs(&subject, usize::MAX)? {
+                if seq <= upto {
+                    doomed.push((seq, subject.clone()));
+                }
+            }
+        }
+        None => st.table.walk(0, upto, |seq, m| {
+            if filter.matches(&m.subject) {
+                doomed.push((seq, m.subject.clone()));
+            }
+            true
+        })?,
+    }
     if let Some(keep) = req.keep {
         if req.filter.is_some() {
             // Keep the newest `keep` per matching subject, as JetStream does.
             let mut per_subject: std::collections::HashMap<std::sync::Arc<str>, u64> =
                 Default::default();
             let mut kept = std::collections::HashSet::new();
-            for &s in doomed.iter().rev() {
-                let subj = st.table.get(s).expect("live").subject.clone();
-                let n = per_subject.entry(subj).or_default();
+            for (s, subject) in doomed.iter().rev() {
+                let n = per_subject.entry(subject.clone()).or_default();
                 if *n < keep {
                     *n += 1;
-                    kept.insert(s);
+                    kept.insert(*s);
                 }
             }
-            doomed.retain(|s| !kept.contains(s));
+            doomed.retain(|(s, _)| !kept.contains(s));
         } else {
             let cut = doomed.len().saturating_sub(keep as usize);
             doomed.truncate(cut);
         }
     }
+    let doomed: Vec<u64> = doomed.into_iter().map(|(s, _)| s).collect();
     let everything = doomed.len() as u64 == st.table.count();
     if everything && !doomed.is_empty() {
         // Start a fresh block so every old one can go once the purge marker is durable.

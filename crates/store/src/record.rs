@@ -173,6 +173,27 @@ pub fn decode(buf: &[u8]) -> Result<(RecordRef<'_>, usize, u64), DecodeError> {
     ))
 }
 
+/// Every valid record found at any offset of `data` (after damage), as `(offset, record,
+/// length)`: a valid record resumes the walk after itself, anything else moves on one byte.
+pub fn resync(data: &[u8]) -> impl Iterator<Item = (usize, RecordRef<'_>, usize)> {
+    let mut off = 0;
+    std::iter::from_fn(move || {
+        while off + LEN_PREFIX < data.len() {
+            // Cheap filters first: a plausible length and kind before the checksum is computed.
+            let len = u32::from_le_bytes([data[off], data[off + 1], data[off + 2], data[off + 3]])
+                as usize;
+            let plausible = len >= FIXED && off + 4 + len <= data.len() && data[off + 4] <= 3;
+            if plausible && let Ok((rec, used, _)) = decode(&data[off..]) {
+                let at = off;
+                off += used;
+                return Some((at, rec, used));
+            }
+            off += 1;
+        }
+        None
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

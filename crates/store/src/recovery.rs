@@ -82,13 +82,12 @@ pub fn recover(
                 report.path = RecoveryPath::Rebuild;
                 if let Some(snap) = fs::read(msgs_dir.join("index.db"))
                     .ok()
-                    .and_then(|b| index::decode(&b).ok())
+                    .and_then(|b| index::decode(&b, msgs_dir.to_path_buf()).ok())
                 {
-                    let live = snap.table.seqs_in(0, snap.table.last_seq).map(|s| (s, s));
-                    index_evidence = Some(
-                        live.chain([(snap.table.last_seq, snap.table.last_seq)])
-                            .collect::<Vec<_>>(),
-                    );
+                    let last = snap.table.last_seq;
+                    let mut live = snap.table.live_ranges();
+                    live.push((last, last));
+                    index_evidence = Some(live);
                 }
                 warn(
                     report,
@@ -141,7 +140,7 @@ pub fn recover(
     let index_current = report.path == RecoveryPath::Index && scanned == 0 && report.is_clean();
     let mut blocks = Blocks::file(msgs_dir.to_path_buf(), block_size, &sizes)?;
     blocks.set_last_checksum(last_sum);
-    let per_message = recover_per_message(name, msgs_dir, &table, &blocks, report);
+    let per_message = recover_per_message(name, msgs_dir, &mut table, &blocks, report)?;
     let sources_current = match report.sources {
         SidecarRecovery::Current => true,
         SidecarRecovery::Missing => per_message.sources.positions().is_empty(),
@@ -175,7 +174,7 @@ fn try_index(msgs_dir: &Path, ids: &[u32]) -> Result<Option<(index::Snapshot, Sc
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.to_string()),
     };
-    let snap = index::decode(&bytes)?;
+    let snap = index::decode(&bytes, msgs_dir.to_path_buf())?;
     let claimed: Vec<u32> = snap.blocks.iter().map(|b| b.id).collect();
     let last_claimed = claimed.last().copied();
     let listed_then: Vec<u32> = ids
@@ -186,36 +185,24 @@ fn try_index(msgs_dir: &Path, ids: &[u32]) -> Result<Option<(index::Snapshot, Sc
     if listed_then != claimed {
         return Err("it lists different blocks than the directory holds".into());
     }
-    for b in &snap.blocks {
-        let len = fs::metadata(block_path(msgs_dir, b.id))
-            .map_err(|e| e.to_string())?
-            .len();
-        let is_last = Some(b.id) == last_claimed;
-        if len < b.size || (!is_last && len != b.size) {
+    // Sealed blocks are checked (size, every record) when first read, so open stays
+    // O(blocks); the last block is checked now because appends after the snapshot continue it.
+    if let Some(last) = snap.blocks.last() {
+        let file = fs::File::open(block_path(msgs_dir, last.id)).map_err(|e| e.to_string())?;
+        let len = file.metadata().map_err(|e| e.to_string())?.len();
+        if len < last.size {
             return Err(format!(
                 "block {} is {len} bytes, index.db says {}",
-                b.id, b.size
+                last.id, last.size
             ));
         }
-    }
-    let sizes: std::collections::HashMap<u32, u64> =
-        snap.blocks.iter().map(|b| (b.id, b.size)).collect();
-    for seq in snap.table.seqs_in(0, snap.table.last_seq) {
-        let m = snap.table.get(seq).expect("live");
-        let fits = sizes
-            .get(&m.loc.block)
-            .is_some_and(|size| m.loc.offset as u64 + m.loc.len as u64 <= *size);
-        if !fits {
-            return Err(format!("sequence {seq} points outside its block"));
-        }
-    }
-    if let Some(last) = snap.blocks.last().filter(|b| b.size >= 8) {
-        let file = fs::File::open(block_path(msgs_dir, last.id)).map_err(|e| e.to_string())?;
-        let mut sum = [0u8; 8];
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut sum, last.size - 8)
-            .map_err(|e| e.to_string())?;
-        if u64::from_le_bytes(sum) != snap.last_checksum {
-            return Err("the last record's checksum does not match".into());
+        if last.size >= 8 {
+            let mut sum = [0u8; 8];
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut sum, last.size - 8)
+                .map_err(|e| e.to_string())?;
+            if u64::from_le_bytes(sum) != snap.last_checksum {
+                return Err("the last record's checksum does not match".into());
+            }
         }
     }
     let from = match last_claimed {
@@ -253,7 +240,7 @@ impl Evidence {
         for &(from, to) in &self.claims {
             table.raise_last(to);
             claimed.extend((from..=to).filter(|s| {
-                *s >= self.purged_below && !self.deleted.contains(s) && table.get(*s).is_none()
+                *s >= self.purged_below && !self.deleted.contains(s) && !table.contains(*s)
             }));
         }
         claimed.sort_unstable();
@@ -310,8 +297,12 @@ fn scan_block(
                 Kind::Msg | Kind::LastSeq => {}
             }
         }
+        let applied = match &decoded {
+            Ok((rec, len, _)) => apply(table, last_msg_id, id, base + off, *len, rec)?,
+            Err(_) => false,
+        };
         match decoded {
-            Ok((rec, len, sum)) if apply(table, last_msg_id, id, base + off, len, &rec) => {
+            Ok((_, len, sum)) if applied => {
                 off += len;
                 scan.last_sum = Some(sum);
             }
@@ -365,7 +356,8 @@ fn scan_block(
     Ok(scan)
 }
 
-/// Applies one record to the table; false when it contradicts what came before.
+/// Applies one record to the table; false when it contradicts what came before. Deletes read
+/// the blocks they concern (after an index.db, only what was appended after it deletes).
 fn apply(
     table: &mut Table,
     last_msg_id: &mut Option<String>,
@@ -373,17 +365,17 @@ fn apply(
     off: usize,
     len: usize,
     rec: &record::RecordRef<'_>,
-) -> bool {
+) -> Result<bool> {
     match rec.kind {
         Kind::Msg => {
             if rec.seq <= table.last_seq {
-                return false;
+                return Ok(false);
             }
             let Ok(subject) = std::str::from_utf8(rec.subject) else {
-                return false;
+                return Ok(false);
             };
             let (Ok(offset), Ok(len)) = (u32::try_from(off), u32::try_from(len)) else {
-                return false;
+                return Ok(false);
             };
             *last_msg_id = if rec.flags & flags::MSG_ID != 0 {
                 proto::decode_headers(rec.headers)
@@ -395,7 +387,7 @@ fn apply(
             table.insert(
                 rec.seq,
                 MsgMeta {
-                    subject: subject.into(),
+                    subject: table.intern(subject),
                     ts: rec.ts,
                     loc,
                     flags: rec.flags,
@@ -403,14 +395,13 @@ fn apply(
             );
         }
         Kind::Tombstone => {
-            table.remove(rec.seq);
+            table.remove(rec.seq)?;
             table.note_marker(block);
             table.raise_last(rec.seq);
         }
         Kind::PurgeTo => {
-            let doomed: Vec<u64> = table.seqs_in(0, rec.seq.saturating_sub(1)).collect();
-            for s in doomed {
-                table.remove(s);
+            for s in table.seqs_in(0, rec.seq.saturating_sub(1))? {
+                table.remove(s)?;
             }
             table.note_marker(block);
             table.raise_last(rec.seq.saturating_sub(1));
@@ -420,28 +411,15 @@ fn apply(
             table.raise_last(rec.seq);
         }
     }
-    true
+    Ok(true)
 }
 
 /// The highest message sequence among valid records found at any offset of `data`.
 fn resync_max_seq(data: &[u8]) -> Option<u64> {
-    let mut max = None;
-    let mut off = 0;
-    while off + record::LEN_PREFIX < data.len() {
-        // Cheap filters first: a plausible length and kind before the checksum is computed.
-        let len =
-            u32::from_le_bytes([data[off], data[off + 1], data[off + 2], data[off + 3]]) as usize;
-        let plausible = len >= 28 && off + 4 + len <= data.len() && data[off + 4] <= 3;
-        if plausible && let Ok((rec, used, _)) = record::decode(&data[off..]) {
-            if rec.kind != Kind::PurgeTo {
-                max = max.max(Some(rec.seq));
-            }
-            off += used;
-            continue;
-        }
-        off += 1;
-    }
-    max
+    record::resync(data)
+        .filter(|(_, rec, _)| rec.kind != Kind::PurgeTo)
+        .map(|(_, rec, _)| rec.seq)
+        .max()
 }
 
 /// Loads one sidecar with `read`: its stamp and how it went. A missing file gives stamp 0 (scan
@@ -488,10 +466,10 @@ pub struct PerMessage {
 fn recover_per_message(
     name: &str,
     msgs_dir: &Path,
-    table: &Table,
+    table: &mut Table,
     blocks: &Blocks,
     report: &mut RecoveryReport,
-) -> PerMessage {
+) -> Result<PerMessage> {
     let mut ttl = TtlWheel::default();
     let mut schedules = Schedules::default();
     let mut sources = SourceIndex::default();
@@ -519,25 +497,30 @@ fn recover_per_message(
     });
     report.sources = how;
     let stamp = thw_stamp.min(sched_stamp).min(src_stamp);
-    for (&id, stats) in &table.blocks {
-        let relevant = (stats.ttl > 0 && stats.last >= thw_stamp)
-            || (stats.sched > 0 && stats.last >= sched_stamp)
-            || (stats.sourced > 0 && stats.last >= src_stamp);
-        if !relevant {
-            continue;
-        }
+    let relevant: Vec<(u64, u64)> = table
+        .blocks()
+        .map(|(_, b)| &b.stats)
+        .filter(|s| {
+            (s.ttl > 0 && s.last >= thw_stamp)
+                || (s.sched > 0 && s.last >= sched_stamp)
+                || (s.sourced > 0 && s.last >= src_stamp)
+        })
+        .map(|s| (s.first.max(stamp), s.last))
+        .collect();
+    for (from, upto) in relevant {
         report.per_message_blocks_scanned += 1;
-        for seq in table.seqs_in(stats.first.max(stamp), stats.last) {
-            let Some(m) = table.get(seq).filter(|m| m.loc.block == id) else {
-                continue;
-            };
+        let mut wanted = Vec::new();
+        table.walk(from, upto, |seq, m| {
             let needs_ttl =
                 m.flags & flags::TTL != 0 && m.flags & flags::TTL_NEVER == 0 && seq >= thw_stamp;
             let needs_sched = m.flags & flags::SCHEDULE != 0 && seq >= sched_stamp;
             let needs_source = m.flags & flags::SOURCED != 0 && seq >= src_stamp;
-            if !needs_ttl && !needs_sched && !needs_source {
-                continue;
+            if needs_ttl || needs_sched || needs_source {
+                wanted.push((seq, m.clone(), needs_ttl, needs_sched, needs_source));
             }
+            true
+        })?;
+        for (seq, m, needs_ttl, needs_sched, needs_source) in wanted {
             let Some(h) = blocks.read(m.loc).ok().and_then(|b| {
                 record::decode(&b)
                     .ok()
@@ -566,11 +549,11 @@ fn recover_per_message(
             }
         }
     }
-    PerMessage {
+    Ok(PerMessage {
         ttl,
         schedules,
         sources,
-    }
+    })
 }
 
 /// Reads the `thw.db` entries into `wheel`, keeping those whose message is still in `table`.
@@ -588,7 +571,7 @@ pub(crate) fn read_thw(
     for _ in 0..n {
         let at = r.varint().ok_or("malformed entry")?;
         let seq = r.uvarint().ok_or("malformed entry")?;
-        if table.get(seq).is_some() {
+        if table.contains(seq) {
             wheel.insert(seq, at);
         }
     }
@@ -596,11 +579,11 @@ pub(crate) fn read_thw(
 }
 
 /// Reads the `sched.db` entries into `schedules`, keeping those whose message is still in
-/// `table` under the same subject. (Crate-visible for the fuzz targets, through
+/// `table` under the same subject (reading the blocks they live in). (Crate-visible for the fuzz targets, through
 /// `crate::fuzzing`.)
 pub(crate) fn read_sched(
     s: &sidecar::Sidecar<'_>,
-    table: &Table,
+    table: &mut Table,
     schedules: &mut Schedules,
 ) -> Result<(), String> {
     let mut r = Reader::new(s.body);
@@ -619,7 +602,8 @@ pub(crate) fn read_sched(
             .ok_or("malformed subject")?;
         let next = r.varint().ok_or("malformed entry")?;
         let seq = r.uvarint().ok_or("malformed entry")?;
-        if table.get(seq).is_some_and(|m| &*m.subject == subject) {
+        let live = table.get(seq).map_err(|e| e.to_string())?;
+        if live.is_some_and(|m| &*m.subject == subject) {
             schedules.insert(subject, seq, next);
         }
     }

@@ -78,19 +78,21 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
             });
         }
     }
-    let t = &st.table;
     if let Some(v) = h.get(names::EXPECTED_STREAM)
         && v != c.name
     {
         return Err(ApiError::expected_stream_mismatch().into());
     }
     if let Some(v) = h.get(names::EXPECTED_LAST_SEQ)
-        && parse_seq(v, t.last_seq)? != t.last_seq
+        && parse_seq(v, st.table.last_seq)? != st.table.last_seq
     {
-        return Err(ApiError::wrong_last_sequence(t.last_seq).into());
+        return Err(ApiError::wrong_last_sequence(st.table.last_seq).into());
     }
     if let Some(v) = h.get(names::EXPECTED_LAST_SUBJECT_SEQ) {
-        let last = t.last_for_subject(&p.subject, u64::MAX).unwrap_or(0);
+        let last = st
+            .table
+            .last_for_subject(&p.subject, u64::MAX)?
+            .unwrap_or(0);
         if parse_seq(v, last)? != last {
             return Err(ApiError::wrong_last_sequence(last).into());
         }

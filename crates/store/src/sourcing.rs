@@ -261,22 +261,22 @@ fn first_seq(
     cfg: &SourceConfig,
     target: &StreamHandle,
     origin: &StreamHandle,
-) -> u64 {
+) -> Result<u64> {
     let by_time = |t: jiff::Timestamp| {
         let ns = i64::try_from(t.as_nanosecond()).unwrap_or(i64::MAX);
         origin.first_seq_at_or_after(ns)
     };
     match rule {
-        SourceResume::OptStartSeq => cfg.opt_start_seq.unwrap_or(1).max(1),
-        SourceResume::OptStartTime => cfg.opt_start_time.map_or(1, by_time),
-        SourceResume::AfterLastTime => target.info(None).state.last_time.map_or(1, by_time),
-        _ => 1,
+        SourceResume::OptStartSeq => Ok(cfg.opt_start_seq.unwrap_or(1).max(1)),
+        SourceResume::OptStartTime => cfg.opt_start_time.map_or(Ok(1), by_time),
+        SourceResume::AfterLastTime => target.info(None).state.last_time.map_or(Ok(1), by_time),
+        _ => Ok(1),
     }
 }
 
 /// Starts one thread per source of `target`'s configuration.
 pub fn start(target: &StreamHandle, catalog: &Arc<Catalog>) -> Result<Option<Sourcing>> {
-    let config = target.info(None).config;
+    let config = target.config();
     if config.sources.is_empty() {
         target.set_source_status(BTreeMap::new());
         return Ok(None);
@@ -379,7 +379,7 @@ impl Task {
 
     /// Copies `origin`'s messages until the origin closes or the task is stopped.
     async fn follow(&mut self, origin: &StreamHandle) -> Result<()> {
-        let origin_ident = ident(origin.info(None).incarnation);
+        let origin_ident = ident(origin.incarnation());
         let next = match &self.start.recorded {
             Some((seq, id)) if id.is_empty() || *id == origin_ident => seq + 1,
             Some((seq, id)) => {
@@ -389,9 +389,9 @@ impl Task {
                     s.resets += 1;
                     s.resume = rule;
                 });
-                first_seq(rule, &self.src.config, &self.target, origin)
+                first_seq(rule, &self.src.config, &self.target, origin)?
             }
-            None => first_seq(self.start.how, &self.src.config, &self.target, origin),
+            None => first_seq(self.start.how, &self.src.config, &self.target, origin)?,
         };
         self.start = Start {
             how: self.start.how,

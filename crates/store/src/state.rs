@@ -143,10 +143,12 @@ impl State {
     /// Removes live messages and records the removal durably: one purge marker for those
     /// below the new first sequence, a tombstone for each interior one. Returns what was removed.
     pub fn remove(&mut self, seqs: &[u64]) -> Result<Vec<(u64, MsgMeta)>> {
-        let removed: Vec<(u64, MsgMeta)> = seqs
-            .iter()
-            .filter_map(|&s| Some((s, self.table.remove(s)?)))
-            .collect();
+        let mut removed: Vec<(u64, MsgMeta)> = Vec::with_capacity(seqs.len());
+        for &s in seqs {
+            if let Some(meta) = self.table.remove(s)? {
+                removed.push((s, meta));
+            }
+        }
         if removed.is_empty() {
             return Ok(removed);
         }
@@ -191,7 +193,7 @@ impl State {
     }
 
     /// Locates a visible message; read it with [`PendingRead::finish`] after unlocking.
-    pub fn prepare(&self, seq: u64) -> Result<Option<PendingRead>> {
+    pub fn prepare(&mut self, seq: u64) -> Result<Option<PendingRead>> {
         if seq > self.visible {
             return Ok(None);
         }
@@ -199,8 +201,8 @@ impl State {
     }
 
     /// Locates a live message whether or not it is visible yet (for the writer).
-    pub fn prepare_any(&self, seq: u64) -> Result<Option<PendingRead>> {
-        let Some(meta) = self.table.get(seq) else {
+    pub fn prepare_any(&mut self, seq: u64) -> Result<Option<PendingRead>> {
+        let Some(meta) = self.table.get(seq)? else {
             return Ok(None);
         };
         Ok(Some(PendingRead {
@@ -210,24 +212,32 @@ impl State {
     }
 
     /// Reads a live message whether or not it is visible yet (for the writer).
-    pub fn read_any(&self, seq: u64) -> Result<Option<StoredMessage>> {
+    pub fn read_any(&mut self, seq: u64) -> Result<Option<StoredMessage>> {
         self.prepare_any(seq)?.map(PendingRead::finish).transpose()
     }
 
     /// Locates the first visible message at or after `from` matching `filter`.
-    pub fn next_matching(&self, from: u64, filter: &FilterSet) -> Result<Option<PendingRead>> {
-        match self.table.next_matching(from, self.visible, filter) {
+    pub fn next_matching(&mut self, from: u64, filter: &FilterSet) -> Result<Option<PendingRead>> {
+        match self.table.next_matching(from, self.visible, filter)? {
             Some(seq) => self.prepare(seq),
             None => Ok(None),
         }
     }
 
-    /// Info about the stream.
-    pub fn info(&self, subjects: Option<&FilterSet>) -> StreamInfo {
+    /// Info about the stream. The first message's time may need its block read; a block that
+    /// cannot be read leaves it out (the error is logged).
+    pub fn info(&mut self, subjects: Option<&FilterSet>) -> StreamInfo {
+        let last = self.table.last_seq.min(self.visible);
+        let first = self.table.first_seq().min(last + 1);
+        let first_time = if first <= last {
+            self.table.first_time().unwrap_or_else(|e| {
+                tracing::warn!(stream = %self.config.name, "first message time unknown: {e}");
+                None
+            })
+        } else {
+            None
+        };
         let t = &self.table;
-        let last = t.last_seq.min(self.visible);
-        let first = t.first_seq().min(last + 1);
-        let time_of = |s| t.get(s).map(|m| timestamp(m.ts));
         StreamInfo {
             config: self.config.clone(),
             created: self.created,
@@ -236,7 +246,7 @@ impl State {
                 msgs: t.count(),
                 bytes: t.bytes(),
                 first_seq: first,
-                first_time: time_of(first),
+                first_time: first_time.map(timestamp),
                 last_seq: last,
                 last_time: (t.last_ts > 0).then(|| timestamp(t.last_ts)),
                 num_deleted: (last + 1 - first).saturating_sub(t.count()),

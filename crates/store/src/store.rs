@@ -251,7 +251,7 @@ impl Store {
         let handle = self
             .stream(&config.name)
             .ok_or_else(|| StoreError::StreamNotFound(config.name.clone()))?;
-        let sources_changed = handle.info(None).config.sources != config.sources;
+        let sources_changed = handle.config().sources != config.sources;
         check_sources_and_subjects(&self.streams(), &config)?;
         let cfg = Box::new(config);
         handle
@@ -417,7 +417,11 @@ impl Store {
             dirty: !index_current,
             purge_to: None,
         };
-        crate::dedupe::rebuild(&mut state);
+        if let Err(e) = crate::dedupe::rebuild(&mut state) {
+            let msg = format!("dedupe window not rebuilt: {e}");
+            tracing::warn!(stream = %name, "{msg}");
+            report.warnings.push(msg);
+        }
         let (visible_tx, _) = watch::channel(visible);
         let shared = Arc::new(Shared {
             name: name.clone(),

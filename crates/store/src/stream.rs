@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
+use crate::config::StreamConfig;
 use crate::error::{Result, StoreError};
 use crate::proto::{FilterSet, Headers};
 use crate::rules::Publish;
@@ -118,8 +119,9 @@ impl StreamHandle {
     /// The last message on a literal subject.
     pub fn last_for_subject(&self, subject: &str) -> Result<Option<StoredMessage>> {
         let pending = {
-            let st = self.shared.lock();
-            match st.table.last_for_subject(subject, st.visible) {
+            let mut st = self.shared.lock();
+            let visible = st.visible;
+            match st.table.last_for_subject(subject, visible)? {
                 Some(seq) => st.prepare(seq)?,
                 None => None,
             }
@@ -157,10 +159,10 @@ impl StreamHandle {
         while seq >= first && seq > 0 {
             // The lock is taken per step so a long scan never holds up the writer.
             let pending = {
-                let st = self.shared.lock();
+                let mut st = self.shared.lock();
                 let sourced = st
                     .table
-                    .get(seq)
+                    .get(seq)?
                     .is_some_and(|m| m.flags & crate::record::flags::SOURCED != 0);
                 if sourced { st.prepare(seq)? } else { None }
             };
@@ -180,9 +182,8 @@ impl StreamHandle {
         st.table.count() > 0
             && st
                 .table
-                .blocks
-                .values()
-                .any(|b| b.sourced > 0 && b.msgs > 0)
+                .blocks()
+                .any(|(_, b)| b.stats.sourced > 0 && b.stats.msgs > 0)
     }
 
     /// Whether the stream was closed or deleted.
@@ -191,8 +192,14 @@ impl StreamHandle {
     }
 
     /// The first live sequence stored at or after `ts_ns` (`last_seq + 1` when none).
-    pub(crate) fn first_seq_at_or_after(&self, ts_ns: i64) -> u64 {
+    pub(crate) fn first_seq_at_or_after(&self, ts_ns: i64) -> Result<u64> {
         self.shared.lock().table.first_at_or_after(ts_ns)
+    }
+
+    /// Blocks read from their files since the stream was opened: a stream opened from
+    /// index.db reads none until a query needs one, then only the blocks it needs.
+    pub fn blocks_loaded(&self) -> u64 {
+        self.shared.lock().table.blocks_loaded()
     }
 
     /// Stores messages in order as one writer request (each answered on its own).
@@ -270,6 +277,16 @@ impl StreamHandle {
     /// `subjects` when given.
     pub fn info(&self, subjects: Option<&FilterSet>) -> StreamInfo {
         self.shared.lock().info(subjects)
+    }
+
+    /// The stream's configuration (no state: nothing is read).
+    pub fn config(&self) -> StreamConfig {
+        self.shared.lock().config.clone()
+    }
+
+    /// The stream's incarnation (changes when it is deleted and recreated).
+    pub(crate) fn incarnation(&self) -> u64 {
+        self.shared.lock().incarnation
     }
 
     /// Whether `subject` belongs to this stream (a client publish of it would be accepted).

@@ -25,7 +25,7 @@ impl StreamHandle {
             loop {
                 rx.borrow_and_update();
                 let found = {
-                    let st = shared.lock();
+                    let mut st = shared.lock();
                     if st.closed {
                         Err(StoreError::Closed(shared.name.clone()))
                     } else {

@@ -262,8 +262,13 @@ fn fail_op(op: Op, name: &str) {
 /// Age and TTL expiry, with subject delete markers.
 fn housekeeping(st: &mut State) {
     let now = now_ns();
-    if limits::next_due(st).is_none_or(|due| due > now) {
-        return;
+    match limits::next_due(st) {
+        Ok(Some(due)) if due <= now => {}
+        Ok(_) => return,
+        Err(e) => {
+            tracing::warn!(stream = %st.config.name, error = %e, "expiry failed");
+            return;
+        }
     }
     let result = limits::expire(st, now).and_then(|orphans| {
         for meta in orphans {
@@ -313,9 +318,10 @@ fn fire_schedules(st: &mut State, now: i64) -> Result<()> {
 }
 
 fn next_wake(shared: &Shared) -> Duration {
-    let st = shared.lock();
+    let mut st = shared.lock();
     let mut wake = MAX_IDLE;
-    if let Some(due) = limits::next_due(&st) {
+    // A block that cannot be read is reported by the expiry pass; wake as if nothing were due.
+    if let Ok(Some(due)) = limits::next_due(&mut st) {
         let ns = (due - now_ns()).max(0) as u64;
         wake = wake.min(Duration::from_nanos(ns));
     }

@@ -17,7 +17,7 @@ const MAX_BODY: usize = 4 << 20;
 const READ_BUFFER: usize = 4096;
 
 /// The driver of one client connection.
-pub type Connection = hyper::client::conn::http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
+type Connection = hyper::client::conn::http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
 
 /// Where the hub listens. Only loopback addresses are accepted: the load never leaves the
 /// machine.
@@ -76,17 +76,31 @@ impl Target {
             .header(hyper::header::HOST, &self.authority)
     }
 
-    /// Opens one HTTP/1.1 connection; the caller must poll the returned [`Connection`] for
-    /// requests and bodies to make progress. Reads go through a fixed 4 KiB buffer, so ten
-    /// thousand idle clients stay small.
+    /// Opens one TCP connection to the hub, without Nagle's delay.
     ///
     /// # Errors
-    /// When the TCP connection or the HTTP handshake fails.
-    pub async fn handshake(&self) -> anyhow::Result<(SendRequest<Full<Bytes>>, Connection)> {
+    /// When the connection fails.
+    pub async fn connect_tcp(&self) -> anyhow::Result<TcpStream> {
         let stream = TcpStream::connect(self.addr)
             .await
             .with_context(|| format!("connect to {}", self.addr))?;
         stream.set_nodelay(true)?;
+        Ok(stream)
+    }
+
+    /// The request line and headers of `GET <path_and_query>` (starting with `/`) accepting
+    /// `accept`, for a client that writes its request on the socket itself.
+    pub fn get_head(&self, path_and_query: &str, accept: &str) -> String {
+        format!(
+            "GET {}{path_and_query} HTTP/1.1\r\nhost: {}\r\naccept: {accept}\r\n\r\n",
+            self.base_path, self.authority
+        )
+    }
+
+    /// Opens one HTTP/1.1 connection; the caller must poll the returned [`Connection`] for
+    /// requests and bodies to make progress. Reads go through a fixed 4 KiB buffer.
+    async fn handshake(&self) -> anyhow::Result<(SendRequest<Full<Bytes>>, Connection)> {
+        let stream = self.connect_tcp().await?;
         let handshake = hyper::client::conn::http1::Builder::new()
             .read_buf_exact_size(Some(READ_BUFFER))
             .handshake(TokioIo::new(stream))
@@ -157,6 +171,10 @@ mod tests {
             .unwrap();
         assert_eq!(request.uri(), "/hub/events?topic=a");
         assert_eq!(request.headers()[hyper::header::HOST], "[::1]:9");
+        assert_eq!(
+            target.get_head("/events?topic=a", "text/event-stream"),
+            "GET /hub/events?topic=a HTTP/1.1\r\nhost: [::1]:9\r\naccept: text/event-stream\r\n\r\n"
+        );
     }
 
     #[test]

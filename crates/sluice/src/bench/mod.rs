@@ -10,8 +10,10 @@
 //! Every stage is bounded in time: connecting (`--clients / --connect-rate` plus 30 s),
 //! publishing (`--duration`), draining (until nothing arrives for 5 s, at most 60 s).
 
+mod event_stream;
 mod http;
 mod limits;
+mod message;
 mod publisher;
 mod report;
 mod server;

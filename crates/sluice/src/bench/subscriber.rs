@@ -10,18 +10,13 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::header::{ACCEPT, CONTENT_TYPE};
-use serde::Deserialize;
-use sluice_sse::{Frame, Limits, Parser};
+use sluice_sse::{FrameRef, Limits, Parser};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::Run;
-use super::http::Connection;
+use super::event_stream::{End, EventStream};
+use super::message;
 use super::stats::bump;
 
 /// Where the run is; clients watch it.
@@ -48,23 +43,6 @@ pub struct Outcome {
     pub clean: bool,
 }
 
-/// The part of a message frame's data the client checks.
-#[derive(Deserialize)]
-struct MessageData<'a> {
-    #[serde(borrow)]
-    topic: Cow<'a, str>,
-    #[serde(borrow)]
-    payload: Payload<'a>,
-}
-
-/// The payload every publisher of the run sends (`n` and `pad` are not needed here).
-#[derive(Deserialize)]
-struct Payload<'a> {
-    #[serde(borrow)]
-    run: Cow<'a, str>,
-    sent_us: u64,
-}
-
 /// How long a client may take to connect and receive its `connected` frame.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -76,8 +54,9 @@ const PARSER_LIMITS: Limits = Limits {
 
 /// Runs client number `client` on topic `topic` until the run stops or its stream fails.
 ///
-/// The connection is driven inside this task (no task of its own), and the stop signal is
-/// registered once, so a chunk from the hub costs one task wake-up.
+/// The stream is read from its socket inside this task (no connection task of its own), and
+/// the stop signal is registered once, so a chunk from the hub costs one task wake-up and one
+/// read.
 pub async fn subscribe(
     run: Arc<Run>,
     client: usize,
@@ -98,9 +77,10 @@ pub async fn subscribe(
     };
     let stats = &run.stats;
     let deadline = Instant::now() + CONNECT_TIMEOUT;
-    let opened = tokio::time::timeout_at(deadline, open(&run, topic)).await;
-    let (mut connection, mut body) = match opened {
-        Ok(Ok(opened)) => opened,
+    let path = format!("/events?topic={}", run.topic_names[topic]);
+    let opened = tokio::time::timeout_at(deadline, EventStream::open(&run.target, &path)).await;
+    let mut stream = match opened {
+        Ok(Ok(stream)) => stream,
         Ok(Err(err)) => {
             stats.error(&stats.connect_errors, "connect", || format!("{err:#}"));
             return client.outcome;
@@ -116,19 +96,13 @@ pub async fn subscribe(
     let stop = stopping.wait_for(|phase| *phase == Phase::Stopping);
     let connect_deadline = tokio::time::sleep_until(deadline);
     tokio::pin!(stop, connect_deadline);
-    let mut driving = true;
     let mut parser = Parser::with_limits(PARSER_LIMITS);
     loop {
         let waiting = !client.outcome.participated;
-        let next = tokio::select! {
+        let read = tokio::select! {
             biased;
             _ = &mut stop => return client.outcome,
-            // Ends when the connection closes; the body then reports how it ended.
-            _ = &mut connection, if driving => {
-                driving = false;
-                continue;
-            }
-            next = body.frame() => next,
+            read = stream.read() => read,
             () = &mut connect_deadline, if waiting => {
                 stats.error(&stats.connect_errors, "connect", || {
                     format!("no `connected` frame within {CONNECT_TIMEOUT:?}")
@@ -136,66 +110,35 @@ pub async fn subscribe(
                 return client.outcome;
             }
         };
-        let chunk = match next {
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(chunk) => chunk,
-                Err(_) => continue, // trailers carry no events
-            },
-            Some(Err(err)) => return client.ended(&format!("stream failed: {err}")),
-            None => return client.ended("the hub ended the stream"),
-        };
-        let frames = match parser.feed(&chunk) {
-            Ok(frames) => frames,
-            Err(err) => return client.fail(format!("invalid SSE: {err}")),
-        };
         let now = stats.now_us();
-        for frame in &frames {
-            match client.handle(frame, *phase.borrow(), now) {
-                Ok(()) => {}
-                Err(Stop::Late) => return client.outcome,
-                Err(Stop::Broken(why)) => return client.fail(why),
+        let current = *phase.borrow();
+        // The first problem ends the checks; the rest is not looked at.
+        let mut stop = Ok(());
+        let mut fed = Ok(());
+        let decoded = read.and_then(|()| {
+            stream.decode(|bytes| {
+                if stop.is_ok() && fed.is_ok() {
+                    fed = parser.feed_with(bytes, |frame| {
+                        if stop.is_ok() {
+                            stop = client.handle(frame, current, now);
+                        }
+                    });
+                }
+            })
+        });
+        match (stop, fed, decoded) {
+            (Err(Stop::Late), _, _) => return client.outcome,
+            (Err(Stop::Broken(why)), _, _) => return client.fail(why),
+            (Ok(()), Err(err), _) => return client.fail(format!("invalid SSE: {err}")),
+            (Ok(()), Ok(()), Err(End::Finished)) => {
+                return client.ended("the hub ended the stream");
             }
+            (Ok(()), Ok(()), Err(End::Failed(why))) => {
+                return client.ended(&format!("stream failed: {why}"));
+            }
+            (Ok(()), Ok(()), Ok(())) => client.flush(),
         }
-        client.flush();
     }
-}
-
-/// `GET /events?topic=<topic>` as an `EventSource` would send it; the connection to drive
-/// and the response body.
-async fn open(run: &Run, topic: usize) -> anyhow::Result<(Connection, Incoming)> {
-    let (mut sender, mut connection) = run.target.handshake().await?;
-    let path = format!("/events?topic={}", run.topic_names[topic]);
-    let request = run
-        .target
-        .request(hyper::Method::GET, &path)
-        .header(ACCEPT, "text/event-stream")
-        .body(Full::<Bytes>::default())?;
-    let response = tokio::select! {
-        response = sender.send_request(request) => response.context("GET /events")?,
-        result = &mut connection => bail!("GET {path}: connection closed without an answer ({result:?})"),
-    };
-    let status = response.status();
-    let content_type = response.headers().get(CONTENT_TYPE).cloned();
-    if !status.is_success() {
-        tokio::spawn(connection);
-        let body = super::http::read_body(response.into_body())
-            .await
-            .unwrap_or_default();
-        bail!(
-            "GET {path} answered {status}: {}",
-            String::from_utf8_lossy(&body)
-        );
-    }
-    let is_sse = content_type
-        .as_ref()
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    if !is_sse {
-        bail!(
-            "GET {path} answered {status} with Content-Type {content_type:?}, not text/event-stream"
-        );
-    }
-    Ok((connection, response.into_body()))
 }
 
 /// Why a client hangs up early.
@@ -219,7 +162,7 @@ struct Client<'a> {
 }
 
 impl Client<'_> {
-    fn handle(&mut self, frame: &Frame, phase: Phase, now: u64) -> Result<(), Stop> {
+    fn handle(&mut self, frame: FrameRef<'_>, phase: Phase, now: u64) -> Result<(), Stop> {
         if !frame.dispatches_event() {
             return Ok(()); // heartbeats and retry hints
         }
@@ -248,7 +191,7 @@ impl Client<'_> {
             "gap" => {
                 self.outcome.clean = false;
                 stats.error(&stats.gaps, "gap", || {
-                    frame.data.clone().unwrap_or_default()
+                    frame.data.unwrap_or_default().to_owned()
                 });
             }
             _ => {}
@@ -257,7 +200,7 @@ impl Client<'_> {
     }
 
     /// A `message` frame received at `now` (microseconds of the run's clock).
-    fn message(&mut self, frame: &Frame, now: u64) -> Result<(), Stop> {
+    fn message(&mut self, frame: FrameRef<'_>, now: u64) -> Result<(), Stop> {
         let stats = &self.run.stats;
         let seq = sequence(frame)?;
         if seq <= self.last_seq {
@@ -269,15 +212,14 @@ impl Client<'_> {
             return Ok(());
         }
         self.last_seq = seq;
-        let data = frame.data.as_deref().unwrap_or_default();
+        let data = frame.data.unwrap_or_default();
         let topic = &self.run.topic_names[self.outcome.topic];
-        match serde_json::from_str::<MessageData>(data) {
-            Ok(message) if message.payload.run == self.run.run_id && message.topic == **topic => {
+        match message::sent_us(data, topic, &self.run.run_id) {
+            Some(sent_us) => {
                 self.outcome.received += 1;
-                self.latencies
-                    .push(now.saturating_sub(message.payload.sent_us));
+                self.latencies.push(now.saturating_sub(sent_us));
             }
-            _ => {
+            None => {
                 self.outcome.clean = false;
                 stats.error(&stats.foreign, "foreign message", || {
                     format!("not this run's message on {topic}: {}", shorten(data))
@@ -324,8 +266,8 @@ impl Client<'_> {
 }
 
 /// The stream sequence in a frame's id `<seq>-<epoch>` (or a bare `<seq>`).
-fn sequence(frame: &Frame) -> Result<u64, Stop> {
-    let id = frame.id.as_deref().unwrap_or_default();
+fn sequence(frame: FrameRef<'_>) -> Result<u64, Stop> {
+    let id = frame.id.unwrap_or_default();
     let seq = id.split_once('-').map_or(id, |(seq, _)| seq);
     seq.parse().map_err(|_| {
         Stop::Broken(format!(
@@ -345,27 +287,19 @@ fn shorten(text: &str) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
+    use sluice_sse::Frame;
+
     use super::*;
 
     #[test]
     fn sequence_comes_from_the_id() {
         let frame = Frame::data("{}").with_id("42-18c3f0a1b2");
-        assert_eq!(sequence(&frame).unwrap(), 42);
-        assert_eq!(sequence(&Frame::data("{}").with_id("7")).unwrap(), 7);
-        let Err(Stop::Broken(err)) = sequence(&Frame::data("{}").with_event("gap")) else {
+        assert_eq!(sequence(frame.view()).unwrap(), 42);
+        assert_eq!(sequence(Frame::data("{}").with_id("7").view()).unwrap(), 7);
+        let Err(Stop::Broken(err)) = sequence(Frame::data("{}").with_event("gap").view()) else {
             panic!("an id-less frame has no sequence");
         };
         assert!(err.contains("\"gap\" frame with id \"\""), "{err}");
-    }
-
-    #[test]
-    fn message_data_carries_run_and_send_time() {
-        let data = r#"{"topic":"bench.0","payload":{"run":"ab","n":3,"sent_us":17,"pad":"xx"},"time":"t"}"#;
-        let message: MessageData = serde_json::from_str(data).unwrap();
-        assert_eq!(message.topic, "bench.0");
-        assert_eq!(message.payload.run, "ab");
-        assert_eq!(message.payload.sent_us, 17);
-        assert!(serde_json::from_str::<MessageData>(r#"{"topic":"a","payload":"text"}"#).is_err());
     }
 
     #[test]

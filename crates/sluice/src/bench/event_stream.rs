@@ -1,0 +1,359 @@
+//! An event stream read straight from its socket: the client writes `GET /events…`, reads the
+//! response head with `httparse`, then decodes the chunked body itself, handing each piece of
+//! the event stream to the caller as it lies in one reused read buffer.
+//!
+//! Ten thousand clients each wake for every few frames, so what a wake-up costs is most of what
+//! a client costs: here it is one `read` and the chunk framing, with no body channel, per-chunk
+//! buffer or connection task in between.
+
+use std::io;
+
+use anyhow::{Context, bail};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::http::Target;
+
+/// Bytes read from the socket at a time; also the largest response head accepted.
+const READ_BUFFER: usize = 4096;
+/// Most response headers looked at.
+const MAX_HEADERS: usize = 32;
+/// At most this much of an error answer is quoted.
+const QUOTED_BODY: usize = 200;
+
+/// How the rest of the body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Body {
+    /// Before a chunk-size line.
+    ChunkSize,
+    /// Inside a chunk, with this many data bytes left.
+    ChunkData(u64),
+    /// After a chunk's data: its CRLF.
+    ChunkEnd,
+    /// The last chunk arrived: the body is complete.
+    Done,
+    /// No transfer encoding: the body runs until the hub closes the connection.
+    UntilClose,
+}
+
+/// Why a stream stopped delivering.
+#[derive(Debug)]
+pub enum End {
+    /// The body ended as HTTP allows: the last chunk, or the close of an unframed body.
+    Finished,
+    /// The connection failed or the chunked framing was broken.
+    Failed(String),
+}
+
+/// An open `text/event-stream` response on its own connection.
+#[derive(Debug)]
+pub struct EventStream {
+    socket: TcpStream,
+    buffer: Box<[u8]>,
+    /// `buffer[start..end]` holds bytes read but not yet decoded.
+    start: usize,
+    end: usize,
+    body: Body,
+}
+
+impl EventStream {
+    /// Sends `GET <path_and_query>` as an `EventSource` would and reads the response head.
+    ///
+    /// # Errors
+    /// When the connection fails, the head is malformed or larger than 4 KiB, the status is
+    /// not a success (the error quotes the start of the body), or the content type is not
+    /// `text/event-stream`.
+    pub async fn open(target: &Target, path_and_query: &str) -> anyhow::Result<Self> {
+        let mut socket = target.connect_tcp().await?;
+        let request = target.get_head(path_and_query, "text/event-stream");
+        socket
+            .write_all(request.as_bytes())
+            .await
+            .with_context(|| format!("GET {path_and_query}"))?;
+        let mut buffer = vec![0; READ_BUFFER].into_boxed_slice();
+        let mut end = 0;
+        loop {
+            let read = socket.read(&mut buffer[end..]).await?;
+            if read == 0 {
+                bail!("GET {path_and_query}: connection closed without an answer");
+            }
+            end += read;
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut response = httparse::Response::new(&mut headers);
+            let status = response
+                .parse(&buffer[..end])
+                .with_context(|| format!("GET {path_and_query}: malformed response head"))?;
+            let httparse::Status::Complete(head_len) = status else {
+                if end == buffer.len() {
+                    bail!("GET {path_and_query}: response head larger than {READ_BUFFER} bytes");
+                }
+                continue;
+            };
+            let body = check_head(&response, &buffer[head_len..end])
+                .with_context(|| format!("GET {path_and_query}"))?;
+            return Ok(Self {
+                socket,
+                buffer,
+                start: head_len,
+                end,
+                body,
+            });
+        }
+    }
+
+    /// Waits for the next bytes of the body and reads them into the buffer, for
+    /// [`EventStream::decode`]. Cancel-safe: a cancelled call has read nothing.
+    ///
+    /// # Errors
+    /// What ended the stream: the connection closed (normal only for a body without
+    /// framing) or failed.
+    pub async fn read(&mut self) -> Result<(), End> {
+        if self.start == self.end {
+            // Everything read was decoded: read into the whole buffer again.
+            self.start = 0;
+            self.end = 0;
+        }
+        if self.end == self.buffer.len() {
+            // Only an unfinished chunk-size line is left, and it fills the buffer.
+            return Err(End::Failed(format!(
+                "chunk-size line longer than {READ_BUFFER} bytes"
+            )));
+        }
+        match self.socket.read(&mut self.buffer[self.end..]).await {
+            Ok(0) if self.body == Body::UntilClose => Err(End::Finished),
+            Ok(0) => Err(End::Failed("connection closed inside the body".into())),
+            Ok(read) => {
+                self.end += read;
+                Ok(())
+            }
+            Err(err) => Err(End::Failed(err.to_string())),
+        }
+    }
+
+    /// Hands the event-stream bytes among those read to `on_data` (in one or more pieces).
+    ///
+    /// # Errors
+    /// What ended the stream: its last chunk arrived, or its chunk framing is broken.
+    pub fn decode(&mut self, mut on_data: impl FnMut(&[u8])) -> Result<(), End> {
+        match self.decode_framing(&mut on_data) {
+            Err(err) => Err(End::Failed(err.to_string())),
+            Ok(()) if self.body == Body::Done => Err(End::Finished),
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// Decodes the buffered bytes as far as they go, keeping an unfinished chunk-size line or
+    /// chunk end at the front of the buffer for the next read.
+    fn decode_framing(&mut self, on_data: &mut impl FnMut(&[u8])) -> io::Result<()> {
+        loop {
+            let pending = &self.buffer[self.start..self.end];
+            if pending.is_empty() {
+                return Ok(());
+            }
+            let used = match self.body {
+                Body::UntilClose => {
+                    on_data(pending);
+                    pending.len()
+                }
+                Body::ChunkData(left) => {
+                    let take = pending
+                        .len()
+                        .min(usize::try_from(left).unwrap_or(usize::MAX));
+                    on_data(&pending[..take]);
+                    self.body = match left - take as u64 {
+                        0 => Body::ChunkEnd,
+                        left => Body::ChunkData(left),
+                    };
+                    take
+                }
+                // `parse_chunk_size` reads a line without digits as size 0: the last chunk.
+                Body::ChunkSize if !pending[0].is_ascii_hexdigit() => {
+                    return Err(invalid("invalid chunk-size line"));
+                }
+                Body::ChunkSize => match httparse::parse_chunk_size(pending) {
+                    Ok(httparse::Status::Complete((used, 0))) => {
+                        self.body = Body::Done;
+                        used
+                    }
+                    Ok(httparse::Status::Complete((used, size))) => {
+                        self.body = Body::ChunkData(size);
+                        used
+                    }
+                    Ok(httparse::Status::Partial) => {
+                        self.keep_pending();
+                        return Ok(());
+                    }
+                    Err(_) => return Err(invalid("invalid chunk-size line")),
+                },
+                Body::ChunkEnd => match pending {
+                    [b'\r', b'\n', ..] => {
+                        self.body = Body::ChunkSize;
+                        2
+                    }
+                    [b'\r'] => {
+                        self.keep_pending();
+                        return Ok(());
+                    }
+                    _ => return Err(invalid("chunk data not followed by CRLF")),
+                },
+                // Trailers, if any, are not read: no event follows the last chunk.
+                Body::Done => return Ok(()),
+            };
+            self.start += used;
+        }
+    }
+
+    /// Moves the undecoded bytes to the front of the buffer, so the next read completes them.
+    fn keep_pending(&mut self) {
+        self.buffer.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+    }
+}
+
+fn invalid(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+/// Checks the status and headers of an event-stream answer; `body_start` is what followed the
+/// head in the same read, quoted when the status is an error. Returns how the body is framed.
+fn check_head(response: &httparse::Response<'_, '_>, body_start: &[u8]) -> anyhow::Result<Body> {
+    let status = response.code.unwrap_or_default();
+    let header = |name: &str| {
+        response
+            .headers
+            .iter()
+            .find(|header| header.name.eq_ignore_ascii_case(name))
+            .map(|header| String::from_utf8_lossy(header.value))
+    };
+    if !(200..300).contains(&status) {
+        let quoted = &body_start[..body_start.len().min(QUOTED_BODY)];
+        bail!("answered {status}: {}", String::from_utf8_lossy(quoted));
+    }
+    let content_type = header("content-type");
+    if !content_type
+        .as_deref()
+        .is_some_and(|value| value.starts_with("text/event-stream"))
+    {
+        bail!("answered {status} with Content-Type {content_type:?}, not text/event-stream");
+    }
+    match header("transfer-encoding") {
+        Some(coding) if coding.eq_ignore_ascii_case("chunked") => Ok(Body::ChunkSize),
+        Some(coding) => bail!("answered with Transfer-Encoding {coding:?}, not chunked"),
+        None if header("content-length").is_some() => {
+            bail!("answered an event stream with a Content-Length")
+        }
+        None => Ok(Body::UntilClose),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    const SSE_HEAD: &[u8] =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+
+    /// A server on 127.0.0.1 that answers one request with `pieces`, flushing each on its
+    /// own, and then closes the connection.
+    async fn serve(pieces: Vec<Vec<u8>>) -> Target {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0; 1024];
+            let _ = socket.read(&mut request).await.unwrap();
+            socket.set_nodelay(true).unwrap();
+            for piece in pieces {
+                socket.write_all(&piece).await.unwrap();
+                // The client reads each piece on its own, so framing split across reads is met.
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        });
+        Target::parse(&url).unwrap()
+    }
+
+    /// Everything the stream delivers, and how it ended.
+    async fn read_all(pieces: Vec<Vec<u8>>) -> anyhow::Result<(Vec<u8>, End)> {
+        let target = serve(pieces).await;
+        let mut stream = EventStream::open(&target, "/events?topic=a").await?;
+        let mut data = Vec::new();
+        loop {
+            let step = stream.read().await;
+            if let Err(end) =
+                step.and_then(|()| stream.decode(|bytes| data.extend_from_slice(bytes)))
+            {
+                return Ok((data, end));
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn chunked_framing_split_anywhere_is_decoded() {
+        let mut pieces = vec![SSE_HEAD.to_vec(), b"7\r\ndata: a".to_vec(), b"\r".to_vec()];
+        pieces.extend([
+            b"\n1".to_vec(),
+            b"0;ext=1\r\n\n\ndata: bcdefghi\r".to_vec(),
+            b"\n".to_vec(),
+            b"3\r\n\n\n\n\r\n0\r\ntrailer: x\r\n\r\n".to_vec(),
+        ]);
+        let (data, end) = read_all(pieces).await.unwrap();
+        assert_eq!(data, b"data: a\n\ndata: bcdefghi\n\n\n");
+        assert!(matches!(end, End::Finished), "{end:?}");
+    }
+
+    #[tokio::test]
+    async fn a_body_without_framing_runs_until_close() {
+        let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: a\n\n";
+        let (data, end) = read_all(vec![head.to_vec(), b"data: b\n\n".to_vec()])
+            .await
+            .unwrap();
+        assert_eq!(data, b"data: a\n\ndata: b\n\n");
+        assert!(matches!(end, End::Finished), "{end:?}");
+    }
+
+    #[tokio::test]
+    async fn broken_or_unfinished_chunks_fail_the_stream() {
+        for (body, why) in [
+            (&b"3\r\nabcX"[..], "chunk data not followed by CRLF"),
+            (b"zz\r\n", "invalid chunk-size line"),
+            (b"3\r\nabc\r\n\r\n", "invalid chunk-size line"),
+            (b"5\r\nab", "connection closed inside the body"),
+        ] {
+            let (_, end) = read_all(vec![SSE_HEAD.to_vec(), body.to_vec()])
+                .await
+                .unwrap();
+            let End::Failed(failure) = end else {
+                panic!("{body:?} ended with {end:?}");
+            };
+            assert_eq!(failure, why);
+        }
+    }
+
+    #[tokio::test]
+    async fn refuses_errors_other_types_and_lengths() {
+        for (head, why) in [
+            (
+                &b"HTTP/1.1 404 Not Found\r\ncontent-length: 9\r\n\r\nno topic!"[..],
+                "answered 404: no topic!",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\n",
+                "not text/event-stream",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 5\r\n\r\n",
+                "with a Content-Length",
+            ),
+            (b"HTTP/1.1 2", "connection closed without an answer"),
+            (b"HTTX/1.1 200 OK\r\n\r\n", "malformed response head"),
+        ] {
+            let err = read_all(vec![head.to_vec()]).await.unwrap_err();
+            let err = format!("{err:#}");
+            assert!(err.contains(why), "{err}");
+            assert!(err.contains("GET /events?topic=a"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! Reading a block's live messages into the table on first need, verifying every record as
+//! the rebuild does. A damaged block is read as far as it verifies, then past the damage from
+//! the next valid record; the live messages it cannot give back are marked unreadable (a read
+//! of one is an error), and the damage is logged naming the block and offset.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::MsgMeta;
+use super::block_entry::BlockEntry;
+use crate::block::{Loc, block_path};
+use crate::error::{Result, StoreError};
+use crate::record::{self, Kind, RecordRef};
+
+/// Reads the unread part of block `id` of `msgs_dir` into `entry`. Fails only when the file
+/// cannot be read at all (the entry then stays unread).
+pub fn load(
+    msgs_dir: &Path,
+    id: u32,
+    entry: &mut BlockEntry,
+    intern: impl Fn(&str) -> Arc<str>,
+) -> Result<()> {
+    let Some(unread) = entry.unread else {
+        return Ok(());
+    };
+    let path = block_path(msgs_dir, id);
+    let file = std::fs::File::open(&path).map_err(StoreError::io(&path))?;
+    let len = file.metadata().map_err(StoreError::io(&path))?.len();
+    let mut damage = None;
+    if len < unread.end {
+        damage = Some((
+            len,
+            format!("block is {len} bytes, index.db says {}", unread.end),
+        ));
+    } else if unread.sealed && len > unread.end {
+        tracing::warn!(path = %path.display(), "block is {len} bytes, index.db says {}; the rest is ignored", unread.end);
+    }
+    let mut data = vec![0; usize::try_from(len.min(unread.end)).unwrap_or(usize::MAX)];
+    file.read_exact_at(&mut data, 0)
+        .map_err(StoreError::io(&path))?;
+    let mut found = BTreeMap::new();
+    let mut keep = |off: usize, rec: &RecordRef<'_>, rec_len: usize| {
+        if rec.kind != Kind::Msg || !entry.is_live(rec.seq) || entry.msgs.contains_key(&rec.seq) {
+            return;
+        }
+        let Ok(subject) = std::str::from_utf8(rec.subject) else {
+            return;
+        };
+        let loc = Loc {
+            block: id,
+            offset: off as u32,
+            len: rec_len as u32,
+        };
+        let meta = MsgMeta {
+            subject: intern(subject),
+            ts: rec.ts,
+            loc,
+            flags: rec.flags,
+        };
+        found.entry(rec.seq).or_insert(meta);
+    };
+    let mut off = 0;
+    while off < data.len() {
+        match record::decode(&data[off..]) {
+            Ok((rec, rec_len, _)) => {
+                keep(off, &rec, rec_len);
+                off += rec_len;
+            }
+            Err(e) => {
+                damage = Some((off as u64, format!("{e:?} record")));
+                for (at, rec, rec_len) in record::resync(&data[off + 1..]) {
+                    keep(off + 1 + at, &rec, rec_len);
+                }
+                break;
+            }
+        }
+    }
+    for (seq, meta) in found {
+        entry.keep(seq, meta);
+    }
+    entry.unread = None;
+    let missing = entry.mark_unreadable();
+    if missing > 0 || damage.is_some() {
+        let (offset, why) = damage.unwrap_or((0, "live messages missing".into()));
+        tracing::error!(
+            path = %path.display(),
+            offset,
+            unreadable = missing,
+            "damaged block: {why}; its unreadable messages fail when read"
+        );
+    }
+    Ok(())
+}

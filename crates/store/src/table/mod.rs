@@ -1,0 +1,604 @@
+//! The in-memory index of a stream, two levels deep: per block its counters, its deleted
+//! sequences and — once first needed — its live messages; per subject its live count and the
+//! blocks that may hold it. A stream opened from index.db starts with no block read, so open
+//! costs O(blocks + subjects), and each query reads only the blocks it needs
+//! ([`Table::blocks_loaded`] counts them). Read blocks stay in memory.
+
+mod block_entry;
+mod load;
+mod ranges;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use block_entry::{BlockEntry, BlockStats, Unread};
+pub use ranges::RangeSet;
+
+use crate::block::Loc;
+use crate::error::Result;
+use crate::proto::{self, FilterSet};
+
+/// One live message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MsgMeta {
+    /// Its subject (shared with the subject index).
+    pub subject: Arc<str>,
+    /// Store time, ns since the epoch.
+    pub ts: i64,
+    /// Where its record lives.
+    pub loc: Loc,
+    /// Record flags.
+    pub flags: u8,
+}
+
+/// A subject's live count and the blocks that may hold it: no block outside
+/// `[first_block, last_block]` does; blocks inside may not (bounds are tightened by reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubjectSummary {
+    /// Live messages on the subject.
+    pub count: u64,
+    /// Lowest block that may hold it.
+    pub first_block: u32,
+    /// Highest block that may hold it.
+    pub last_block: u32,
+}
+
+/// The stream's message table.
+#[derive(Debug, Default)]
+pub struct Table {
+    /// Last sequence ever assigned.
+    pub last_seq: u64,
+    /// Time of the last assigned sequence.
+    pub last_ts: i64,
+    count: u64,
+    bytes: u64,
+    blocks: BTreeMap<u32, BlockEntry>,
+    /// First message sequence of each block holding (or having held) one → block id.
+    starts: BTreeMap<u64, u32>,
+    subjects: HashMap<Arc<str>, SubjectSummary>,
+    /// Where unread blocks are read from (`None`: every block is in memory).
+    msgs_dir: Option<PathBuf>,
+    /// The first live message's time, valid while that message is first.
+    first_time: Option<(u64, i64)>,
+    blocks_loaded: u64,
+}
+
+impl Table {
+    /// A table of blocks known from index.db, none read yet (see [`Self::add_unloaded_block`]).
+    pub fn unloaded(msgs_dir: PathBuf, last_seq: u64, last_ts: i64) -> Self {
+        Self {
+            last_seq,
+            last_ts,
+            msgs_dir: Some(msgs_dir),
+            ..Self::default()
+        }
+    }
+
+    /// Adds a block known from index.db (ids ascending, no messages added yet).
+    pub fn add_unloaded_block(&mut self, id: u32, entry: BlockEntry) {
+        // Decoded counters are claims: saturate rather than trust them not to overflow.
+        self.count = self.count.saturating_add(entry.stats.msgs);
+        self.bytes = self.bytes.saturating_add(entry.stats.bytes);
+        if entry.stats.first != 0 {
+            self.starts.insert(entry.stats.first, id);
+        }
+        self.blocks.insert(id, entry);
+    }
+
+    /// Adds a subject known from index.db.
+    pub fn add_subject(&mut self, subject: &str, summary: SubjectSummary) {
+        self.subjects.insert(Arc::from(subject), summary);
+    }
+
+    /// Records the first live message's time as index.db gives it (ignored unless `seq` is the
+    /// first live sequence).
+    pub fn set_first_time(&mut self, seq: u64, ts: i64) {
+        if seq != 0 && seq == self.first_seq() {
+            self.first_time = Some((seq, ts));
+        }
+    }
+
+    /// The first live message's time as known without reading, for index.db: `(seq, ts)`.
+    pub fn known_first_time(&self) -> Option<(u64, i64)> {
+        self.first_time.filter(|(seq, _)| *seq == self.first_seq())
+    }
+
+    /// Live messages.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Bytes of live messages.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Blocks read from their files since open.
+    pub fn blocks_loaded(&self) -> u64 {
+        self.blocks_loaded
+    }
+
+    /// Every block with its entry, ascending.
+    pub fn blocks(&self) -> impl DoubleEndedIterator<Item = (u32, &BlockEntry)> + '_ {
+        self.blocks.iter().map(|(id, b)| (*id, b))
+    }
+
+    /// Every subject with its summary.
+    pub fn subjects(&self) -> impl Iterator<Item = (&str, &SubjectSummary)> + '_ {
+        self.subjects.iter().map(|(s, v)| (&**s, v))
+    }
+
+    /// First live sequence, or `last_seq + 1` when empty (no block is read).
+    pub fn first_seq(&self) -> u64 {
+        self.blocks
+            .values()
+            .find_map(|b| b.first_live(0))
+            .unwrap_or(self.last_seq + 1)
+    }
+
+    /// The time of the first live message (reads its block if it is not known).
+    pub fn first_time(&mut self) -> Result<Option<i64>> {
+        if let Some((_, ts)) = self.known_first_time() {
+            return Ok(Some(ts));
+        }
+        let first = self.first_seq();
+        let ts = self.get(first)?.map(|m| m.ts);
+        self.first_time = ts.map(|ts| (first, ts));
+        Ok(ts)
+    }
+
+    /// The block that holds (or held) sequence `seq`.
+    fn block_of(&self, seq: u64) -> Option<u32> {
+        let (_, &id) = self.starts.range(..=seq).next_back()?;
+        self.blocks
+            .get(&id)
+            .filter(|b| b.stats.last >= seq)
+            .map(|_| id)
+    }
+
+    /// Whether `seq` is live (no block is read).
+    pub fn contains(&self, seq: u64) -> bool {
+        self.block_of(seq)
+            .is_some_and(|id| self.blocks[&id].is_live(seq))
+    }
+
+    /// Reads block `id` if it is not in memory yet; returns its entry.
+    fn load(&mut self, id: u32) -> Result<&mut BlockEntry> {
+        let entry = self.blocks.get_mut(&id).expect("load of a known block");
+        if entry.unread.is_some() {
+            let dir = self
+                .msgs_dir
+                .as_deref()
+                .expect("unread blocks have a directory");
+            let subjects = &self.subjects;
+            let intern = |s: &str| {
+                subjects
+                    .get_key_value(s)
+                    .map_or_else(|| Arc::from(s), |(k, _)| k.clone())
+            };
+            if let Err(e) = load::load(dir, id, entry, intern) {
+                tracing::error!(block = id, "reading a block failed: {e}");
+                return Err(e);
+            }
+            self.blocks_loaded += 1;
+        }
+        Ok(entry)
+    }
+
+    /// A live message (reads its block on first need); an error if its record is damaged.
+    pub fn get(&mut self, seq: u64) -> Result<Option<&MsgMeta>> {
+        let Some(id) = self.block_of(seq).filter(|id| self.blocks[id].is_live(seq)) else {
+            return Ok(None);
+        };
+        self.load(id)?;
+        self.readable(id, seq)?;
+        Ok(self.blocks[&id].msgs.get(&seq))
+    }
+
+    /// An error naming `seq` and its block when its record could not be read.
+    fn readable(&self, id: u32, seq: u64) -> Result<()> {
+        if !self.blocks[&id].is_unreadable(seq) {
+            return Ok(());
+        }
+        let path = self
+            .msgs_dir
+            .as_deref()
+            .map(|d| crate::block::block_path(d, id))
+            .unwrap_or_default();
+        Err(crate::error::StoreError::Corrupt { seq, path })
+    }
+
+    /// Records a marker written to `block`.
+    pub fn note_marker(&mut self, block: u32) {
+        self.blocks.entry(block).or_default().stats.markers += 1;
+    }
+
+    /// Raises the last sequence (from a marker or tombstone).
+    pub fn raise_last(&mut self, seq: u64) {
+        self.last_seq = self.last_seq.max(seq);
+    }
+
+    /// Adds a message with a sequence above every earlier one.
+    pub fn insert(&mut self, seq: u64, meta: MsgMeta) {
+        debug_assert!(seq > self.last_seq || !self.contains(seq));
+        let id = meta.loc.block;
+        self.count += 1;
+        self.bytes += meta.loc.len as u64;
+        match self.subjects.get_mut(&meta.subject) {
+            Some(s) => {
+                s.count += 1;
+                s.first_block = s.first_block.min(id);
+                s.last_block = s.last_block.max(id);
+            }
+            None => {
+                let summary = SubjectSummary {
+                    count: 1,
+                    first_block: id,
+                    last_block: id,
+                };
+                self.subjects.insert(meta.subject.clone(), summary);
+            }
+        }
+        self.last_seq = self.last_seq.max(seq);
+        self.last_ts = self.last_ts.max(meta.ts);
+        if self.count == 1 {
+            self.first_time = Some((seq, meta.ts));
+        }
+        let block = self.blocks.entry(id).or_default();
+        if block.stats.first == 0 {
+            self.starts.insert(seq, id);
+        }
+        block.add(seq, meta);
+    }
+
+    /// Removes a live message (reading its block on first need); returns it.
+    pub fn remove(&mut self, seq: u64) -> Result<Option<MsgMeta>> {
+        let Some(id) = self.block_of(seq).filter(|id| self.blocks[id].is_live(seq)) else {
+            return Ok(None);
+        };
+        let Some(meta) = self.load(id)?.take(id, seq) else {
+            return Ok(None);
+        };
+        self.count -= 1;
+        self.bytes -= meta.loc.len as u64;
+        if let Some(s) = self.subjects.get_mut(&meta.subject) {
+            s.count -= 1;
+            if s.count == 0 {
+                self.subjects.remove(&meta.subject);
+            }
+        }
+        if self.first_time.is_some_and(|(first, _)| first == seq) {
+            // Keep the first message's time known when the new first is already in memory.
+            let first = self.first_seq();
+            self.first_time = self
+                .block_of(first)
+                .and_then(|b| self.blocks[&b].msgs.get(&first))
+                .map(|m| (first, m.ts));
+        }
+        Ok(Some(meta))
+    }
+
+    /// Blocks that may hold live messages in `[from, upto]`, ascending, within `ids`.
+    fn blocks_meeting(&self, from: u64, upto: u64, ids: (u32, u32)) -> Vec<u32> {
+        self.blocks
+            .range(ids.0..=ids.1)
+            .filter(|(_, b)| b.stats.msgs > 0 && b.stats.first <= upto && b.stats.last >= from)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Visits live messages in `[from, upto]` in ascending order until `visit` returns false,
+    /// reading blocks as it reaches them.
+    pub fn walk(
+        &mut self,
+        from: u64,
+        upto: u64,
+        mut visit: impl FnMut(u64, &MsgMeta) -> bool,
+    ) -> Result<()> {
+        for id in self.blocks_meeting(from, upto, (0, u32::MAX)) {
+            for (seq, m) in self.load(id)?.msgs.range(from..=upto) {
+                if !visit(*seq, m) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Live sequences in `[from, upto]`, ascending (reads every block in the range).
+    pub fn seqs_in(&mut self, from: u64, upto: u64) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        self.walk(from, upto, |seq, _| {
+            out.push(seq);
+            true
+        })?;
+        Ok(out)
+    }
+
+    /// The shared copy of `subject` (allocated only for a subject with no live message).
+    pub fn intern(&self, subject: &str) -> Arc<str> {
+        self.subjects
+            .get_key_value(subject)
+            .map_or_else(|| Arc::from(subject), |(k, _)| k.clone())
+    }
+
+    /// Distinct subjects with live messages.
+    pub fn num_subjects(&self) -> u64 {
+        self.subjects.len() as u64
+    }
+
+    /// Number of live messages on a subject.
+    pub fn subject_count(&self, subject: &str) -> u64 {
+        self.subjects.get(subject).map_or(0, |s| s.count)
+    }
+
+    /// Subjects (all, or those matching `filter`) with their live counts.
+    pub fn subject_counts(&self, filter: Option<&FilterSet>) -> BTreeMap<String, u64> {
+        self.subjects
+            .iter()
+            .filter(|(s, _)| filter.is_none_or(|f| f.matches(s)))
+            .map(|(s, v)| (s.to_string(), v.count))
+            .collect()
+    }
+
+    /// The block range that may hold `subject`.
+    fn subject_blocks(&self, subject: &str) -> Option<(u32, u32)> {
+        self.subjects
+            .get(subject)
+            .map(|s| (s.first_block, s.last_block))
+    }
+
+    /// Narrows `subject`'s block range when block `id`, read, does not hold it and is one of
+    /// the range's ends.
+    fn tighten(&mut self, subject: &str, id: u32) {
+        if self.blocks[&id].by_subject.contains_key(subject) {
+            return;
+        }
+        if let Some(s) = self.subjects.get_mut(subject) {
+            if s.first_block == id && s.first_block < s.last_block {
+                s.first_block += 1;
+            } else if s.last_block == id && s.first_block < s.last_block {
+                s.last_block -= 1;
+            }
+        }
+    }
+
+    /// The first `max` live sequences on one literal subject, ascending.
+    pub fn subject_seqs(&mut self, subject: &str, max: usize) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        let Some(range) = self.subject_blocks(subject) else {
+            return Ok(out);
+        };
+        for id in self.blocks_meeting(0, u64::MAX, range) {
+            if out.len() >= max {
+                break;
+            }
+            if let Some(set) = self.load(id)?.by_subject.get(subject) {
+                out.extend(set.iter().take(max - out.len()));
+            }
+            self.tighten(subject, id);
+        }
+        Ok(out)
+    }
+
+    /// The last live sequence on a subject at or below `upto`.
+    pub fn last_for_subject(&mut self, subject: &str, upto: u64) -> Result<Option<u64>> {
+        let Some(range) = self.subject_blocks(subject) else {
+            return Ok(None);
+        };
+        for id in self.blocks_meeting(0, upto, range).into_iter().rev() {
+            let found = self.load(id)?.by_subject.get(subject);
+            if let Some(seq) = found.and_then(|set| set.range(..=upto).next_back()) {
+                return Ok(Some(*seq));
+            }
+            self.tighten(subject, id);
+        }
+        Ok(None)
+    }
+
+    /// The first live sequence in `[from, upto]` whose subject matches `filter`. Only blocks
+    /// that may hold a matching subject are read; within a block a literal filter is one range
+    /// lookup, and a wildcard walks at most as many messages as the block has subjects, then
+    /// does one lookup per matching subject.
+    pub fn next_matching(
+        &mut self,
+        from: u64,
+        upto: u64,
+        filter: &FilterSet,
+    ) -> Result<Option<u64>> {
+        if from > upto {
+            return Ok(None);
+        }
+        let everything = proto::matches_everything(filter);
+        let range = if everything {
+            Some((0, u32::MAX))
+        } else if let Some(subject) = proto::literal(filter) {
+            self.subject_blocks(subject)
+        } else {
+            self.subjects
+                .iter()
+                .filter(|(s, _)| filter.matches(s))
+                .map(|(_, v)| (v.first_block, v.last_block))
+                .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+        };
+        let Some(range) = range else {
+            return Ok(None);
+        };
+        for id in self.blocks_meeting(from, upto, range) {
+            let block = self.load(id)?;
+            let found = if everything {
+                block.msgs.range(from..=upto).next().map(|(s, _)| *s)
+            } else {
+                first_match_in(block, from, upto, filter)
+            };
+            // An unreadable message before the match might have matched: say so.
+            if let Some(seq) = block.first_unreadable(from, found.unwrap_or(upto)) {
+                self.readable(id, seq)?;
+            }
+            if found.is_some() {
+                return Ok(found);
+            }
+            if let Some(subject) = proto::literal(filter) {
+                self.tighten(subject, id);
+            }
+        }
+        Ok(None)
+    }
+
+    /// The first live sequence whose time is at or after `ts` (`last_seq + 1` when none).
+    /// Times never decrease with sequences, so only the first block whose last time reaches
+    /// `ts` (and the next, if its later messages were deleted) is read.
+    pub fn first_at_or_after(&mut self, ts: i64) -> Result<u64> {
+        let ids: Vec<u32> = self
+            .blocks
+            .iter()
+            .filter(|(_, b)| b.stats.msgs > 0 && b.stats.last_ts >= ts)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            if let Some((seq, _)) = self.load(id)?.msgs.iter().find(|(_, m)| m.ts >= ts) {
+                return Ok(*seq);
+            }
+        }
+        Ok(self.last_seq + 1)
+    }
+
+    /// Blocks that hold no live message, no marker and are not `active`: safe to remove.
+    /// Leading blocks with no live message may also go: their markers only concern
+    /// sequences at or below their own.
+    pub fn removable_blocks(&self, active: Option<u32>) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut leading = true;
+        for (&id, b) in &self.blocks {
+            if Some(id) == active {
+                break;
+            }
+            if b.stats.msgs == 0 && (leading || b.stats.markers == 0) {
+                out.push(id);
+            } else {
+                leading = false;
+            }
+        }
+        out
+    }
+
+    /// Forgets a removed block.
+    pub fn drop_block(&mut self, id: u32) {
+        if let Some(b) = self.blocks.remove(&id) {
+            self.starts.remove(&b.stats.first);
+        }
+    }
+
+    /// Live sequences as inclusive ranges, ascending (no block is read).
+    pub fn live_ranges(&self) -> Vec<(u64, u64)> {
+        self.blocks
+            .values()
+            .flat_map(BlockEntry::live_ranges)
+            .collect()
+    }
+}
+
+/// The first sequence in `[from, upto]` of a loaded block whose subject matches `filter`:
+/// walking the messages costs the distance to the match, asking every matching subject costs
+/// the number of subjects, so walk up to that many steps, then ask.
+fn first_match_in(block: &BlockEntry, from: u64, upto: u64, filter: &FilterSet) -> Option<u64> {
+    let budget = block.by_subject.len();
+    for (step, (seq, m)) in block.msgs.range(from..=upto).enumerate() {
+        if step >= budget {
+            return block
+                .by_subject
+                .iter()
+                .filter(|(s, _)| filter.matches(s))
+                .filter_map(|(_, set)| set.range(*seq..=upto).next().copied())
+                .min();
+        }
+        if filter.matches(&m.subject) {
+            return Some(*seq);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::block::Loc;
+
+    /// A table of `(gap before, subject)` messages, `per_block` to a block.
+    fn table(subjects: &[(u64, String)], per_block: usize) -> Table {
+        let mut t = Table::default();
+        for (i, (gap, subject)) in subjects.iter().enumerate() {
+            let seq = t.last_seq + 1 + gap;
+            t.insert(
+                seq,
+                MsgMeta {
+                    subject: Arc::from(subject.as_str()),
+                    ts: i as i64,
+                    loc: Loc {
+                        block: 1 + (i / per_block.max(1)) as u32,
+                        offset: 0,
+                        len: 1,
+                    },
+                    flags: 0,
+                },
+            );
+        }
+        t
+    }
+
+    fn all(t: &mut Table) -> Vec<(u64, MsgMeta)> {
+        let mut out = Vec::new();
+        t.walk(0, u64::MAX, |s, m| {
+            out.push((s, m.clone()));
+            true
+        })
+        .unwrap();
+        out
+    }
+
+    proptest! {
+        /// Whether it walks messages or asks subjects, and however messages fall into blocks,
+        /// the answer is the first match; the time search finds the first message at or after
+        /// a time; the per-subject answers and the live ranges agree with a walk.
+        #[test]
+        fn queries_agree_with_a_walk(
+            msgs in proptest::collection::vec((0u64..3, "[a-c]\\.[a-e]"), 0..60),
+            removed in proptest::collection::vec(0u64..120, 0..20),
+            per_block in 1usize..8,
+            filter in prop_oneof![Just("a.*"), Just("*.e"), Just("b.>"), Just("c.d"), Just(">")],
+            from in 0u64..80,
+            ts in -1i64..62,
+        ) {
+            let mut t = table(&msgs, per_block);
+            for s in removed {
+                t.remove(s).unwrap();
+            }
+            let live = all(&mut t);
+            let f = FilterSet::new([filter]).unwrap();
+            let want = live.iter().find(|(s, m)| *s >= from && f.matches(&m.subject)).map(|(s, _)| *s);
+            prop_assert_eq!(t.next_matching(from, t.last_seq, &f).unwrap(), want);
+            let want = live.iter().find(|(_, m)| m.ts >= ts).map_or(t.last_seq + 1, |(s, _)| *s);
+            prop_assert_eq!(t.first_at_or_after(ts).unwrap(), want);
+            prop_assert_eq!(t.first_seq(), live.first().map_or(t.last_seq + 1, |(s, _)| *s));
+            prop_assert_eq!(t.count(), live.len() as u64);
+            for subject in ["a.a", "b.c", "c.d"] {
+                let seqs: Vec<u64> = live.iter().filter(|(_, m)| &*m.subject == subject).map(|(s, _)| *s).collect();
+                prop_assert_eq!(t.subject_seqs(subject, usize::MAX).unwrap(), seqs.clone());
+                prop_assert_eq!(t.subject_count(subject), seqs.len() as u64);
+                let upto = from + 10;
+                prop_assert_eq!(
+                    t.last_for_subject(subject, upto).unwrap(),
+                    seqs.iter().rev().find(|s| **s <= upto).copied()
+                );
+            }
+            let ranges: Vec<u64> = t.live_ranges().into_iter().flat_map(|(s, e)| s..=e).collect();
+            prop_assert_eq!(ranges, live.iter().map(|(s, _)| *s).collect::<Vec<_>>());
+            for seq in 0..t.last_seq + 2 {
+                prop_assert_eq!(t.contains(seq), live.iter().any(|(s, _)| *s == seq));
+            }
+        }
+    }
+}

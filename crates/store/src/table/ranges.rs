@@ -1,0 +1,112 @@
+//! A set of sequences kept as disjoint inclusive ranges: a block's deleted sequences cost one
+//! entry per run of deletes, never one per sequence.
+
+use std::collections::BTreeMap;
+
+/// Disjoint, non-adjacent inclusive ranges `start → end`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RangeSet {
+    ranges: BTreeMap<u64, u64>,
+}
+
+impl RangeSet {
+    /// Whether `seq` is in the set.
+    pub fn contains(&self, seq: u64) -> bool {
+        self.ranges
+            .range(..=seq)
+            .next_back()
+            .is_some_and(|(_, end)| *end >= seq)
+    }
+
+    /// Adds `start..=end`, merging with the ranges it touches.
+    pub fn insert(&mut self, mut start: u64, mut end: u64) {
+        if start > end {
+            return;
+        }
+        // A range ending at `start - 1` or later that starts at or before `start` absorbs it.
+        if let Some((&s, &e)) = self.ranges.range(..=start).next_back()
+            && e.saturating_add(1) >= start
+        {
+            start = s;
+            end = end.max(e);
+        }
+        // Every range starting inside `start..=end + 1` is absorbed.
+        let absorbed: Vec<(u64, u64)> = self
+            .ranges
+            .range(start..=end.saturating_add(1))
+            .map(|(s, e)| (*s, *e))
+            .collect();
+        for (s, e) in absorbed {
+            self.ranges.remove(&s);
+            end = end.max(e);
+        }
+        self.ranges.insert(start, end);
+    }
+
+    /// The smallest sequence at or above `from` that is not in the set.
+    pub fn next_absent(&self, from: u64) -> u64 {
+        match self.ranges.range(..=from).next_back() {
+            Some((_, end)) if *end >= from => end.saturating_add(1),
+            _ => from,
+        }
+    }
+
+    /// The largest sequence at or below `from` that is not in the set (`None` below 0).
+    pub fn prev_absent(&self, from: u64) -> Option<u64> {
+        match self.ranges.range(..=from).next_back() {
+            Some((start, end)) if *end >= from => start.checked_sub(1),
+            _ => Some(from),
+        }
+    }
+
+    /// Number of sequences in the set.
+    pub fn len(&self) -> u64 {
+        self.ranges.iter().map(|(s, e)| e - s + 1).sum()
+    }
+
+    /// Number of ranges.
+    pub fn ranges_len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// The ranges, ascending, as `(start, end)`.
+    pub fn ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.ranges.iter().map(|(s, e)| (*s, *e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// The set answers membership and neighbours exactly like a plain set of its sequences,
+        /// and its ranges stay disjoint and non-adjacent.
+        #[test]
+        fn behaves_like_a_set_of_sequences(
+            inserts in proptest::collection::vec((0u64..64, 0u64..6), 0..40),
+            probe in 0u64..72,
+        ) {
+            let mut set = RangeSet::default();
+            let mut model = BTreeSet::new();
+            for (start, n) in inserts {
+                set.insert(start, start + n);
+                model.extend(start..=start + n);
+            }
+            prop_assert_eq!(set.contains(probe), model.contains(&probe));
+            prop_assert_eq!(set.len(), model.len() as u64);
+            let next = (probe..).find(|s| !model.contains(s)).unwrap();
+            prop_assert_eq!(set.next_absent(probe), next);
+            let prev = (0..=probe).rev().find(|s| !model.contains(s));
+            prop_assert_eq!(set.prev_absent(probe), prev);
+            let ranges: Vec<_> = set.ranges().collect();
+            for w in ranges.windows(2) {
+                prop_assert!(w[0].1 + 1 < w[1].0);
+            }
+        }
+    }
+}
