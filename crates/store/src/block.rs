@@ -139,15 +139,17 @@ impl Blocks {
     /// as `(id, size)`; their files are opened on first use.
     pub fn file(msgs_dir: PathBuf, max_size: u64, existing: &[(u32, u64)]) -> Result<Self> {
         fs::create_dir_all(&msgs_dir).map_err(StoreError::io(&msgs_dir))?;
-        let mut blocks = BTreeMap::new();
-        for &(id, size) in existing {
-            let block = Block {
-                size,
-                body: Body::File(OnceLock::new()),
-                dirty: false,
-            };
-            blocks.insert(id, block);
-        }
+        let blocks = existing
+            .iter()
+            .map(|&(id, size)| {
+                let block = Block {
+                    size,
+                    body: Body::File(OnceLock::new()),
+                    dirty: false,
+                };
+                (id, block)
+            })
+            .collect();
         Ok(Self {
             dir: Some(msgs_dir),
             blocks,

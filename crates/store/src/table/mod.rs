@@ -65,25 +65,36 @@ pub struct Table {
 }
 
 impl Table {
-    /// A table of blocks known from index.db, none read yet (see [`Self::add_unloaded_block`]).
-    pub fn unloaded(msgs_dir: PathBuf, last_seq: u64, last_ts: i64) -> Self {
+    /// A table of blocks known from index.db (ascending ids and sequences), none read yet.
+    pub fn unloaded(
+        msgs_dir: PathBuf,
+        last_seq: u64,
+        last_ts: i64,
+        blocks: Vec<(u32, BlockEntry)>,
+    ) -> Self {
+        // Decoded counters are claims: saturate rather than trust them not to overflow.
+        let count = blocks
+            .iter()
+            .fold(0u64, |n, (_, b)| n.saturating_add(b.stats.msgs));
+        let bytes = blocks
+            .iter()
+            .fold(0u64, |n, (_, b)| n.saturating_add(b.stats.bytes));
+        let starts = blocks
+            .iter()
+            .filter(|(_, b)| b.stats.first != 0)
+            .map(|(id, b)| (b.stats.first, *id))
+            .collect();
         Self {
             last_seq,
             last_ts,
+            count,
+            bytes,
+            // Collected from sorted input: built in one pass, no search per block.
+            blocks: blocks.into_iter().collect(),
+            starts,
             msgs_dir: Some(msgs_dir),
             ..Self::default()
         }
-    }
-
-    /// Adds a block known from index.db (ids ascending, no messages added yet).
-    pub fn add_unloaded_block(&mut self, id: u32, entry: BlockEntry) {
-        // Decoded counters are claims: saturate rather than trust them not to overflow.
-        self.count = self.count.saturating_add(entry.stats.msgs);
-        self.bytes = self.bytes.saturating_add(entry.stats.bytes);
-        if entry.stats.first != 0 {
-            self.starts.insert(entry.stats.first, id);
-        }
-        self.blocks.insert(id, entry);
     }
 
     /// Adds a subject known from index.db.
