@@ -130,7 +130,8 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
     // A block takes at least 14 bytes: 13 one-byte uvarints/varints and a range count.
     let n = r.count(14).ok_or_else(|| bad("block count"))?;
     let mut blocks: Vec<BlockClaim> = Vec::with_capacity(n);
-    let mut entries = Vec::with_capacity(n);
+    // Inserted in ascending order straight into the map: a block entry is moved once.
+    let mut entries = std::collections::BTreeMap::new();
     let mut max_last = 0;
     for i in 0..n {
         let (claim, stats, deleted) = decode_block(&mut r).ok_or_else(|| bad("block"))?;
@@ -157,7 +158,7 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
                 claim.id
             ));
         }
-        entries.push((claim.id, entry));
+        entries.insert(claim.id, entry);
         blocks.push(claim);
     }
     let mut table = Table::unloaded(msgs_dir, last_seq, last_ts as i64, entries);

@@ -65,20 +65,21 @@ pub struct Table {
 }
 
 impl Table {
-    /// A table of blocks known from index.db (ascending ids and sequences), none read yet.
+    /// A table of blocks known from index.db (with ascending, disjoint sequence ranges), none
+    /// read yet.
     pub fn unloaded(
         msgs_dir: PathBuf,
         last_seq: u64,
         last_ts: i64,
-        blocks: Vec<(u32, BlockEntry)>,
+        blocks: BTreeMap<u32, BlockEntry>,
     ) -> Self {
         // Decoded counters are claims: saturate rather than trust them not to overflow.
         let count = blocks
-            .iter()
-            .fold(0u64, |n, (_, b)| n.saturating_add(b.stats.msgs));
+            .values()
+            .fold(0u64, |n, b| n.saturating_add(b.stats.msgs));
         let bytes = blocks
-            .iter()
-            .fold(0u64, |n, (_, b)| n.saturating_add(b.stats.bytes));
+            .values()
+            .fold(0u64, |n, b| n.saturating_add(b.stats.bytes));
         let starts = blocks
             .iter()
             .filter(|(_, b)| b.stats.first != 0)
@@ -89,8 +90,7 @@ impl Table {
             last_ts,
             count,
             bytes,
-            // Collected from sorted input: built in one pass, no search per block.
-            blocks: blocks.into_iter().collect(),
+            blocks,
             starts,
             msgs_dir: Some(msgs_dir),
             ..Self::default()
