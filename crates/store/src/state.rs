@@ -167,6 +167,17 @@ impl State {
         Ok(removed)
     }
 
+    /// Removes every live message without reading one (a purge of everything): recorded by
+    /// one purge marker, written by `flush` with the batch. Returns how many were removed.
+    pub fn remove_all(&mut self) -> u64 {
+        let n = self.table.clear();
+        self.ttl = TtlWheel::default();
+        self.schedules = Schedules::default();
+        self.purge_to = Some(self.table.last_seq + 1);
+        self.dirty = true;
+        n
+    }
+
     /// Writes the batch's front-removal marker (if any) and the batch to the active block.
     pub fn flush(&mut self) -> Result<()> {
         if let Some(first) = self.purge_to.take() {

@@ -370,3 +370,33 @@ fn blocks_started_or_deleted_after_index_db_are_all_accounted_for_after_a_crash(
     }
     store.close();
 }
+
+/// A purge of everything needs no message: on a stream just opened from index.db it reads no
+/// block, and the purge holds across a reopen.
+#[test]
+fn purging_everything_of_a_deep_stream_reads_no_block() {
+    let dir = tempfile::tempdir().unwrap();
+    deep_stream(dir.path(), 2000);
+    let rt = rt();
+    let (store, _) = Store::open(dir.path(), opts(2048)).unwrap();
+    let s = store.stream("D").unwrap();
+    let n = rt.block_on(s.purge(PurgeRequest::default())).unwrap();
+    assert_eq!(n, 2000);
+    assert_eq!(s.blocks_loaded(), 0, "the purge read a block");
+    assert_eq!(block_files(dir.path()), 1, "old blocks left behind");
+    let info = s.info(None).state;
+    assert_eq!((info.msgs, info.first_seq, info.last_seq), (0, 2001, 2000));
+    store.close();
+
+    let (store, reports) = Store::open(dir.path(), opts(2048)).unwrap();
+    assert_eq!(reports[0].path, RecoveryPath::Index);
+    let s = store.stream("D").unwrap();
+    let info = s.info(None).state;
+    assert_eq!((info.msgs, info.first_seq, info.num_subjects), (0, 2001, 0));
+    assert_eq!(s.get(1000).unwrap().map(|m| m.seq), None);
+    let ack = rt
+        .block_on(s.publish("d.1", Headers::new(), "after"))
+        .unwrap();
+    assert_eq!(ack.seq, 2001);
+    store.close();
+}

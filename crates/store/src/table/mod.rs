@@ -353,6 +353,18 @@ impl Table {
         Ok(())
     }
 
+    /// Removes every live message without reading a block; returns how many there were.
+    pub fn clear(&mut self) -> u64 {
+        let n = self.count;
+        for b in self.blocks.values_mut().filter(|b| b.stats.msgs > 0) {
+            b.clear();
+        }
+        self.subjects.clear();
+        (self.count, self.bytes) = (0, 0);
+        self.first_time = None;
+        n
+    }
+
     /// Live sequences in `[from, upto]`, ascending (reads every block in the range).
     pub fn seqs_in(&mut self, from: u64, upto: u64) -> Result<Vec<u64>> {
         let mut out = Vec::new();
