@@ -1,5 +1,6 @@
 //! The SSE parser: arbitrary bytes in arbitrary chunkings never panic, the chunking never
-//! changes the result (the frames, or the error), and nothing returned outgrows the limits.
+//! changes the result (the frames, or the error), `feed_with` lends the frames `feed` returns,
+//! and nothing returned outgrows the limits.
 //!
 //! Input: byte 0 picks `max_line_bytes`, byte 1 `max_frame_bytes` (both 1..=256, small so the
 //! limits are hit), byte 2 seeds the chunk sizes; the rest is the stream.
@@ -37,6 +38,21 @@ fn run<'a>(
     (frames, err)
 }
 
+/// Like [`run`] through [`Parser::feed_with`]: the frames it lends, made owned, and the error.
+fn run_lent<'a>(
+    limits: Limits,
+    chunks: impl Iterator<Item = &'a [u8]>,
+) -> (Vec<Frame>, Option<ParseError>) {
+    let mut parser = Parser::with_limits(limits);
+    let mut frames = Vec::new();
+    for chunk in chunks {
+        if let Err(err) = parser.feed_with(chunk, |frame| frames.push(Frame::from(frame))) {
+            return (frames, Some(err));
+        }
+    }
+    (frames, None)
+}
+
 fuzz_target!(|data: &[u8]| {
     let [line, frame, seed, stream @ ..] = data else {
         return;
@@ -56,7 +72,13 @@ fuzz_target!(|data: &[u8]| {
         rest = tail;
         size += 1;
     }
-    let chunked = run(limits, chunks.into_iter());
+    let chunked = run(limits, chunks.iter().copied());
+    // Lent frames are the frames `feed` returns.
+    assert_eq!(
+        run_lent(limits, chunks.iter().copied()),
+        chunked,
+        "feed_with lent other frames"
+    );
     // Frames completed before a limit error are handed out first, so the frames and the error
     // never depend on the chunking.
     assert_eq!(whole, chunked, "the chunking changed the result");

@@ -60,7 +60,7 @@ const PAYLOAD: [u8; 128] = [b'x'; 128];
 const RUN: u64 = 100;
 const SOURCED_PER_RUN: u64 = 90;
 /// Fixture layout version: bump when the pattern changes so stale fixtures are rebuilt.
-const FIXTURE_VERSION: u32 = 1;
+const FIXTURE_VERSION: u32 = 2;
 const SOURCE_HEADER: &str = "Nats-Stream-Source";
 
 fn env_depth(var: &str) -> Option<u64> {

@@ -139,15 +139,17 @@ impl Blocks {
     /// as `(id, size)`; their files are opened on first use.
     pub fn file(msgs_dir: PathBuf, max_size: u64, existing: &[(u32, u64)]) -> Result<Self> {
         fs::create_dir_all(&msgs_dir).map_err(StoreError::io(&msgs_dir))?;
-        let mut blocks = BTreeMap::new();
-        for &(id, size) in existing {
-            let block = Block {
-                size,
-                body: Body::File(OnceLock::new()),
-                dirty: false,
-            };
-            blocks.insert(id, block);
-        }
+        let blocks = existing
+            .iter()
+            .map(|&(id, size)| {
+                let block = Block {
+                    size,
+                    body: Body::File(OnceLock::new()),
+                    dirty: false,
+                };
+                (id, block)
+            })
+            .collect();
         Ok(Self {
             dir: Some(msgs_dir),
             blocks,
@@ -333,13 +335,22 @@ impl Blocks {
             .unwrap_or_default()
     }
 
-    /// Removes a block and its file.
-    pub fn remove(&mut self, id: u32) -> Result<()> {
-        if let Some(b) = self.blocks.remove(&id)
-            && let Body::File(_) = b.body
-        {
-            let path = self.path(id);
-            fs::remove_file(&path).map_err(StoreError::io(&path))?;
+    /// Stops using a block; its file stays until [`Self::remove_stray_files`].
+    pub fn forget(&mut self, id: u32) {
+        self.blocks.remove(&id);
+    }
+
+    /// Deletes every block file older than the active block that is not in use: forgotten
+    /// blocks, and any left by a crash between writing index.db and deleting them.
+    pub fn remove_stray_files(&self) -> Result<()> {
+        let (Some(dir), Some(active)) = (&self.dir, self.active()) else {
+            return Ok(());
+        };
+        for id in list_block_files(dir)? {
+            if id < active && !self.blocks.contains_key(&id) {
+                let path = block_path(dir, id);
+                fs::remove_file(&path).map_err(StoreError::io(&path))?;
+            }
         }
         Ok(())
     }

@@ -127,11 +127,11 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
     if last_seq == u64::MAX {
         return Err("last sequence leaves no next one".into());
     }
-    let mut table = Table::unloaded(msgs_dir, last_seq, last_ts as i64);
     // A block takes at least 14 bytes: 13 one-byte uvarints/varints and a range count.
     let n = r.count(14).ok_or_else(|| bad("block count"))?;
     let mut blocks: Vec<BlockClaim> = Vec::with_capacity(n);
-    let mut entries = Vec::with_capacity(n);
+    // Inserted in ascending order straight into the map: a block entry is moved once.
+    let mut entries = std::collections::BTreeMap::new();
     let mut max_last = 0;
     for i in 0..n {
         let (claim, stats, deleted) = decode_block(&mut r).ok_or_else(|| bad("block"))?;
@@ -158,14 +158,11 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
                 claim.id
             ));
         }
-        entries.push((claim.id, entry));
+        entries.insert(claim.id, entry);
         blocks.push(claim);
     }
-    let mut msgs = 0u64;
-    for (id, entry) in entries {
-        msgs = msgs.saturating_add(entry.stats.msgs);
-        table.add_unloaded_block(id, entry);
-    }
+    let mut table = Table::unloaded(msgs_dir, last_seq, last_ts as i64, entries);
+    let msgs = table.count();
     let n = r.count(5).ok_or_else(|| bad("subject count"))?;
     let mut subject_msgs = 0u64;
     for _ in 0..n {
@@ -233,7 +230,7 @@ fn decode_block(r: &mut Reader<'_>) -> Option<(BlockClaim, BlockStats, RangeSet)
         markers: c[4],
     };
     let n = r.count(2)?;
-    let mut deleted = RangeSet::default();
+    let mut ranges = Vec::with_capacity(n);
     let mut prev = stats.first;
     for i in 0..n {
         let start = prev.checked_add(r.uvarint()?)?;
@@ -242,9 +239,10 @@ fn decode_block(r: &mut Reader<'_>) -> Option<(BlockClaim, BlockStats, RangeSet)
         if i > 0 && start < prev.checked_add(2)? {
             return None;
         }
-        deleted.insert(start, end);
+        ranges.push((start, end));
         prev = end;
     }
+    let deleted = RangeSet::from_sorted(ranges);
     let claim = BlockClaim {
         id: u32::try_from(v[0]).ok()?,
         size: v[1],

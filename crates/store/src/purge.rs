@@ -29,8 +29,37 @@ pub fn purge(st: &mut State, req: &PurgeRequest) -> Result<u64> {
     let upto = req
         .up_to_seq
         .map_or(st.table.last_seq, |s| s.saturating_sub(1));
+    // Purging every message needs none of them: the counters say it all, no block is read.
+    let all = proto::matches_everything(&filter)
+        && req.keep.is_none()
+        && upto >= st.table.last_seq
+        && st.table.count() > 0;
+    let (n, everything) = if all {
+        // Start a fresh block so every old one can go once the purge marker is durable.
+        st.roll()?;
+        (st.remove_all(), true)
+    } else {
+        let doomed = doomed(st, &filter, upto, req)?;
+        let everything = doomed.len() as u64 == st.table.count();
+        if everything && !doomed.is_empty() {
+            st.roll()?;
+        }
+        (st.remove(&doomed)?.len() as u64, everything)
+    };
+    if everything {
+        st.flush()?;
+        for (path, f) in st.blocks.take_unsynced() {
+            f.sync_data().map_err(StoreError::io(path))?;
+        }
+    }
+    st.drop_empty_blocks()?;
+    Ok(n)
+}
+
+/// The live sequences a purge of `filter` up to `upto` (keeping `req.keep`) removes.
+fn doomed(st: &mut State, filter: &FilterSet, upto: u64, req: &PurgeRequest) -> Result<Vec<u64>> {
     let mut doomed: Vec<(u64, std::sync::Arc<str>)> = Vec::new();
-    match proto::literal(&filter) {
+    match proto::literal(filter) {
         Some(subject) => {
             let subject = st.table.intern(subject);
             for seq in st.table.subject_seqs(&subject, usize::MAX)? {
@@ -65,19 +94,5 @@ pub fn purge(st: &mut State, req: &PurgeRequest) -> Result<u64> {
             doomed.truncate(cut);
         }
     }
-    let doomed: Vec<u64> = doomed.into_iter().map(|(s, _)| s).collect();
-    let everything = doomed.len() as u64 == st.table.count();
-    if everything && !doomed.is_empty() {
-        // Start a fresh block so every old one can go once the purge marker is durable.
-        st.roll()?;
-    }
-    let n = st.remove(&doomed)?.len() as u64;
-    if everything {
-        st.flush()?;
-        for (path, f) in st.blocks.take_unsynced() {
-            f.sync_data().map_err(StoreError::io(path))?;
-        }
-    }
-    st.drop_empty_blocks()?;
-    Ok(n)
+    Ok(doomed.into_iter().map(|(s, _)| s).collect())
 }

@@ -48,61 +48,64 @@ pub fn recover(
     report: &mut RecoveryReport,
 ) -> Result<Recovered> {
     fs::create_dir_all(msgs_dir).map_err(StoreError::io(msgs_dir))?;
-    let ids = list_block_files(msgs_dir)?;
     // A readable index.db that no longer matches the blocks still proves how far the stream went.
     let mut index_evidence = None;
-    let (mut table, mut last_msg_id, mut sizes, mut last_sum, scan_from) =
-        match try_index(msgs_dir, &ids) {
-            Ok(Some((snap, from))) => {
-                report.path = RecoveryPath::Index;
-                let sizes = snap
-                    .blocks
-                    .iter()
-                    .map(|b| (b.id, b.size))
-                    .collect::<Vec<_>>();
-                (
-                    snap.table,
-                    snap.last_msg_id,
-                    sizes,
-                    snap.last_checksum,
-                    from,
-                )
+    let index = try_index(msgs_dir);
+    let ids = match &index {
+        Ok(Some((_, _, ids))) => ids.clone(),
+        _ => list_block_files(msgs_dir)?,
+    };
+    let (mut table, mut last_msg_id, mut sizes, mut last_sum, scan_from) = match index {
+        Ok(Some((snap, from, _))) => {
+            report.path = RecoveryPath::Index;
+            let sizes = snap
+                .blocks
+                .iter()
+                .map(|b| (b.id, b.size))
+                .collect::<Vec<_>>();
+            (
+                snap.table,
+                snap.last_msg_id,
+                sizes,
+                snap.last_checksum,
+                from,
+            )
+        }
+        Ok(None) => {
+            report.path = RecoveryPath::Rebuild;
+            (
+                Table::default(),
+                None,
+                Vec::new(),
+                0,
+                ids.first().map(|id| (*id, 0)),
+            )
+        }
+        Err(why) => {
+            report.path = RecoveryPath::Rebuild;
+            if let Some(snap) = fs::read(msgs_dir.join("index.db"))
+                .ok()
+                .and_then(|b| index::decode(&b, msgs_dir.to_path_buf()).ok())
+            {
+                let last = snap.table.last_seq;
+                let mut live = snap.table.live_ranges();
+                live.push((last, last));
+                index_evidence = Some(live);
             }
-            Ok(None) => {
-                report.path = RecoveryPath::Rebuild;
-                (
-                    Table::default(),
-                    None,
-                    Vec::new(),
-                    0,
-                    ids.first().map(|id| (*id, 0)),
-                )
-            }
-            Err(why) => {
-                report.path = RecoveryPath::Rebuild;
-                if let Some(snap) = fs::read(msgs_dir.join("index.db"))
-                    .ok()
-                    .and_then(|b| index::decode(&b, msgs_dir.to_path_buf()).ok())
-                {
-                    let last = snap.table.last_seq;
-                    let mut live = snap.table.live_ranges();
-                    live.push((last, last));
-                    index_evidence = Some(live);
-                }
-                warn(
-                    report,
-                    name,
-                    format!("index.db ignored: {why}; rebuilding from blocks"),
-                );
-                (
-                    Table::default(),
-                    None,
-                    Vec::new(),
-                    0,
-                    ids.first().map(|id| (*id, 0)),
-                )
-            }
-        };
+            warn(
+                report,
+                name,
+                format!("index.db ignored: {why}; rebuilding from blocks"),
+            );
+            (
+                Table::default(),
+                None,
+                Vec::new(),
+                0,
+                ids.first().map(|id| (*id, 0)),
+            )
+        }
+    };
     let mut scanned = 0;
     let mut evidence = Evidence::default();
     if let Some((from_id, from_offset)) = scan_from {
@@ -166,8 +169,16 @@ fn warn(report: &mut RecoveryReport, name: &str, msg: String) {
 /// Where the forward scan of blocks starts: block id and offset.
 type ScanFrom = Option<(u32, u64)>;
 
-/// Loads index.db if it matches the blocks; returns it and where to scan from.
-fn try_index(msgs_dir: &Path, ids: &[u32]) -> Result<Option<(index::Snapshot, ScanFrom)>, String> {
+/// An index.db that matches the blocks, where to scan from, and the block ids present.
+type IndexMatch = (index::Snapshot, ScanFrom, Vec<u32>);
+
+/// Loads index.db if it matches the blocks; returns it, where to scan from and the block ids.
+///
+/// Blocks are deleted only after an index.db that no longer names them is on disk, and new
+/// blocks take the next id, so when no block follows index.db's last one, the blocks are
+/// exactly those it names and the directory is not listed (a listing costs O(blocks)). When one
+/// follows (blocks started after the snapshot), the directory is listed and must match.
+fn try_index(msgs_dir: &Path) -> Result<Option<IndexMatch>, String> {
     let path = msgs_dir.join("index.db");
     let bytes = match fs::read(&path) {
         Ok(b) => b,
@@ -177,14 +188,23 @@ fn try_index(msgs_dir: &Path, ids: &[u32]) -> Result<Option<(index::Snapshot, Sc
     let snap = index::decode(&bytes, msgs_dir.to_path_buf())?;
     let claimed: Vec<u32> = snap.blocks.iter().map(|b| b.id).collect();
     let last_claimed = claimed.last().copied();
-    let listed_then: Vec<u32> = ids
-        .iter()
-        .copied()
-        .filter(|id| last_claimed.is_some_and(|l| *id <= l))
-        .collect();
-    if listed_then != claimed {
-        return Err("it lists different blocks than the directory holds".into());
-    }
+    let followed = last_claimed
+        .and_then(|l| l.checked_add(1))
+        .is_none_or(|next| block_path(msgs_dir, next).exists());
+    let ids = if followed {
+        let ids = list_block_files(msgs_dir).map_err(|e| e.to_string())?;
+        let listed_then: Vec<u32> = ids
+            .iter()
+            .copied()
+            .filter(|id| last_claimed.is_some_and(|l| *id <= l))
+            .collect();
+        if listed_then != claimed {
+            return Err("it lists different blocks than the directory holds".into());
+        }
+        ids
+    } else {
+        claimed
+    };
     // Sealed blocks are checked (size, every record) when first read, so open stays
     // O(blocks); the last block is checked now because appends after the snapshot continue it.
     if let Some(last) = snap.blocks.last() {
@@ -209,7 +229,7 @@ fn try_index(msgs_dir: &Path, ids: &[u32]) -> Result<Option<(index::Snapshot, Sc
         Some(id) => Some((id, snap.blocks.last().map_or(0, |b| b.size))),
         None => ids.first().map(|id| (*id, 0)),
     };
-    Ok(Some((snap, from)))
+    Ok(Some((snap, from, ids)))
 }
 
 struct BlockScan {

@@ -255,11 +255,12 @@ fn start_rule(cfg: &SourceConfig, target: &StreamHandle, after_purge: bool) -> S
     }
 }
 
-/// The first origin sequence to read under a start rule.
+/// The first origin sequence to read under a start rule; `last_time` is the sourcing stream's
+/// last message time when the sourcing resumed (for `AfterLastTime`).
 fn first_seq(
     rule: SourceResume,
     cfg: &SourceConfig,
-    target: &StreamHandle,
+    last_time: Option<jiff::Timestamp>,
     origin: &StreamHandle,
 ) -> Result<u64> {
     let by_time = |t: jiff::Timestamp| {
@@ -269,7 +270,7 @@ fn first_seq(
     match rule {
         SourceResume::OptStartSeq => Ok(cfg.opt_start_seq.unwrap_or(1).max(1)),
         SourceResume::OptStartTime => cfg.opt_start_time.map_or(Ok(1), by_time),
-        SourceResume::AfterLastTime => target.info(None).state.last_time.map_or(Ok(1), by_time),
+        SourceResume::AfterLastTime => last_time.map_or(Ok(1), by_time),
         _ => Ok(1),
     }
 }
@@ -308,6 +309,14 @@ pub fn start(target: &StreamHandle, catalog: &Arc<Catalog>) -> Result<Option<Sou
         })
         .collect();
     target.set_source_status(statuses);
+    // Taken once, before any source stores a message: a source whose thread starts later must
+    // not see the time of what another source copied meanwhile (it would skip past origin
+    // messages stored before that copy).
+    let resumed_last_time = starts
+        .iter()
+        .any(|s| s.how == SourceResume::AfterLastTime)
+        .then(|| target.info(None).state.last_time)
+        .flatten();
     let (stop, _) = watch::channel(false);
     let mut threads = Vec::new();
     for (src, start) in sources.into_iter().zip(starts) {
@@ -317,6 +326,7 @@ pub fn start(target: &StreamHandle, catalog: &Arc<Catalog>) -> Result<Option<Sou
             stop: stop.subscribe(),
             src,
             start,
+            resumed_last_time,
         };
         let name = format!(
             "sluice-source-{}",
@@ -338,6 +348,8 @@ struct Task {
     stop: watch::Receiver<bool>,
     src: Source,
     start: Start,
+    /// The sourcing stream's last message time when the sourcing resumed.
+    resumed_last_time: Option<jiff::Timestamp>,
 }
 
 impl Task {
@@ -389,9 +401,14 @@ impl Task {
                     s.resets += 1;
                     s.resume = rule;
                 });
-                first_seq(rule, &self.src.config, &self.target, origin)?
+                first_seq(rule, &self.src.config, self.resumed_last_time, origin)?
             }
-            None => first_seq(self.start.how, &self.src.config, &self.target, origin)?,
+            None => first_seq(
+                self.start.how,
+                &self.src.config,
+                self.resumed_last_time,
+                origin,
+            )?,
         };
         self.start = Start {
             how: self.start.how,

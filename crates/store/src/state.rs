@@ -167,6 +167,17 @@ impl State {
         Ok(removed)
     }
 
+    /// Removes every live message without reading one (a purge of everything): recorded by
+    /// one purge marker, written by `flush` with the batch. Returns how many were removed.
+    pub fn remove_all(&mut self) -> u64 {
+        let n = self.table.clear();
+        self.ttl = TtlWheel::default();
+        self.schedules = Schedules::default();
+        self.purge_to = Some(self.table.last_seq + 1);
+        self.dirty = true;
+        n
+    }
+
     /// Writes the batch's front-removal marker (if any) and the batch to the active block.
     pub fn flush(&mut self) -> Result<()> {
         if let Some(first) = self.purge_to.take() {
@@ -175,11 +186,23 @@ impl State {
         self.blocks.flush()
     }
 
-    /// Removes every block that holds nothing needed any more.
+    /// Removes every block that holds nothing needed any more. index.db is rewritten before
+    /// the files are deleted, so the index.db on disk never names a block file that is gone and
+    /// open can trust it without listing the directory (FORMAT.md).
     pub fn drop_empty_blocks(&mut self) -> Result<()> {
-        for id in self.table.removable_blocks(self.blocks.active()) {
-            self.blocks.remove(id)?;
+        let doomed = self.table.removable_blocks(self.blocks.active());
+        if doomed.is_empty() {
+            return Ok(());
+        }
+        for id in doomed {
+            self.blocks.forget(id);
             self.table.drop_block(id);
+        }
+        if self.dir.is_some() {
+            // index.db records the last record's checksum: every record must be in the file.
+            self.flush()?;
+            crate::persist::write_state(self)?;
+            self.blocks.remove_stray_files()?;
         }
         Ok(())
     }

@@ -53,6 +53,9 @@ pub struct EventStream {
     /// `buffer[start..end]` holds bytes read but not yet decoded.
     start: usize,
     end: usize,
+    /// Some of those bytes were never offered to [`EventStream::decode`] (the body's start
+    /// came with the head), so the next read must not wait for more.
+    fresh: bool,
     body: Body,
 }
 
@@ -96,6 +99,7 @@ impl EventStream {
                 buffer,
                 start: head_len,
                 end,
+                fresh: head_len < end,
                 body,
             });
         }
@@ -108,6 +112,9 @@ impl EventStream {
     /// What ended the stream: the connection closed (normal only for a body without
     /// framing) or failed.
     pub async fn read(&mut self) -> Result<(), End> {
+        if std::mem::take(&mut self.fresh) {
+            return Ok(());
+        }
         if self.start == self.end {
             // Everything read was decoded: read into the whole buffer again.
             self.start = 0;
@@ -302,6 +309,33 @@ mod tests {
         let (data, end) = read_all(pieces).await.unwrap();
         assert_eq!(data, b"data: a\n\ndata: bcdefghi\n\n\n");
         assert!(matches!(end, End::Finished), "{end:?}");
+    }
+
+    #[tokio::test]
+    async fn events_that_came_with_the_head_are_decoded_without_waiting_for_more() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target = Target::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        let (done, held) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0; 1024];
+            let _ = socket.read(&mut request).await.unwrap();
+            let answer = [SSE_HEAD, b"9\r\ndata: a\n\n\r\n"].concat();
+            socket.write_all(&answer).await.unwrap();
+            // The connection stays open, with nothing more to read, until the client is done.
+            let _ = held.await;
+        });
+        let mut stream = EventStream::open(&target, "/events?topic=a").await.unwrap();
+        let mut data = Vec::new();
+        let wait = std::time::Duration::from_secs(30);
+        let read = tokio::time::timeout(wait, stream.read()).await;
+        assert!(read.is_ok(), "the body's start waited for more bytes");
+        assert!(read.unwrap().is_ok());
+        stream
+            .decode(|bytes| data.extend_from_slice(bytes))
+            .unwrap();
+        assert_eq!(data, b"data: a\n\n");
+        let _ = done.send(());
     }
 
     #[tokio::test]

@@ -113,20 +113,20 @@ pub async fn subscribe(
         let now = stats.now_us();
         let current = *phase.borrow();
         // The first problem ends the checks; the rest is not looked at.
-        let mut stop = Ok(());
+        let mut verdict = Ok(());
         let mut fed = Ok(());
         let decoded = read.and_then(|()| {
             stream.decode(|bytes| {
-                if stop.is_ok() && fed.is_ok() {
+                if verdict.is_ok() && fed.is_ok() {
                     fed = parser.feed_with(bytes, |frame| {
-                        if stop.is_ok() {
-                            stop = client.handle(frame, current, now);
+                        if verdict.is_ok() {
+                            verdict = client.handle(frame, current, now);
                         }
                     });
                 }
             })
         });
-        match (stop, fed, decoded) {
+        match (verdict, fed, decoded) {
             (Err(Stop::Late), _, _) => return client.outcome,
             (Err(Stop::Broken(why)), _, _) => return client.fail(why),
             (Ok(()), Err(err), _) => return client.fail(format!("invalid SSE: {err}")),

@@ -219,8 +219,19 @@ impl BlockEntry {
         Some(meta)
     }
 
-    /// Whether the block holds no message and all its sequence bookkeeping is consistent:
-    /// live = `[first, last]` minus the deleted ones.
+    /// Removes every live message: the whole sequence range becomes deleted, nothing is left
+    /// to read.
+    pub fn clear(&mut self) {
+        self.deleted.insert(self.stats.first, self.stats.last);
+        self.msgs.clear();
+        self.by_subject.clear();
+        self.unread = None;
+        self.stats.msgs = 0;
+        self.stats.bytes = 0;
+    }
+
+    /// Whether the block's counters agree with its sequences: live = `[first, last]` minus
+    /// the deleted ones (none at all when the block never held a message).
     pub fn counts_agree(&self) -> bool {
         if self.stats.first == 0 {
             return self.stats.msgs == 0 && self.deleted.ranges_len() == 0;

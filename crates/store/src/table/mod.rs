@@ -65,25 +65,36 @@ pub struct Table {
 }
 
 impl Table {
-    /// A table of blocks known from index.db, none read yet (see [`Self::add_unloaded_block`]).
-    pub fn unloaded(msgs_dir: PathBuf, last_seq: u64, last_ts: i64) -> Self {
+    /// A table of blocks known from index.db (with ascending, disjoint sequence ranges), none
+    /// read yet.
+    pub fn unloaded(
+        msgs_dir: PathBuf,
+        last_seq: u64,
+        last_ts: i64,
+        blocks: BTreeMap<u32, BlockEntry>,
+    ) -> Self {
+        // Decoded counters are claims: saturate rather than trust them not to overflow.
+        let count = blocks
+            .values()
+            .fold(0u64, |n, b| n.saturating_add(b.stats.msgs));
+        let bytes = blocks
+            .values()
+            .fold(0u64, |n, b| n.saturating_add(b.stats.bytes));
+        let starts = blocks
+            .iter()
+            .filter(|(_, b)| b.stats.first != 0)
+            .map(|(id, b)| (b.stats.first, *id))
+            .collect();
         Self {
             last_seq,
             last_ts,
+            count,
+            bytes,
+            blocks,
+            starts,
             msgs_dir: Some(msgs_dir),
             ..Self::default()
         }
-    }
-
-    /// Adds a block known from index.db (ids ascending, no messages added yet).
-    pub fn add_unloaded_block(&mut self, id: u32, entry: BlockEntry) {
-        // Decoded counters are claims: saturate rather than trust them not to overflow.
-        self.count = self.count.saturating_add(entry.stats.msgs);
-        self.bytes = self.bytes.saturating_add(entry.stats.bytes);
-        if entry.stats.first != 0 {
-            self.starts.insert(entry.stats.first, id);
-        }
-        self.blocks.insert(id, entry);
     }
 
     /// Adds a subject known from index.db.
@@ -188,9 +199,17 @@ impl Table {
 
     /// A live message (reads its block on first need); an error if its record is damaged.
     pub fn get(&mut self, seq: u64) -> Result<Option<&MsgMeta>> {
-        let Some(id) = self.block_of(seq).filter(|id| self.blocks[id].is_live(seq)) else {
+        let Some(id) = self.block_of(seq) else {
             return Ok(None);
         };
+        // A block read whole and undamaged answers from its map alone (the reading hot path).
+        let block = &self.blocks[&id];
+        if block.unread.is_none() && block.unreadable.ranges_len() == 0 {
+            return Ok(self.blocks[&id].msgs.get(&seq));
+        }
+        if !block.is_live(seq) {
+            return Ok(None);
+        }
         self.load(id)?;
         self.readable(id, seq)?;
         Ok(self.blocks[&id].msgs.get(&seq))
@@ -279,13 +298,38 @@ impl Table {
         Ok(Some(meta))
     }
 
-    /// Blocks that may hold live messages in `[from, upto]`, ascending, within `ids`.
-    fn blocks_meeting(&self, from: u64, upto: u64, ids: (u32, u32)) -> Vec<u32> {
+    /// The first block with an id in `ids` that may hold live messages in `[from, upto]`.
+    /// Blocks wholly below `from` are skipped by one lookup, so a reader moving forward pays
+    /// O(log blocks) per step, not a walk over the blocks behind it.
+    fn next_block(&self, ids: (u32, u32), from: u64, upto: u64) -> Option<u32> {
+        let below = self
+            .starts
+            .range(..=from)
+            .next_back()
+            .map_or(0, |(_, id)| *id);
+        let start = below.max(ids.0);
+        if start > ids.1 {
+            return None;
+        }
         self.blocks
-            .range(ids.0..=ids.1)
-            .filter(|(_, b)| b.stats.msgs > 0 && b.stats.first <= upto && b.stats.last >= from)
+            .range(start..=ids.1)
+            .find(|(_, b)| b.stats.msgs > 0 && b.stats.last >= from)
+            .filter(|(_, b)| b.stats.first <= upto)
             .map(|(id, _)| *id)
-            .collect()
+    }
+
+    /// The last block with an id in `ids` that may hold live messages at or below `upto`.
+    fn prev_block(&self, ids: (u32, u32), upto: u64) -> Option<u32> {
+        let (_, &containing) = self.starts.range(..=upto).next_back()?;
+        let end = containing.min(ids.1);
+        if end < ids.0 {
+            return None;
+        }
+        self.blocks
+            .range(ids.0..=end)
+            .rev()
+            .find(|(_, b)| b.stats.msgs > 0)
+            .map(|(id, _)| *id)
     }
 
     /// Visits live messages in `[from, upto]` in ascending order until `visit` returns false,
@@ -296,14 +340,29 @@ impl Table {
         upto: u64,
         mut visit: impl FnMut(u64, &MsgMeta) -> bool,
     ) -> Result<()> {
-        for id in self.blocks_meeting(from, upto, (0, u32::MAX)) {
+        let mut lo = 0;
+        while let Some(id) = self.next_block((lo, u32::MAX), from, upto) {
             for (seq, m) in self.load(id)?.msgs.range(from..=upto) {
                 if !visit(*seq, m) {
                     return Ok(());
                 }
             }
+            let Some(next) = id.checked_add(1) else { break };
+            lo = next;
         }
         Ok(())
+    }
+
+    /// Removes every live message without reading a block; returns how many there were.
+    pub fn clear(&mut self) -> u64 {
+        let n = self.count;
+        for b in self.blocks.values_mut().filter(|b| b.stats.msgs > 0) {
+            b.clear();
+        }
+        self.subjects.clear();
+        (self.count, self.bytes) = (0, 0);
+        self.first_time = None;
+        n
     }
 
     /// Live sequences in `[from, upto]`, ascending (reads every block in the range).
@@ -367,32 +426,35 @@ impl Table {
     /// The first `max` live sequences on one literal subject, ascending.
     pub fn subject_seqs(&mut self, subject: &str, max: usize) -> Result<Vec<u64>> {
         let mut out = Vec::new();
-        let Some(range) = self.subject_blocks(subject) else {
+        let Some((mut lo, hi)) = self.subject_blocks(subject) else {
             return Ok(out);
         };
-        for id in self.blocks_meeting(0, u64::MAX, range) {
-            if out.len() >= max {
-                break;
-            }
+        while out.len() < max
+            && let Some(id) = self.next_block((lo, hi), 0, u64::MAX)
+        {
             if let Some(set) = self.load(id)?.by_subject.get(subject) {
                 out.extend(set.iter().take(max - out.len()));
             }
             self.tighten(subject, id);
+            let Some(next) = id.checked_add(1) else { break };
+            lo = next;
         }
         Ok(out)
     }
 
     /// The last live sequence on a subject at or below `upto`.
     pub fn last_for_subject(&mut self, subject: &str, upto: u64) -> Result<Option<u64>> {
-        let Some(range) = self.subject_blocks(subject) else {
+        let Some((lo, mut hi)) = self.subject_blocks(subject) else {
             return Ok(None);
         };
-        for id in self.blocks_meeting(0, upto, range).into_iter().rev() {
+        while let Some(id) = self.prev_block((lo, hi), upto) {
             let found = self.load(id)?.by_subject.get(subject);
             if let Some(seq) = found.and_then(|set| set.range(..=upto).next_back()) {
                 return Ok(Some(*seq));
             }
             self.tighten(subject, id);
+            let Some(prev) = id.checked_sub(1) else { break };
+            hi = prev;
         }
         Ok(None)
     }
@@ -422,15 +484,19 @@ impl Table {
                 .map(|(_, v)| (v.first_block, v.last_block))
                 .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
         };
-        let Some(range) = range else {
+        let Some((mut lo, hi)) = range else {
             return Ok(None);
         };
-        for id in self.blocks_meeting(from, upto, range) {
+        let literal = proto::literal(filter);
+        while let Some(id) = self.next_block((lo, hi), from, upto) {
             let block = self.load(id)?;
-            let found = if everything {
-                block.msgs.range(from..=upto).next().map(|(s, _)| *s)
-            } else {
-                first_match_in(block, from, upto, filter)
+            let found = match literal {
+                _ if everything => block.msgs.range(from..=upto).next().map(|(s, _)| *s),
+                Some(subject) => block
+                    .by_subject
+                    .get(subject)
+                    .and_then(|set| set.range(from..=upto).next().copied()),
+                None => first_match_in(block, from, upto, filter),
             };
             // An unreadable message before the match might have matched: say so.
             if let Some(seq) = block.first_unreadable(from, found.unwrap_or(upto)) {
@@ -439,9 +505,11 @@ impl Table {
             if found.is_some() {
                 return Ok(found);
             }
-            if let Some(subject) = proto::literal(filter) {
+            if let Some(subject) = literal {
                 self.tighten(subject, id);
             }
+            let Some(next) = id.checked_add(1) else { break };
+            lo = next;
         }
         Ok(None)
     }

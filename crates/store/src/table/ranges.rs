@@ -10,6 +10,14 @@ pub struct RangeSet {
 }
 
 impl RangeSet {
+    /// The set of `ranges`, which must be ascending, disjoint and not adjacent (checked by the
+    /// caller, e.g. the index.db decoder).
+    pub fn from_sorted(ranges: Vec<(u64, u64)>) -> Self {
+        Self {
+            ranges: ranges.into_iter().collect(),
+        }
+    }
+
     /// Whether `seq` is in the set.
     pub fn contains(&self, seq: u64) -> bool {
         self.ranges
