@@ -10,21 +10,25 @@ use libfuzzer_sys::fuzz_target;
 use sluice_sse::{Frame, Limits, ParseError, Parser};
 
 /// Feeds `chunks` in order, collecting frames until the first error (which may come with the
-/// last frames, then it is the parser's remembered error).
+/// last frames, then it is the parser's remembered error) — owned from `feed`, or lent by
+/// `feed_with` and made owned when `lent`.
 fn run<'a>(
     limits: Limits,
     chunks: impl Iterator<Item = &'a [u8]>,
+    lent: bool,
 ) -> (Vec<Frame>, Option<ParseError>) {
     let mut parser = Parser::with_limits(limits);
     let mut frames = Vec::new();
     for chunk in chunks {
-        match parser.feed(chunk) {
-            Ok(more) => frames.extend(more),
-            Err(err) => {
-                // A failed parser stays failed.
-                assert_eq!(parser.feed(b"data: x\n\n"), Err(err.clone()));
-                return (frames, Some(err));
-            }
+        let fed = if lent {
+            parser.feed_with(chunk, |frame| frames.push(Frame::from(frame)))
+        } else {
+            parser.feed(chunk).map(|more| frames.extend(more))
+        };
+        if let Err(err) = fed {
+            // A failed parser stays failed.
+            assert_eq!(parser.feed(b"data: x\n\n"), Err(err.clone()));
+            return (frames, Some(err));
         }
         // The remembered id comes from one line, so it is bounded by the line limit (a byte
         // may grow to a 3-byte replacement character when the line is not UTF-8).
@@ -38,21 +42,6 @@ fn run<'a>(
     (frames, err)
 }
 
-/// Like [`run`] through [`Parser::feed_with`]: the frames it lends, made owned, and the error.
-fn run_lent<'a>(
-    limits: Limits,
-    chunks: impl Iterator<Item = &'a [u8]>,
-) -> (Vec<Frame>, Option<ParseError>) {
-    let mut parser = Parser::with_limits(limits);
-    let mut frames = Vec::new();
-    for chunk in chunks {
-        if let Err(err) = parser.feed_with(chunk, |frame| frames.push(Frame::from(frame))) {
-            return (frames, Some(err));
-        }
-    }
-    (frames, None)
-}
-
 fuzz_target!(|data: &[u8]| {
     let [line, frame, seed, stream @ ..] = data else {
         return;
@@ -61,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
         max_line_bytes: usize::from(*line) + 1,
         max_frame_bytes: usize::from(*frame) + 1,
     };
-    let whole = run(limits, std::iter::once(stream));
+    let whole = run(limits, std::iter::once(stream), false);
     // Chunk sizes cycle through 0..=7 starting at the seed, so empty chunks and a CRLF split
     // across two chunks both occur.
     let mut chunks = Vec::new();
@@ -72,10 +61,10 @@ fuzz_target!(|data: &[u8]| {
         rest = tail;
         size += 1;
     }
-    let chunked = run(limits, chunks.iter().copied());
+    let chunked = run(limits, chunks.iter().copied(), false);
     // Lent frames are the frames `feed` returns.
     assert_eq!(
-        run_lent(limits, chunks.iter().copied()),
+        run(limits, chunks.iter().copied(), true),
         chunked,
         "feed_with lent other frames"
     );
