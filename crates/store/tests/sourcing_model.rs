@@ -5,12 +5,16 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use futures::StreamExt;
 
 use proptest::prelude::*;
 use sluice_store::{
-    Headers, PurgeRequest, SourceConfig, Store, StoreOptions, StreamConfig, StreamHandle,
+    FilterSet, Headers, PurgeRequest, SourceConfig, Store, StoreOptions, StoredMessage,
+    StreamConfig, StreamHandle,
 };
+use tokio::runtime::Runtime;
 
 const SUBJECTS: [&str; 3] = ["o.a", "o.b", "o.c"];
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -69,34 +73,27 @@ struct Seen {
 }
 
 impl Seen {
-    /// Reads what `all` stored since the last call.
-    fn read(&mut self, all: &StreamHandle) {
-        let last = all.info(None).state.last_seq;
-        for seq in self.read_to + 1..=last {
-            if let Some(m) = all.get(seq).unwrap() {
-                let v = m.headers.get("Nats-Stream-Source").unwrap();
-                let origin_seq: u64 = v.split(' ').nth(1).unwrap().parse().unwrap();
-                *self.count.entry(origin_seq).or_default() += 1;
-            }
-        }
-        self.read_to = last;
+    /// Counts one message the sourcing stream stored.
+    fn note(&mut self, m: &StoredMessage) {
+        let v = m.headers.get("Nats-Stream-Source").unwrap();
+        let origin_seq: u64 = v.split(' ').nth(1).unwrap().parse().unwrap();
+        *self.count.entry(origin_seq).or_default() += 1;
+        self.read_to = m.seq;
     }
 
-    /// Reads until every origin seq in `want` has been stored (deadline).
-    fn catch_up(&mut self, all: &StreamHandle, want: &[u64]) {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            self.read(all);
-            if want.iter().all(|s| self.count.contains_key(s)) {
-                return;
+    /// Follows what `all` stores, as it is stored, until every origin seq in `want` has
+    /// arrived (deadline).
+    fn catch_up(&mut self, rt: &Runtime, all: &StreamHandle, want: &[u64]) {
+        let mut stored = Box::pin(all.subscribe(self.read_to + 1, FilterSet::new([">"]).unwrap()));
+        let until_all_arrived = async {
+            while !want.iter().all(|s| self.count.contains_key(s)) {
+                let m = stored.next().await.expect("the stream is open").unwrap();
+                self.note(&m);
             }
-            assert!(
-                Instant::now() < deadline,
-                "not sourced: {want:?} vs {:?}",
-                self.count
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        };
+        let arrived =
+            rt.block_on(async { tokio::time::timeout(DEADLINE, until_all_arrived).await });
+        assert!(arrived.is_ok(), "not sourced: {want:?} vs {:?}", self.count);
     }
 }
 
@@ -122,7 +119,7 @@ proptest! {
 
     #[test]
     fn every_matching_origin_message_is_sourced_exactly_once(ops in proptest::collection::vec(op(), 1..16)) {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let (mut store, _) = Store::open(dir.path(), opts()).unwrap();
         let mut origin = store.create_stream(StreamConfig::new("O", ["o.*"])).unwrap();
@@ -143,26 +140,25 @@ proptest! {
                     }
                 }
                 Op::Purge => {
-                    seen.catch_up(&all, &matching);
+                    seen.catch_up(&rt, &all, &matching);
                     rt.block_on(all.purge(PurgeRequest::default())).unwrap();
                 }
                 Op::Flush => rt.block_on(all.flush()).unwrap(),
                 Op::Reopen(how) => {
-                    seen.catch_up(&all, &matching);
+                    seen.catch_up(&rt, &all, &matching);
                     store.close();
                     damage(dir.path(), how);
                     let (s, _) = Store::open(dir.path(), opts()).unwrap();
                     store = s;
                     origin = store.stream("O").unwrap();
                     all = store.stream("ALL").unwrap();
-                    seen.read_to = all.info(None).state.last_seq;
                 }
             }
         }
         // Sourcing follows origin order: once these arrive, any duplicate would have too.
         publish(&origin, 0, &mut matching);
         publish(&origin, 1, &mut matching);
-        seen.catch_up(&all, &matching);
+        seen.catch_up(&rt, &all, &matching);
         let twice: Vec<_> = seen.count.iter().filter(|(_, n)| **n > 1).collect();
         prop_assert!(twice.is_empty(), "sourced more than once: {:?}", twice);
         let got: Vec<u64> = seen.count.keys().copied().collect();
