@@ -257,37 +257,43 @@ fn check_head(response: &httparse::Response<'_, '_>, body_start: &[u8]) -> anyho
 #[cfg(test)]
 mod tests {
     use tokio::net::TcpListener;
+    use tokio::sync::mpsc;
 
     use super::*;
 
     const SSE_HEAD: &[u8] =
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
 
-    /// A server on 127.0.0.1 that answers one request with `pieces`, flushing each on its
-    /// own, and then closes the connection.
-    async fn serve(pieces: Vec<Vec<u8>>) -> Target {
+    /// A server on 127.0.0.1 that answers one request with `pieces` and then closes the
+    /// connection: the first piece at once, each further one when the client says (through the
+    /// returned sender) that it is about to read again — so every read gets one piece, and
+    /// framing split across reads is met.
+    async fn serve(pieces: Vec<Vec<u8>>) -> (Target, mpsc::UnboundedSender<()>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
+        let (more, mut wanted) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             let (mut socket, _) = listener.accept().await.unwrap();
             let mut request = [0; 1024];
             let _ = socket.read(&mut request).await.unwrap();
-            socket.set_nodelay(true).unwrap();
-            for piece in pieces {
+            for (i, piece) in pieces.into_iter().enumerate() {
+                if i > 0 && wanted.recv().await.is_none() {
+                    return;
+                }
                 socket.write_all(&piece).await.unwrap();
-                // The client reads each piece on its own, so framing split across reads is met.
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
         });
-        Target::parse(&url).unwrap()
+        (Target::parse(&url).unwrap(), more)
     }
 
     /// Everything the stream delivers, and how it ended.
     async fn read_all(pieces: Vec<Vec<u8>>) -> anyhow::Result<(Vec<u8>, End)> {
-        let target = serve(pieces).await;
+        let (target, more) = serve(pieces).await;
         let mut stream = EventStream::open(&target, "/events?topic=a").await?;
         let mut data = Vec::new();
         loop {
+            // The server may be done already.
+            let _ = more.send(());
             let step = stream.read().await;
             if let Err(end) =
                 step.and_then(|()| stream.decode(|bytes| data.extend_from_slice(bytes)))
