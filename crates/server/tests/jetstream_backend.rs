@@ -92,19 +92,21 @@ async fn publish_round_robin(
     expected
 }
 
-/// Publishes, retrying while the backend is reconnecting, until `DEADLINE`.
+/// Publishes, retrying while the backend is reconnecting.
 async fn publish_eventually(backend: &JetStreamBackend, subject: &str, payload: &str) -> u64 {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
+    let mut seq = None;
+    eventually_async(&format!("a publish to {subject}"), async || {
         match backend.publish(request(subject, payload)).await {
-            Ok(ack) => return ack.seq,
-            Err(BackendError::Unavailable(reason)) if Instant::now() < deadline => {
-                eprintln!("publish not possible yet: {reason}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
+            Ok(ack) => seq = Some(ack.seq),
+            Err(BackendError::Unavailable(reason)) => {
+                eprintln!("publish not possible yet: {reason}")
             }
             Err(err) => panic!("publish to {subject}: {err}"),
         }
-    }
+        seq.is_some()
+    })
+    .await;
+    seq.expect("published")
 }
 
 /// The next `count` messages of `feed` as (seq, subject, payload).

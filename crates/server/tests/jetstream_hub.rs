@@ -19,7 +19,6 @@ use serde_json::json;
 use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig};
 use sluice_server::config::{BackendKind, Config};
 use sluice_test_support::{NatsServer, SseClient, eventually_async};
-use tokio::time::Instant;
 
 /// Hubs over a fresh JetStream stream on a nats-server of their own.
 struct JetStream;
@@ -85,25 +84,16 @@ common::every_scenario!(JetStream);
 async fn publish_numbered(hub: &TestHub, range: std::ops::RangeInclusive<u32>) -> Vec<String> {
     let mut ids = Vec::new();
     for n in range {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
+        eventually_async(&format!("publish {n} accepted"), async || {
             let response = hub.publish_raw(json!({ "topic": "t", "payload": n })).await;
-            if response.status == 200 {
-                ids.push(
-                    response.json().expect("json")["id"]
-                        .as_str()
-                        .expect("id")
-                        .to_owned(),
-                );
-                break;
+            if response.status != 200 {
+                return false;
             }
-            assert!(
-                Instant::now() < deadline,
-                "publish {n}: {}",
-                response.text()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            let ack = response.json().expect("json");
+            ids.push(ack["id"].as_str().expect("id").to_owned());
+            true
+        })
+        .await;
     }
     ids
 }
