@@ -186,17 +186,7 @@ async fn nats(bin: &Path, sync_always: bool, label: &str, n: usize) {
     })
     .await
     .unwrap();
-    let (took, lat) = pipelined(n, 1000, || {
-        let js = js.clone();
-        async move {
-            js.publish("b.x", bytes::Bytes::from_static(&PAYLOAD))
-                .await
-                .unwrap()
-                .await
-                .unwrap();
-        }
-    })
-    .await;
+    let (took, lat) = pipelined(n, 1000, || publish_acked(js.clone())).await;
     report(
         "nats-server",
         &format!("{label}, 1000 in flight"),
@@ -207,17 +197,7 @@ async fn nats(bin: &Path, sync_always: bool, label: &str, n: usize) {
     let per = (n / 64 / 4).min(if sync_always { 20 } else { usize::MAX });
     let start = Instant::now();
     let publisher = js.clone();
-    let lat = concurrent_publishers(per as u64, move || {
-        let js = publisher.clone();
-        async move {
-            js.publish("b.x", bytes::Bytes::from_static(&PAYLOAD))
-                .await
-                .unwrap()
-                .await
-                .unwrap();
-        }
-    })
-    .await;
+    let lat = concurrent_publishers(per as u64, move || publish_acked(publisher.clone())).await;
     report(
         "nats-server",
         &format!("{label}, 64 publishers"),
@@ -225,6 +205,15 @@ async fn nats(bin: &Path, sync_always: bool, label: &str, n: usize) {
         start.elapsed(),
         lat,
     );
+}
+
+/// One publish to nats-server, awaited until JetStream acknowledges it.
+async fn publish_acked(js: async_nats::jetstream::Context) {
+    js.publish("b.x", bytes::Bytes::from_static(&PAYLOAD))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
 }
 
 fn main() {
