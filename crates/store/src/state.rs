@@ -247,11 +247,16 @@ impl State {
         }
     }
 
+    /// The first and last sequence readers may see (first = last + 1 when none is retained).
+    pub fn visible_range(&self) -> (u64, u64) {
+        let last = self.table.last_seq.min(self.visible);
+        (self.table.first_seq().min(last + 1), last)
+    }
+
     /// Info about the stream. The first message's time may need its block read; a block that
     /// cannot be read leaves it out (the error is logged).
     pub fn info(&mut self, subjects: Option<&FilterSet>) -> StreamInfo {
-        let last = self.table.last_seq.min(self.visible);
-        let first = self.table.first_seq().min(last + 1);
+        let (first, last) = self.visible_range();
         let first_time = if first <= last {
             self.table.first_time().unwrap_or_else(|e| {
                 tracing::warn!(stream = %self.config.name, "first message time unknown: {e}");

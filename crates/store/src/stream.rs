@@ -279,6 +279,14 @@ impl StreamHandle {
         self.shared.lock().info(subjects)
     }
 
+    /// The first retained sequence (the last + 1 when the stream is empty) and the stream's
+    /// incarnation — what a reader whose read skipped positions checks — without building
+    /// [`StreamHandle::info`] (no configuration copied, no block read).
+    pub fn retained_from(&self) -> (u64, u64) {
+        let st = self.shared.lock();
+        (st.visible_range().0, st.incarnation)
+    }
+
     /// The stream's configuration (no state: nothing is read).
     pub fn config(&self) -> StreamConfig {
         self.shared.lock().config.clone()

@@ -218,8 +218,9 @@ impl Backend for EmbeddedBackend {
         })
     }
 
-    fn state_is_local(&self) -> bool {
-        true
+    fn retained_from(&self) -> Option<(u64, u64)> {
+        // A stream that is gone is the feed's to find out by its subscription ending.
+        self.handle().ok().map(|handle| handle.retained_from())
     }
 
     async fn subscribe(

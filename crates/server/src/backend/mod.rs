@@ -127,11 +127,12 @@ pub trait Backend: Send + Sync + 'static {
     /// The stream's current state.
     async fn stream_state(&self) -> Result<StreamState, BackendError>;
 
-    /// Whether [`Backend::stream_state`] is answered in-process, without a request. Readers
-    /// then check every position their subscription skipped against the first retained
-    /// sequence (see `fanout::removed_from_front`); otherwise only readers catching up do.
-    fn state_is_local(&self) -> bool {
-        false
+    /// The first retained sequence and the epoch, when the backend knows them in-process,
+    /// without a request (the embedded store); `None` otherwise. Readers whose subscription
+    /// skipped positions check them against it (see `fanout::removed_from_front`): the shared
+    /// feed only where this answers, readers catching up always.
+    fn retained_from(&self) -> Option<(u64, u64)> {
+        None
     }
 
     /// Every message with `seq >= start` whose subject matches any of `filters`, in sequence

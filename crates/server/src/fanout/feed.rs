@@ -200,18 +200,35 @@ pub async fn subscribe_in_epoch(
 /// read reached them, which readers must be told of. Front removal only ever raises the first
 /// retained sequence, so every skipped position below it now may have held a message the reader
 /// never got: that range is returned (positions, not messages — some may hold other topics).
+/// Asks the backend only when it cannot answer in-process ([`Backend::retained_from`]).
 pub async fn removed_from_front(
     backend: &dyn Backend,
     epoch: u64,
     from: u64,
     to: u64,
 ) -> Result<Option<(u64, u64)>, Lost> {
-    match backend.stream_state().await {
-        Ok(state) if state.epoch != epoch => Err(Lost::Replaced),
-        Ok(state) if state.first_seq > from => Ok(Some((from, to.min(state.first_seq - 1)))),
-        Ok(_) => Ok(None),
-        Err(err) => Err(Lost::Failed(err)),
+    let retained = match backend.retained_from() {
+        Some(known) => known,
+        None => {
+            let state = backend.stream_state().await.map_err(Lost::Failed)?;
+            (state.first_seq, state.epoch)
+        }
+    };
+    below_first(retained, epoch, from, to)
+}
+
+/// The part of the skipped `from..=to` below the first retained sequence, given the stream's
+/// `(first retained sequence, epoch)`; an error when the stream is no longer incarnation `epoch`.
+fn below_first(
+    (first, now): (u64, u64),
+    epoch: u64,
+    from: u64,
+    to: u64,
+) -> Result<Option<(u64, u64)>, Lost> {
+    if now != epoch {
+        return Err(Lost::Replaced);
     }
+    Ok((first > from).then(|| (from, to.min(first - 1))))
 }
 
 /// A backend subscription in a known incarnation.
@@ -250,16 +267,10 @@ async fn run(core: Arc<FeedCore>, backend: Arc<dyn Backend>, metrics: Arc<Metric
                                 failures = 0;
                                 // Only where asking is free: a live feed of one topic skips
                                 // at almost every message.
-                                if message.seq > next && backend.state_is_local() {
+                                let retained = backend.retained_from();
+                                if let Some(retained) = retained.filter(|_| message.seq > next) {
                                     let epoch = core.encoder.epoch;
-                                    match removed_from_front(
-                                        &*backend,
-                                        epoch,
-                                        next,
-                                        message.seq - 1,
-                                    )
-                                    .await
-                                    {
+                                    match below_first(retained, epoch, next, message.seq - 1) {
                                         Ok(None) => {}
                                         Ok(Some((from, to))) => {
                                             tracing::warn!(filters = %core.filters, from, to, "positions removed before the feed read them");
@@ -267,14 +278,9 @@ async fn run(core: Arc<FeedCore>, backend: Arc<dyn Backend>, metrics: Arc<Metric
                                                 ring.push(core.encoder.lost(from, to))
                                             });
                                         }
-                                        Err(Lost::Replaced) => {
+                                        Err(_) => {
                                             core.close();
                                             return;
-                                        }
-                                        Err(Lost::Failed(err)) => {
-                                            core.publish();
-                                            record(&metrics, &err, "feed state check failed");
-                                            break 'read;
                                         }
                                     }
                                 }
