@@ -477,6 +477,9 @@ impl Table {
             Some((0, u32::MAX))
         } else if let Some(subject) = proto::literal(filter) {
             self.subject_blocks(subject)
+        } else if self.subjects.len() > NARROW_WILDCARD_MAX_SUBJECTS {
+            // Every read of a wildcard would match every subject: walk the blocks instead.
+            Some((0, u32::MAX))
         } else {
             self.subjects
                 .iter()
@@ -567,6 +570,11 @@ impl Table {
     }
 }
 
+/// Up to this many subjects, a wildcard read first narrows the blocks to those its matching
+/// subjects may be in (one pass over the subjects, every read); with more, that pass would
+/// cost more than walking the blocks in range.
+const NARROW_WILDCARD_MAX_SUBJECTS: usize = 256;
+
 /// The first sequence in `[from, upto]` of a loaded block whose subject matches `filter`:
 /// walking the messages costs the distance to the match, asking every matching subject costs
 /// the number of subjects, so walk up to that many steps, then ask.
@@ -625,6 +633,39 @@ mod tests {
         })
         .unwrap();
         out
+    }
+
+    /// With more subjects than a wildcard read narrows by, it walks the blocks and still
+    /// finds the first match from every position.
+    #[test]
+    fn a_wildcard_over_many_subjects_finds_the_first_match() {
+        let msgs: Vec<(u64, String)> = (0..2 * NARROW_WILDCARD_MAX_SUBJECTS)
+            .map(|i| {
+                (
+                    0,
+                    format!(
+                        "{}.{}",
+                        ["a", "b"][i % 2],
+                        i % (NARROW_WILDCARD_MAX_SUBJECTS + 7)
+                    ),
+                )
+            })
+            .collect();
+        let mut t = table(&msgs, 16);
+        assert!(t.num_subjects() as usize > NARROW_WILDCARD_MAX_SUBJECTS);
+        let filter = FilterSet::new(["b.*"]).unwrap();
+        let walk = all(&mut t);
+        for from in [0, 1, 2, 100, 511, 512, 513] {
+            let want = walk
+                .iter()
+                .find(|(seq, m)| *seq >= from && filter.matches(&m.subject))
+                .map(|(seq, _)| *seq);
+            assert_eq!(
+                t.next_matching(from, t.last_seq, &filter).unwrap(),
+                want,
+                "from {from}"
+            );
+        }
     }
 
     proptest! {
