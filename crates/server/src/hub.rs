@@ -1,20 +1,17 @@
 //! The hub: configuration, backend, metrics and fan-out shared by every request, and the
 //! server loop with graceful shutdown.
 
-use std::future::Future;
-use std::io;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::auth::{AuthConfigError, Authenticator};
 use crate::backend::Backend;
 use crate::config::Config;
+use crate::conn::ConnInfo;
 use crate::fanout::Fanout;
 use crate::metrics::Metrics;
-use crate::net::ConnInfo;
 use crate::session::{ConnectionGuard, SessionContext};
 
 /// Everything a request handler needs.
@@ -80,7 +77,6 @@ impl Hub {
     /// What a new session needs.
     pub fn session_context(&self) -> SessionContext {
         SessionContext {
-            backend: self.backend.clone(),
             metrics: self.metrics.clone(),
             heartbeat: self.config.sse.heartbeat,
             shutdown: self.shutdown.subscribe(),
@@ -106,18 +102,4 @@ impl Hub {
     pub fn is_shutting_down(&self) -> bool {
         *self.shutdown.borrow()
     }
-}
-
-/// Serves `hub` on `listener` until `signal` completes, then drains: stops accepting, ends
-/// every event stream, waits for responses in flight, and shuts the backend down.
-pub async fn serve(
-    hub: Arc<Hub>,
-    listener: TcpListener,
-    signal: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
-    let result = crate::net::serve(hub.clone(), listener, signal).await;
-    hub.begin_shutdown();
-    hub.backend.shutdown().await;
-    tracing::info!("shut down");
-    result
 }

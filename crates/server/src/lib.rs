@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod backend;
 pub mod config;
+pub mod conn;
 pub mod event_id;
 pub mod fanout;
 pub mod frames;
@@ -19,4 +20,5 @@ pub mod plan;
 pub mod session;
 pub mod topics;
 
-pub use hub::{Hub, serve};
+pub use hub::Hub;
+pub use net::serve;

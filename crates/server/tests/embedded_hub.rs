@@ -167,39 +167,6 @@ async fn config_topic_prefix_applies_to_publish_and_subscribe() {
     hub.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn catch_up_from_an_expired_position_reports_what_was_lost() {
-    let (hub, backend) = Embedded::start_with_store(Config::default()).await;
-    for n in 0..5 {
-        hub.publish("t", json!(n)).await;
-    }
-    let stream = backend.store().unwrap().stream("sluice").unwrap();
-    stream
-        .purge(PurgeRequest {
-            up_to_seq: Some(4),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let first = stream.info(None).state.first_seq;
-    let state = backend.stream_state().await.unwrap();
-    let filters = vec!["t".to_owned()];
-    let subscription =
-        sluice_server::fanout::subscribe_in_epoch(&*backend, &filters, 2, state.epoch)
-            .await
-            .unwrap_or_else(|_| panic!("subscribes"));
-    assert_eq!(subscription.lost, Some((2, first - 1)));
-    let fresh = sluice_server::fanout::subscribe_in_epoch(&*backend, &filters, first, state.epoch)
-        .await
-        .unwrap_or_else(|_| panic!("subscribes"));
-    assert_eq!(fresh.lost, None);
-    assert!(matches!(
-        sluice_server::fanout::subscribe_in_epoch(&*backend, &filters, 1, state.epoch + 1).await,
-        Err(sluice_server::fanout::Lost::Replaced)
-    ));
-    hub.stop().await;
-}
-
 /// A served stream that sources two others: publishes land in the stream that captures their
 /// topic, and a subscriber of both gets one ordered stream with one cursor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,7 @@ use sluice_store::{
 
 use super::{
     Backend, BackendError, BackendMessage, Health, MessageStream, PublishAck, PublishRequest,
-    StreamState,
+    Retained, StreamState,
 };
 use crate::config::{Config, StreamDecl, duration};
 
@@ -218,9 +218,10 @@ impl Backend for EmbeddedBackend {
         })
     }
 
-    fn retained_from(&self) -> Option<(u64, u64)> {
+    fn retained_from(&self) -> Option<Retained> {
         // A stream that is gone is the feed's to find out by its subscription ending.
-        self.handle().ok().map(|handle| handle.retained_from())
+        let (first_seq, epoch) = self.handle().ok()?.retained_from();
+        Some(Retained { first_seq, epoch })
     }
 
     async fn subscribe(

@@ -105,6 +105,15 @@ pub enum BackendError {
     Other(String),
 }
 
+/// Where a stream's retained messages begin, in which incarnation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retained {
+    /// The first retained sequence; the last + 1 when the stream holds no messages.
+    pub first_seq: u64,
+    /// The stream's incarnation.
+    pub epoch: u64,
+}
+
 /// An ordered, back-pressured sequence of messages.
 pub type MessageStream = BoxStream<'static, Result<BackendMessage, BackendError>>;
 
@@ -127,11 +136,11 @@ pub trait Backend: Send + Sync + 'static {
     /// The stream's current state.
     async fn stream_state(&self) -> Result<StreamState, BackendError>;
 
-    /// The first retained sequence and the epoch, when the backend knows them in-process,
-    /// without a request (the embedded store); `None` otherwise. Readers whose subscription
-    /// skipped positions check them against it (see `fanout::removed_from_front`): the shared
-    /// feed only where this answers, readers catching up always.
-    fn retained_from(&self) -> Option<(u64, u64)> {
+    /// What the stream retains, when the backend knows it in-process, without a request (the
+    /// embedded store); `None` otherwise. Readers whose subscription skipped positions check
+    /// them against it (see `fanout::Source`): the shared feed only where this answers, readers
+    /// catching up always.
+    fn retained_from(&self) -> Option<Retained> {
         None
     }
 

@@ -1,17 +1,18 @@
-//! One shared backend subscription for one topic set, filling a ring of encoded frames.
+//! One shared backend subscription for one topic set, filling a ring of encoded frames:
+//! [`Source`] → [`Ring`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
 use sluice_protocol::subject::FilterSet;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use super::encode::Encoder;
-use super::ring::{Entry, Read, Ring};
-use crate::backend::{Backend, BackendError, BackendMessage, MessageStream};
+use super::ring::{Read, Ring};
+use super::source::{Lost, Role, SkipCheck, Source, SourceSpec};
+use crate::backend::Backend;
 use crate::metrics::Metrics;
 
 /// The state readers share with the feed task.
@@ -21,6 +22,8 @@ pub struct FeedCore {
     pub filters: FilterSet,
     /// How this feed's (and its readers') frames are encoded.
     pub encoder: Encoder,
+    backend: Arc<dyn Backend>,
+    metrics: Arc<Metrics>,
     ring: RwLock<Ring>,
     /// Bumped after every change of the ring, and when the feed closes.
     position: watch::Sender<u64>,
@@ -48,20 +51,25 @@ impl FeedCore {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Adds a message to the ring without waking readers (see [`FeedCore::publish`]).
-    fn accept(&self, message: &BackendMessage) {
-        match self.encoder.entry(message) {
-            Some(entry) => self.change(|ring| ring.push(entry)),
-            None => self.change(|ring| ring.advance(message.seq + 1)),
+    /// What a source of this feed's topic set reads (the feed's own, or a reader's catching
+    /// up behind the ring).
+    pub fn source_spec(&self, skip_check: SkipCheck, role: Role) -> SourceSpec {
+        SourceSpec {
+            backend: self.backend.clone(),
+            metrics: self.metrics.clone(),
+            filters: self.filters.clone(),
+            encoder: self.encoder.clone(),
+            skip_check,
+            role,
         }
     }
 
-    /// Adds an entry and wakes the readers.
-    fn push(&self, entry: Entry) {
-        self.change(|ring| ring.push(entry));
-        self.publish();
+    /// Counts a reader's opening its own source to catch up.
+    pub fn count_catch_up(&self) {
+        self.metrics.catchups.inc();
     }
 
+    /// Changes the ring without waking readers (see [`FeedCore::publish`]).
     fn change(&self, change: impl FnOnce(&mut Ring)) {
         if let Ok(mut ring) = self.ring.write() {
             change(&mut ring);
@@ -135,11 +143,13 @@ impl Feed {
         let core = Arc::new(FeedCore {
             filters: start.filters,
             encoder: start.encoder,
+            backend,
+            metrics,
             ring: RwLock::new(Ring::new(start.ring_size, start.start)),
             position,
             closed: AtomicBool::new(false),
         });
-        let task = tokio::spawn(run(core.clone(), backend, metrics, start.start)).abort_handle();
+        let task = tokio::spawn(run(core.clone(), start.start)).abort_handle();
         Self {
             core,
             task,
@@ -148,7 +158,7 @@ impl Feed {
     }
 }
 
-/// Most messages added to the ring before the readers are woken.
+/// Most entries added to the ring before the readers are woken.
 const MAX_COALESCED: usize = 256;
 
 /// Backoff between attempts to re-establish a lost backend subscription.
@@ -156,184 +166,60 @@ fn backoff(failures: u32) -> Duration {
     Duration::from_millis(100u64.saturating_mul(1 << failures.min(6))).min(Duration::from_secs(5))
 }
 
-/// Why a subscription in a given incarnation could not be made.
-#[derive(Debug)]
-pub enum Lost {
-    /// The stream is now another incarnation (deleted and created again).
-    Replaced,
-    /// The backend failed; trying again later may work.
-    Failed(BackendError),
-}
-
-/// Subscribes from `start` only if the stream is still incarnation `epoch`. The epoch is
-/// checked before and after subscribing, so a subscription made while the stream is being
-/// recreated never silently continues in the new incarnation with positions of the old one.
-///
-/// When `start` is below the first retained sequence, the positions in between are gone; the
-/// subscription reports them in [`Subscription::lost`] so the reader can say so instead of
-/// silently skipping them.
-pub async fn subscribe_in_epoch(
-    backend: &dyn Backend,
-    filters: &[String],
-    start: u64,
-    epoch: u64,
-) -> Result<Subscription, Lost> {
-    let check = || async {
-        match backend.stream_state().await {
-            Ok(state) if state.epoch == epoch => Ok(state.first_seq),
-            Ok(_) => Err(Lost::Replaced),
-            Err(err) => Err(Lost::Failed(err)),
-        }
-    };
-    check().await?;
-    let stream = backend
-        .subscribe(filters, start)
-        .await
-        .map_err(Lost::Failed)?;
-    let first = check().await?;
-    let lost = (start < first).then(|| (start, first - 1));
-    Ok(Subscription { stream, lost })
-}
-
-/// A read of the stream skipped positions `from..=to`: those that hold other topics or were
-/// deleted on purpose, and those removed from the stream's front (limits, age, purge) before the
-/// read reached them, which readers must be told of. Front removal only ever raises the first
-/// retained sequence, so every skipped position below it now may have held a message the reader
-/// never got: that range is returned (positions, not messages — some may hold other topics).
-/// Asks the backend only when it cannot answer in-process ([`Backend::retained_from`]).
-pub async fn removed_from_front(
-    backend: &dyn Backend,
-    epoch: u64,
-    from: u64,
-    to: u64,
-) -> Result<Option<(u64, u64)>, Lost> {
-    let retained = match backend.retained_from() {
-        Some(known) => known,
-        None => {
-            let state = backend.stream_state().await.map_err(Lost::Failed)?;
-            (state.first_seq, state.epoch)
-        }
-    };
-    below_first(retained, epoch, from, to)
-}
-
-/// The part of the skipped `from..=to` below the first retained sequence, given the stream's
-/// `(first retained sequence, epoch)`; an error when the stream is no longer incarnation `epoch`.
-fn below_first(
-    (first, now): (u64, u64),
-    epoch: u64,
-    from: u64,
-    to: u64,
-) -> Result<Option<(u64, u64)>, Lost> {
-    if now != epoch {
-        return Err(Lost::Replaced);
-    }
-    Ok((first > from).then(|| (from, to.min(first - 1))))
-}
-
-/// A backend subscription in a known incarnation.
-pub struct Subscription {
-    /// The messages.
-    pub stream: MessageStream,
-    /// Positions `from..=to` no longer retained when the subscription began.
-    pub lost: Option<(u64, u64)>,
-}
-
-/// Reads the backend into the ring forever; when the subscription is lost it resumes from
-/// the last sequence seen (so nothing is skipped), unless the stream was replaced by a new
-/// incarnation, in which case the feed closes and its readers end their streams.
-async fn run(core: Arc<FeedCore>, backend: Arc<dyn Backend>, metrics: Arc<Metrics>, start: u64) {
-    let filters = core.filters.as_slice().to_vec();
+/// Source → ring, forever: when the subscription is lost the feed resumes from the source's
+/// position (so nothing is skipped), unless the stream was replaced by a new incarnation, in
+/// which case the feed closes and its readers end their streams.
+async fn run(core: Arc<FeedCore>, start: u64) {
     let mut next = start;
     let mut failures = 0;
     loop {
-        match subscribe_in_epoch(&*backend, &filters, next, core.encoder.epoch).await {
-            Ok(Subscription { mut stream, lost }) => {
-                if let Some((from, to)) = lost {
-                    tracing::warn!(filters = %core.filters, from, to, "feed resumed after positions expired");
-                    core.push(core.encoder.lost(from, to));
-                    next = next.max(to + 1);
+        let lost =
+            match Source::open(core.source_spec(SkipCheck::InProcess, Role::Feed), next).await {
+                Ok(mut source) => {
+                    let lost = fill(&core, &mut source, &mut failures).await;
+                    next = source.position();
+                    lost
                 }
-                'read: while let Some(first) = stream.next().await {
-                    // Take every message that is already there (up to MAX_COALESCED), then
-                    // wake the readers once: a burst costs one wake-up per reader, not one
-                    // per message. No message is taken from the stream beyond the bound, so
-                    // none is dropped.
-                    let mut item = Some(first);
-                    let mut taken = 0;
-                    while let Some(current) = item.take() {
-                        match current {
-                            Ok(message) => {
-                                failures = 0;
-                                // Only where asking is free: a live feed of one topic skips
-                                // at almost every message.
-                                let retained = backend.retained_from();
-                                if let Some(retained) = retained.filter(|_| message.seq > next) {
-                                    let epoch = core.encoder.epoch;
-                                    match below_first(retained, epoch, next, message.seq - 1) {
-                                        Ok(None) => {}
-                                        Ok(Some((from, to))) => {
-                                            tracing::warn!(filters = %core.filters, from, to, "positions removed before the feed read them");
-                                            core.change(|ring| {
-                                                ring.push(core.encoder.lost(from, to))
-                                            });
-                                        }
-                                        Err(_) => {
-                                            core.close();
-                                            return;
-                                        }
-                                    }
-                                }
-                                next = next.max(message.seq + 1);
-                                core.accept(&message);
-                            }
-                            Err(err) => {
-                                core.publish();
-                                record(&metrics, &err, "feed lost");
-                                break 'read;
-                            }
-                        }
-                        taken += 1;
-                        if taken == MAX_COALESCED {
-                            break;
-                        }
-                        match stream.next().now_or_never() {
-                            Some(Some(more)) => item = Some(more),
-                            Some(None) => {
-                                core.publish();
-                                break 'read;
-                            }
-                            None => {}
-                        }
-                    }
-                    core.publish();
-                    // A stream with messages ready never returns Pending; without this the
-                    // feed would hold its worker and starve the readers it wakes (they sit in
-                    // the worker's LIFO slot).
-                    tokio::task::consume_budget().await;
-                }
-            }
-            Err(Lost::Replaced) => {
-                tracing::info!(filters = %core.filters, "stream was recreated; closing its feed");
-                core.close();
-                return;
-            }
-            Err(Lost::Failed(err)) => record(&metrics, &err, "feed subscribe failed"),
+                Err(lost) => lost,
+            };
+        if let Lost::Replaced = lost {
+            tracing::info!(filters = %core.filters, "stream was recreated; closing its feed");
+            core.close();
+            return;
         }
         failures += 1;
         tokio::time::sleep(backoff(failures)).await;
     }
 }
 
-/// Logs and counts a backend error by kind.
-pub fn record(metrics: &Metrics, err: &BackendError, what: &str) {
-    let kind = match err {
-        BackendError::Api { .. } => "api",
-        BackendError::Unavailable(_) => "unavailable",
-        BackendError::Other(_) => "other",
-    };
-    tracing::warn!(error = %err, kind, "{what}");
-    Metrics::count(&metrics.backend_errors, "kind", kind);
+/// Moves the source's entries into the ring until the source is lost; says why it was.
+async fn fill(core: &FeedCore, source: &mut Source, failures: &mut u32) -> Lost {
+    loop {
+        let first = match source.next().await {
+            Ok(entry) => entry,
+            Err(lost) => {
+                core.publish();
+                return lost;
+            }
+        };
+        *failures = 0;
+        // Take every entry that is already there (up to MAX_COALESCED), then wake the readers
+        // once: a burst costs one wake-up per reader, not one per message. Nothing is taken
+        // from the source beyond the bound, so nothing is dropped.
+        core.change(|ring| ring.push(first));
+        for _ in 1..MAX_COALESCED {
+            match source.ready() {
+                Some(entry) => core.change(|ring| ring.push(entry)),
+                None => break,
+            }
+        }
+        // Control messages and other topics move the feed's position without an entry.
+        core.change(|ring| ring.advance(source.position()));
+        core.publish();
+        // A source with entries ready never returns Pending; without this the feed would hold
+        // its worker and starve the readers it wakes (they sit in the worker's LIFO slot).
+        tokio::task::consume_budget().await;
+    }
 }
 
 #[cfg(test)]

@@ -1,23 +1,40 @@
 //! Fan-out: per node, one backend subscription per distinct topic set, feeding a bounded ring
 //! of frames encoded once; every connection is only a cursor into that ring.
 //!
-//! A connection that falls behind the ring (or starts before it) reads from the stream itself
+//! One algorithm turns the stream into entries, [`Source`]; it has two readers:
+//!
+//! ```text
+//! backend ─► Source ─► feed task ─► Ring ─► Cursor ─► session
+//!    └─────► Source (a cursor's own, while it is behind the ring) ─┘
+//! ```
+//!
+//! A [`Cursor`] that falls behind the ring (or starts before it) reads from the stream itself
 //! until it reaches the ring, then rejoins it — no gap, no duplicate, no disconnect.
+//!
+//! | file        | job                                                                  |
+//! |-------------|----------------------------------------------------------------------|
+//! | `source.rs` | a backend subscription in one incarnation → entries, losses reported |
+//! | `encode.rs` | a stream message → the frame every subscriber gets                   |
+//! | `ring.rs`   | the bounded ring of encoded frames                                   |
+//! | `feed.rs`   | the shared feed: its own source → the ring                           |
+//! | `cursor.rs` | one reader's position: the ring, or its own source while behind      |
 
+mod cursor;
 mod encode;
 mod feed;
 mod ring;
+mod source;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use sluice_protocol::subject::FilterSet;
 
+pub use cursor::Cursor;
 pub use encode::{Encoder, is_control};
-pub use feed::{
-    Feed, FeedCore, Lost, Subscription, record, removed_from_front, subscribe_in_epoch,
-};
+pub use feed::{Feed, FeedCore};
 pub use ring::{Entry, EntryKind, Read, Ring};
+pub use source::{Lost, Role, SkipCheck, Source, SourceSpec, record};
 
 use crate::backend::{Backend, StreamState};
 use crate::metrics::Metrics;

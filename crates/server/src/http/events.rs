@@ -18,14 +18,14 @@ use bytes::BytesMut;
 
 use super::ApiError;
 use crate::auth::Direction;
+use crate::conn::ConnInfo;
 use crate::event_id::choose_cursor;
 use crate::fanout::record;
 use crate::frames;
 use crate::hub::Hub;
 use crate::metrics::Metrics;
-use crate::net::{ConnInfo, StreamHandoff};
 use crate::plan::Plan;
-use crate::session::Session;
+use crate::session::{Session, StreamHandoff};
 use crate::topics;
 
 /// Longest wait for the stream's state before answering 503.

@@ -21,15 +21,16 @@ use super::addresses::{AddressCounts, AddressSlot};
 use super::head::{self, Head, HeadError};
 use super::runtime::StreamRuntime;
 use super::stream::{Socket, stream_head};
-use super::{ConnInfo, ConnState, StreamHandoff, upstream};
+use super::upstream;
+use crate::conn::{ConnInfo, ConnState};
 use crate::http::{ApiError, accepts_event_stream, transient};
 use crate::hub::Hub;
 use crate::metrics::Metrics;
-use crate::session::Session;
+use crate::session::{Session, StreamHandoff};
 
 /// Accepts connections on `listener` until `signal` completes, then drains: stops accepting,
 /// ends every event stream, and waits until every connection has finished.
-pub async fn serve(
+pub(super) async fn accept_until(
     hub: Arc<Hub>,
     listener: TcpListener,
     signal: impl Future<Output = ()> + Send + 'static,

@@ -29,58 +29,25 @@ mod stall;
 mod stream;
 mod upstream;
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
 
-pub use accept::serve;
+use tokio::net::TcpListener;
+
 pub use stall::TimedIo;
 
-use crate::session::Session;
+use crate::hub::Hub;
 
-/// Shared state of one TCP connection.
-#[derive(Debug, Clone, Default)]
-pub struct ConnState(Arc<AtomicBool>);
-
-impl ConnState {
-    /// True once a write stalled for the whole write timeout.
-    pub fn stalled(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-
-    fn mark_stalled(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
-
-/// What a handler learns about its connection (a request extension, wrapped in axum's
-/// `ConnectInfo`).
-#[derive(Debug, Clone)]
-pub struct ConnInfo {
-    /// The client's address.
-    pub peer: SocketAddr,
-    /// The connection's shared state.
-    pub state: ConnState,
-}
-
-/// A request extension set when the connection layer writes the event stream itself: the
-/// `GET /events` handler leaves its [`Session`] here instead of wrapping it in a body.
-#[derive(Clone, Default)]
-pub struct StreamHandoff(Arc<Mutex<Option<Session>>>);
-
-impl std::fmt::Debug for StreamHandoff {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamHandoff").finish_non_exhaustive()
-    }
-}
-
-impl StreamHandoff {
-    /// Leaves `session` for the connection layer.
-    pub fn put(&self, session: Session) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(session);
-    }
-
-    fn take(&self) -> Option<Session> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
-    }
+/// Serves `hub` on `listener` until `signal` completes, then drains: stops accepting, ends
+/// every event stream, waits for responses in flight, and shuts the backend down.
+pub async fn serve(
+    hub: Arc<Hub>,
+    listener: TcpListener,
+    signal: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let result = accept::accept_until(hub.clone(), listener, signal).await;
+    hub.backend.shutdown().await;
+    tracing::info!("shut down");
+    result
 }

@@ -3,7 +3,7 @@
 //! A connection is "slow" only when its socket accepts nothing for `sse.write_timeout` while
 //! the server has bytes to write. [`TimedIo`] measures exactly that: a timer starts when a
 //! write would block, is cleared by any progress, and when it fires the write fails, which
-//! ends the connection and marks it in its [`ConnState`] so the stream logs `slow_client`.
+//! ends the connection and marks it in its [`ConnState`](crate::conn::ConnState) so the stream logs `slow_client`.
 //! (Event streams written by the connection layer itself apply the same rule in
 //! [`super::stream`].)
 
@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use super::ConnState;
+use crate::conn::ConnState;
 
 /// A TCP stream whose writes fail after `timeout` without progress.
 #[derive(Debug)]

@@ -14,7 +14,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::ConnState;
+use crate::conn::ConnState;
 use crate::session::Session;
 
 /// Largest complete answer written by the connection layer (its error and refusal bodies

@@ -13,9 +13,10 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tower_service::Service;
 
+use super::TimedIo;
 use super::rewind::Rewind;
-use super::{ConnInfo, TimedIo};
 use crate::config::Config;
+use crate::conn::ConnInfo;
 
 /// hyper's smallest allowed read buffer limit.
 const HYPER_MIN_BUF: usize = 8192;
