@@ -168,8 +168,17 @@ mod tests {
     use crate::fanout::feed::FeedStart;
     use crate::metrics::Metrics;
     use bytes::Bytes;
+    use proptest::prelude::*;
     use sluice_protocol::headers::Headers;
     use sluice_protocol::subject::FilterSet;
+    use sluice_store::PurgeRequest;
+
+    async fn open_backend(dir: &std::path::Path) -> Arc<EmbeddedBackend> {
+        let mut config = Config::default();
+        config.embedded.data_dir = dir.to_owned();
+        config.embedded.sync = "never".into();
+        Arc::new(EmbeddedBackend::open(&config).await.unwrap().0)
+    }
 
     async fn publish(backend: &dyn Backend, subject: &str) -> u64 {
         let request = PublishRequest {
@@ -180,34 +189,49 @@ mod tests {
         backend.publish(request).await.unwrap().seq
     }
 
+    /// The feed of topic `t`, started at the stream's live end as the hub starts its feeds.
+    async fn feed_at_live_end(backend: Arc<EmbeddedBackend>, ring_size: usize) -> Arc<Feed> {
+        let state = backend.stream_state().await.unwrap();
+        let start = FeedStart {
+            filters: FilterSet::new(["t"]).unwrap(),
+            encoder: Encoder {
+                epoch: state.epoch,
+                topic_prefix: String::new(),
+                max_event_size: 1 << 20,
+            },
+            start: state.last_seq + 1,
+            ring_size,
+        };
+        let metrics = Arc::new(Metrics::new());
+        Arc::new(Feed::spawn(start, backend, metrics, Box::new(|_| {})))
+    }
+
+    /// Waits until the feed has read up to `last`.
+    async fn feed_read_to(feed: &Feed, last: u64) {
+        let mut position = feed.core.subscribe();
+        while *position.borrow_and_update() <= last {
+            position.changed().await.unwrap();
+        }
+    }
+
+    /// The next `count` entries of `cursor`.
+    async fn read(cursor: &mut Cursor, count: usize) -> Vec<Entry> {
+        let mut entries = Vec::new();
+        while entries.len() < count {
+            if let Some(entry) = cursor.next().await.unwrap() {
+                entries.push(entry);
+            }
+        }
+        entries
+    }
+
     /// A cursor that starts far behind a small ring reads the stream itself, rejoins the ring,
     /// and then follows it live: every message of its topic exactly once, in order.
     #[tokio::test]
     async fn a_cursor_behind_the_ring_catches_up_and_rejoins_without_gap_or_duplicate() {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
-        config.embedded.data_dir = dir.path().to_owned();
-        config.embedded.sync = "never".into();
-        let (backend, _) = EmbeddedBackend::open(&config).await.unwrap();
-        let backend: Arc<dyn Backend> = Arc::new(backend);
-        let epoch = backend.stream_state().await.unwrap().epoch;
-        let start = FeedStart {
-            filters: FilterSet::new(["t"]).unwrap(),
-            encoder: Encoder {
-                epoch,
-                topic_prefix: String::new(),
-                max_event_size: 1 << 20,
-            },
-            start: 1,
-            ring_size: 16,
-        };
-        let metrics = Arc::new(Metrics::new());
-        let feed = Arc::new(Feed::spawn(
-            start,
-            backend.clone(),
-            metrics,
-            Box::new(|_| {}),
-        ));
+        let backend = open_backend(dir.path()).await;
+        let feed = feed_at_live_end(backend.clone(), 16).await;
         let mut expected = Vec::new();
         for n in 0..200 {
             let subject = if n % 3 == 0 { "other" } else { "t" };
@@ -216,30 +240,77 @@ mod tests {
                 expected.push(seq);
             }
         }
-        // The ring has moved on far past the cursor's start before it reads anything.
-        let mut position = feed.core.subscribe();
-        while feed.core.low() <= 100 {
-            position.changed().await.unwrap();
-        }
+        feed_read_to(&feed, 200).await;
+        assert!(feed.core.low() > 100, "the ring has moved on");
         let mut cursor = Cursor::new(feed.clone(), 1);
-        let mut seen = Vec::new();
-        let mut caught_up = false;
-        while seen.len() < expected.len() {
-            if let Some(entry) = cursor.next().await.unwrap() {
-                assert_eq!(entry.kind, EntryKind::Message);
-                seen.push(entry.seq);
-            }
-            caught_up |= cursor.is_catching_up();
-        }
-        assert!(caught_up, "the cursor read the stream itself");
+        let first = read(&mut cursor, 1).await;
+        assert!(
+            cursor.is_catching_up(),
+            "the cursor reads the stream itself"
+        );
+        let rest = read(&mut cursor, expected.len() - 1).await;
+        let seen: Vec<u64> = first.iter().chain(&rest).map(|e| e.seq).collect();
         assert_eq!(seen, expected);
         assert!(!cursor.is_catching_up(), "back on the ring");
         let live = publish(&*backend, "t").await;
-        let entry = loop {
-            if let Some(entry) = cursor.next().await.unwrap() {
-                break entry;
-            }
-        };
-        assert_eq!(entry.seq, live);
+        assert_eq!(read(&mut cursor, 1).await[0].seq, live);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Whatever the history (topics interleaved, a purge of the front), the ring's size,
+        /// the cursor's start and how far live messages run ahead of it before it reads: the
+        /// cursor yields one `Lost` entry for the purged positions it was owed, then every
+        /// message of its topic from its start, exactly once and in order.
+        #[test]
+        fn a_cursor_yields_every_message_once_and_reports_what_was_purged(
+            history in proptest::collection::vec(any::<bool>(), 1..80),
+            purge_below in 0u64..90,
+            start_at in 1u64..90,
+            ring_size in 1usize..24,
+            live in proptest::collection::vec(any::<bool>(), 0..60),
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let dir = tempfile::tempdir().unwrap();
+                let backend = open_backend(dir.path()).await;
+                let mut topics = Vec::new();
+                for &is_t in &history {
+                    let subject = if is_t { "t" } else { "other" };
+                    publish(&*backend, subject).await;
+                    topics.push(is_t);
+                }
+                let stream = backend.store().unwrap().stream("sluice").unwrap();
+                let purge = PurgeRequest { up_to_seq: Some(purge_below.max(1)), ..Default::default() };
+                stream.purge(purge).await.unwrap();
+                let first = stream.info(None).state.first_seq;
+                let feed = feed_at_live_end(backend.clone(), ring_size).await;
+                let start = start_at.min(topics.len() as u64 + 1);
+                let mut cursor = Cursor::new(feed.clone(), start);
+                for &is_t in &live {
+                    publish(&*backend, if is_t { "t" } else { "other" }).await;
+                    topics.push(is_t);
+                }
+                let lost = (start < first).then(|| (start, first - 1));
+                let messages: Vec<u64> = (start.max(first)..=topics.len() as u64)
+                    .filter(|seq| topics[*seq as usize - 1])
+                    .collect();
+                let count = messages.len() + usize::from(lost.is_some());
+                let entries = read(&mut cursor, count).await;
+                let mut seen = entries.iter();
+                if let Some((from, to)) = lost {
+                    let gap = seen.next().unwrap();
+                    prop_assert_eq!(gap.kind, EntryKind::Lost);
+                    prop_assert_eq!(gap.seq, to);
+                    let text = String::from_utf8_lossy(&gap.frame).into_owned();
+                    prop_assert!(text.contains(&format!("\"from\":{from},")), "{}", text);
+                }
+                let got: Vec<u64> = seen.map(|e| { assert_eq!(e.kind, EntryKind::Message); e.seq }).collect();
+                prop_assert_eq!(got, messages);
+                prop_assert!(cursor.ready().is_none(), "nothing more");
+                Ok(())
+            })?;
+        }
     }
 }
