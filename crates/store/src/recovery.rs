@@ -500,7 +500,14 @@ fn recover_per_message(
         THW_VERSION,
         last,
         report,
-        |s| read_thw(s, table, &mut ttl),
+        // A file refused part way through is ignored whole (as sources.db is): the entries read
+        // before the bad one are dropped with it.
+        |s| {
+            let mut read = TtlWheel::default();
+            read_thw(s, table, &mut read)?;
+            ttl = read;
+            Ok(())
+        },
     );
     let (sched_stamp, _) = load_sidecar(
         name,
@@ -508,7 +515,12 @@ fn recover_per_message(
         SCHED_VERSION,
         last,
         report,
-        |s| read_sched(s, table, &mut schedules),
+        |s| {
+            let mut read = Schedules::default();
+            read_sched(s, table, &mut read)?;
+            schedules = read;
+            Ok(())
+        },
     );
     let sources_path = msgs_dir.parent().unwrap_or(msgs_dir).join("sources.db");
     let (src_stamp, how) = load_sidecar(name, &sources_path, SOURCES_VERSION, last, report, |s| {
