@@ -89,15 +89,6 @@ impl BlockEntry {
         (s <= self.stats.last).then_some(s)
     }
 
-    /// The last live sequence at or below `upto`, known without reading the block.
-    pub fn last_live(&self, upto: u64) -> Option<u64> {
-        if self.stats.msgs == 0 || upto < self.stats.first {
-            return None;
-        }
-        let s = self.deleted.prev_absent(upto.min(self.stats.last))?;
-        (s >= self.stats.first).then_some(s)
-    }
-
     /// Whether `seq` is live but its record could not be read.
     pub fn is_unreadable(&self, seq: u64) -> bool {
         self.unreadable.contains(seq) && !self.deleted.contains(seq)
