@@ -170,7 +170,7 @@ impl State {
     }
 
     /// Forgets every block that holds nothing needed any more (in memory only: their files are
-    /// deleted by [`crate::persist::drop_empty_blocks`]). Returns whether any was forgotten.
+    /// deleted by `persist::drop_empty_blocks`). Returns whether any was forgotten.
     pub fn forget_empty_blocks(&mut self) -> bool {
         let doomed = self.table.removable_blocks(self.blocks.active());
         for &id in &doomed {

@@ -354,7 +354,7 @@ impl Store {
                     block_size: opts.block_size,
                     dedupe_window: meta.config.dedupe_window(),
                 };
-                recovery::recover(&name, &dir.join("msgs"), &settings, &mut report)?
+                recovery::recover(&dir.join("msgs"), &settings, &mut report)?
             }
             None => empty_in_memory(opts.block_size),
         };

@@ -163,6 +163,12 @@ impl RecoveryReport {
         }
     }
 
+    /// Logs a problem found and handled, and records it.
+    pub(crate) fn warn(&mut self, msg: String) {
+        tracing::warn!(stream = %self.stream, "{msg}");
+        self.warnings.push(msg);
+    }
+
     /// True when nothing was lost or repaired.
     pub fn is_clean(&self) -> bool {
         self.truncated.is_empty() && self.lost.is_empty() && self.warnings.is_empty()

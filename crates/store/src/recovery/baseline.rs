@@ -65,7 +65,7 @@ struct Matching {
 
 /// The baseline of the stream in `msgs_dir`: index.db's when it matches the blocks, else an
 /// empty one (recorded in `report`, with a warning when index.db was there but unusable).
-pub fn load(name: &str, msgs_dir: &Path, report: &mut RecoveryReport) -> Result<Baseline> {
+pub fn load(msgs_dir: &Path, report: &mut RecoveryReport) -> Result<Baseline> {
     match matching_index(msgs_dir) {
         Ok(Some(m)) => {
             report.path = RecoveryPath::Index;
@@ -86,11 +86,7 @@ pub fn load(name: &str, msgs_dir: &Path, report: &mut RecoveryReport) -> Result<
         Err(why) => {
             report.path = RecoveryPath::Rebuild;
             let base = from_blocks(msgs_dir, stale_claims(msgs_dir))?;
-            super::warn(
-                report,
-                name,
-                format!("index.db ignored: {why}; rebuilding from blocks"),
-            );
+            report.warn(format!("index.db ignored: {why}; rebuilding from blocks"));
             Ok(base)
         }
     }

@@ -63,13 +63,12 @@ pub struct Settings {
 /// Recovers the stream whose messages are in `msgs_dir`, recording in `report` what was found
 /// and repaired.
 pub fn recover(
-    name: &str,
     msgs_dir: &Path,
     settings: &Settings,
     report: &mut RecoveryReport,
 ) -> Result<Recovered> {
     fs::create_dir_all(msgs_dir).map_err(StoreError::io(msgs_dir))?;
-    let base = baseline::load(name, msgs_dir, report)?;
+    let base = baseline::load(msgs_dir, report)?;
     let Scanned {
         mut table,
         last_msg_id,
@@ -81,7 +80,7 @@ pub fn recover(
     // IMPORTANT: the lost sequences raise the table's last sequence before the sidecars are
     // judged against it (a sidecar is current when its stamp is above it) and before anything
     // is appended, so a lost sequence is never reused.
-    report.lost = settle_lost(name, &evidence, &mut table);
+    report.lost = settle_lost(&report.stream, &evidence, &mut table);
     // Judged before the later phases add their warnings: a refused sidecar is accounted for
     // below, a dedupe window that could not be rebuilt changes nothing on disk.
     let blocks_current =
@@ -92,7 +91,7 @@ pub fn recover(
         ttl,
         schedules,
         sources,
-    } = per_message::recover(name, msgs_dir, &mut table, &blocks, report)?;
+    } = per_message::recover(msgs_dir, &mut table, &blocks, report)?;
     let sources_current = match report.sources {
         SidecarRecovery::Current => true,
         SidecarRecovery::Missing => sources.positions().is_empty(),
@@ -100,7 +99,7 @@ pub fn recover(
     };
     let index_current = blocks_current && sources_current && report.per_message_blocks_scanned == 0;
     let dedupe = dedupe::rebuild(&mut table, &blocks, settings.dedupe_window).unwrap_or_else(|e| {
-        warn(report, name, format!("dedupe window not rebuilt: {e}"));
+        report.warn(format!("dedupe window not rebuilt: {e}"));
         Dedupe::default()
     });
     Ok(Recovered {
@@ -128,10 +127,4 @@ fn settle_lost(name: &str, evidence: &Evidence, table: &mut Table) -> Vec<RangeI
         );
     }
     lost
-}
-
-/// Logs a recovery warning and records it in the report.
-fn warn(report: &mut RecoveryReport, name: &str, msg: String) {
-    tracing::warn!(stream = name, "{msg}");
-    report.warnings.push(msg);
 }

@@ -39,13 +39,12 @@ struct Stamps {
 
 /// Recovers the per-message state of the stream in `msgs_dir` (whose root holds sources.db).
 pub fn recover(
-    name: &str,
     msgs_dir: &Path,
     table: &mut Table,
     blocks: &Blocks,
     report: &mut RecoveryReport,
 ) -> Result<PerMessage> {
-    let (mut state, stamps) = load_sidecars(name, msgs_dir, table, report);
+    let (mut state, stamps) = load_sidecars(msgs_dir, table, report);
     scan_messages(table, blocks, &stamps, &mut state, report)?;
     Ok(state)
 }
@@ -53,14 +52,12 @@ pub fn recover(
 /// Reads the three sidecars; one missing or refused contributes nothing and stamp 0 (its
 /// state comes entirely from the scan).
 fn load_sidecars(
-    name: &str,
     msgs_dir: &Path,
     table: &mut Table,
     report: &mut RecoveryReport,
 ) -> (PerMessage, Stamps) {
     let last = table.last_seq;
     let ttl = load_sidecar(
-        name,
         &msgs_dir.join(thw::FILE),
         thw::THW_VERSION,
         last,
@@ -68,7 +65,6 @@ fn load_sidecars(
         |s| thw::decode(s, table),
     );
     let schedules = load_sidecar(
-        name,
         &msgs_dir.join(sched::FILE),
         sched::SCHED_VERSION,
         last,
@@ -77,7 +73,6 @@ fn load_sidecars(
     );
     let sources_path = msgs_dir.parent().unwrap_or(msgs_dir).join(sources::FILE);
     let sources = load_sidecar(
-        name,
         &sources_path,
         SOURCES_VERSION,
         last,
@@ -111,7 +106,6 @@ struct Loaded<T> {
 /// Loads one sidecar with `decode`. A missing file gives stamp 0 (scan everything); a bad one,
 /// however far it read, is ignored whole: deleted with a warning, and also stamp 0.
 fn load_sidecar<T: Default>(
-    name: &str,
     path: &Path,
     version: u8,
     last_seq: u64,
@@ -136,11 +130,7 @@ fn load_sidecar<T: Default>(
             },
         },
         Err(why) => {
-            super::warn(
-                report,
-                name,
-                format!("{} ignored: {why}; rescanning", path.display()),
-            );
+            report.warn(format!("{} ignored: {why}; rescanning", path.display()));
             let _ = fs::remove_file(path);
             Loaded {
                 value: T::default(),

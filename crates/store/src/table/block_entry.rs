@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::MsgMeta;
+use super::msg_meta::MsgMeta;
 use super::ranges::RangeSet;
 use crate::record::flags;
 
