@@ -1,4 +1,4 @@
-//! The `Nats-Msg-Id` dedupe window.
+//! The `Nats-Msg-Id` dedupe window (rebuilt on open by `recovery`).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -34,45 +34,4 @@ impl Dedupe {
             self.order.push_back((ts, id.to_string()));
         }
     }
-}
-
-/// Rebuilds the dedupe window after open from the newest messages within the window that carry
-/// an id: only blocks whose last message is within the window and that hold messages written
-/// with an id are read.
-pub fn rebuild(st: &mut crate::state::State) -> crate::error::Result<()> {
-    let cutoff =
-        crate::state::now_ns().saturating_sub(crate::state::nanos(st.config.dedupe_window()));
-    let ranges: Vec<(u64, u64)> = st
-        .table
-        .blocks()
-        .rev()
-        .map(|(_, b)| &b.stats)
-        .take_while(|s| s.msgs == 0 || s.last_ts >= cutoff)
-        .filter(|s| s.msgs > 0 && s.msg_ids > 0)
-        .map(|s| (s.first, s.last))
-        .collect();
-    let mut found = Vec::new();
-    for (first, last) in ranges.into_iter().rev() {
-        let mut carrying = Vec::new();
-        st.table.walk(first, last, |seq, m| {
-            if m.ts >= cutoff && m.flags & crate::record::flags::MSG_ID != 0 {
-                carrying.push((seq, m.loc, m.ts));
-            }
-            true
-        })?;
-        for (seq, loc, ts) in carrying {
-            if let Ok(Some(msg)) = st
-                .blocks
-                .read(loc)
-                .map(|b| crate::state::decode_message(&b, seq))
-                && let Some(id) = msg.headers.get(crate::proto::names::MSG_ID)
-            {
-                found.push((ts, id.to_string(), seq));
-            }
-        }
-    }
-    for (ts, id, seq) in found {
-        st.dedupe.insert(&id, seq, ts);
-    }
-    Ok(())
 }

@@ -7,17 +7,16 @@ use std::sync::Arc;
 pub use crate::fsutil::{put_uvarint, put_varint};
 pub use crate::index::{BlockClaim, Snapshot, decode as decode_index, encode as encode_index};
 pub use crate::meta::Meta;
-pub use crate::persist::{SCHED_VERSION, THW_VERSION};
 pub use crate::record::{DecodeError, Kind, RecordRef, decode as decode_record};
+pub use crate::sched::SCHED_VERSION;
 pub use crate::sidecar::{Sidecar, decode as decode_sidecar};
 pub use crate::sources::{SOURCES_VERSION, SourceIndex};
 pub use crate::table::Table;
+pub use crate::thw::THW_VERSION;
 
 use crate::block::Loc;
-use crate::recovery::{read_sched, read_thw};
-use crate::schedule::Schedules;
 use crate::table::MsgMeta;
-use crate::ttl::TtlWheel;
+use crate::{sched, thw};
 
 /// A message table holding one message per `(sequence, subject)`, in block 1.
 pub fn table_of(messages: &[(u64, &str)]) -> Table {
@@ -41,9 +40,7 @@ pub fn table_of(messages: &[(u64, &str)]) -> Table {
 /// The `thw.db` entry reader as recovery runs it: the expiries in force afterwards, as
 /// `(expiry ns, sequence)` ordered by time.
 pub fn read_thw_entries(sidecar: &Sidecar<'_>, table: &Table) -> Result<Vec<(i64, u64)>, String> {
-    let mut wheel = TtlWheel::default();
-    read_thw(sidecar, table, &mut wheel)?;
-    Ok(wheel.entries().collect())
+    Ok(thw::decode(sidecar, table)?.entries().collect())
 }
 
 /// The `sched.db` entry reader as recovery runs it: the schedules in force afterwards, as
@@ -52,9 +49,7 @@ pub fn read_sched_entries(
     sidecar: &Sidecar<'_>,
     table: &mut Table,
 ) -> Result<Vec<(String, u64, i64)>, String> {
-    let mut schedules = Schedules::default();
-    read_sched(sidecar, table, &mut schedules)?;
-    Ok(schedules
+    Ok(sched::decode(sidecar, table)?
         .entries()
         .map(|(subject, entry)| (subject.to_owned(), entry.seq, entry.next))
         .collect())

@@ -15,6 +15,8 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::fsutil::{Reader, put_uvarint, put_varint};
 use crate::table::{BlockEntry, BlockStats, RangeSet, SubjectSummary, Table, Unread};
 
+/// The file's name in `msgs/`.
+pub const FILE: &str = "index.db";
 const MAGIC: &[u8; 4] = b"SLIX";
 const VERSION: u8 = 2;
 

@@ -64,7 +64,7 @@ pub fn enforce(st: &mut State, subject: Option<&str>) -> Result<()> {
 /// returns the age-removed messages that were the last of their subject (for delete markers).
 pub fn expire(st: &mut State, now: i64) -> Result<Vec<MsgMeta>> {
     let mut doomed = st.ttl.due(now);
-    let max_age = crate::state::nanos(st.config.max_age);
+    let max_age = crate::time::nanos(st.config.max_age);
     if max_age > 0 {
         let cutoff = now.saturating_sub(max_age);
         st.table.walk(0, u64::MAX, |seq, m| {
@@ -112,7 +112,7 @@ pub fn marker_headers(st: &State) -> crate::proto::Headers {
 
 /// When the next age or TTL expiry is due (ns), if any.
 pub fn next_due(st: &mut State) -> Result<Option<i64>> {
-    let max_age = crate::state::nanos(st.config.max_age);
+    let max_age = crate::time::nanos(st.config.max_age);
     let mut age = None;
     if max_age > 0 {
         st.table.walk(0, u64::MAX, |_, m| {

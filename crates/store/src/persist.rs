@@ -1,20 +1,17 @@
-//! Writes the state snapshots: `msgs/index.db`, the sidecars `msgs/thw.db`, `msgs/sched.db`
-//! and the stream-root `sources.db`.
-
-use std::path::Path;
+//! Writes a file stream's snapshots — `msgs/index.db`, the sidecars `msgs/thw.db` and
+//! `msgs/sched.db`, and the stream-root `sources.db` — each through the module that owns its
+//! format ([`crate::index`], [`crate::thw`], [`crate::sched`], [`crate::sources`]), and removes
+//! the block files a snapshot no longer names.
 
 use crate::error::Result;
-use crate::fsutil::{self, put_uvarint, put_varint};
+use crate::fsutil;
 use crate::index;
-use crate::sidecar;
+use crate::sched;
+use crate::sources;
 use crate::state::State;
+use crate::thw;
 
-/// Version of thw.db.
-pub const THW_VERSION: u8 = 1;
-/// Version of sched.db.
-pub const SCHED_VERSION: u8 = 1;
-
-/// Writes index.db and thw.db for a file stream (nothing for memory streams).
+/// Writes index.db and the sidecars of a file stream (nothing for memory streams).
 pub fn write_state(st: &mut State) -> Result<()> {
     let Some(dir) = st.dir.clone() else {
         return Ok(());
@@ -31,45 +28,32 @@ pub fn write_state(st: &mut State) -> Result<()> {
         st.blocks.last_checksum(),
         st.last_msg_id.as_deref(),
     );
-    fsutil::atomic_write(&msgs.join("index.db"), &idx)?;
-    write_thw(st, &msgs)?;
-    write_sched(st, &msgs)?;
-    let sources = dir.join("sources.db");
+    fsutil::atomic_write(&msgs.join(index::FILE), &idx)?;
+    // Each sidecar's stamp says which sequences it covers; recovery rescans from there, so a
+    // crash between any two of these writes loses nothing.
+    let stamp = st.table.last_seq + 1;
+    thw::write(&msgs.join(thw::FILE), &st.ttl, stamp)?;
+    sched::write(&msgs.join(sched::FILE), &st.schedules, stamp)?;
+    let sources = dir.join(sources::FILE);
     if !st.sources.positions().is_empty() || sources.exists() {
-        st.sources.write(&sources, st.table.last_seq + 1)?;
+        st.sources.write(&sources, stamp)?;
     }
     st.dirty = false;
     Ok(())
 }
 
-fn write_thw(st: &State, msgs: &Path) -> Result<()> {
-    let mut body = Vec::new();
-    for (at, seq) in st.ttl.entries() {
-        put_varint(&mut body, at);
-        put_uvarint(&mut body, seq);
+/// Removes every block that holds nothing needed any more: forgets them, then (for a file
+/// stream) deletes their files once a snapshot that no longer names them is on disk.
+pub fn drop_empty_blocks(st: &mut State) -> Result<()> {
+    if !st.forget_empty_blocks() || st.dir.is_none() {
+        return Ok(());
     }
-    sidecar::write(
-        &msgs.join("thw.db"),
-        THW_VERSION,
-        st.ttl.len() as u64,
-        st.table.last_seq + 1,
-        &body,
-    )
-}
-
-fn write_sched(st: &State, msgs: &Path) -> Result<()> {
-    let mut body = Vec::new();
-    for (subject, e) in st.schedules.entries() {
-        body.extend_from_slice(&(subject.len() as u16).to_le_bytes());
-        body.extend_from_slice(subject.as_bytes());
-        put_varint(&mut body, e.next);
-        put_uvarint(&mut body, e.seq);
-    }
-    sidecar::write(
-        &msgs.join("sched.db"),
-        SCHED_VERSION,
-        st.schedules.len() as u64,
-        st.table.last_seq + 1,
-        &body,
-    )
+    // IMPORTANT: index.db records the last record's checksum, so the batch must be in the
+    // active block's file before index.db is written.
+    st.flush()?;
+    // IMPORTANT: index.db first, the files after. The index.db on disk then never names a block
+    // file that is gone, and open can trust it without listing the directory (FORMAT.md); a
+    // crash in between leaves files that the next removal deletes as strays.
+    write_state(st)?;
+    st.blocks.remove_stray_files()
 }

@@ -1,6 +1,7 @@
 //! Purge and single-message delete.
 
 use crate::error::{ApiError, Result, StoreError};
+use crate::persist;
 use crate::proto::{self, FilterSet};
 use crate::state::State;
 use crate::types::PurgeRequest;
@@ -52,7 +53,7 @@ pub fn purge(st: &mut State, req: &PurgeRequest) -> Result<u64> {
             f.sync_data().map_err(StoreError::io(path))?;
         }
     }
-    st.drop_empty_blocks()?;
+    persist::drop_empty_blocks(st)?;
     Ok(n)
 }
 

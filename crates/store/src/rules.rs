@@ -70,7 +70,7 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
     let msg_id = h.get(names::MSG_ID).filter(|id| !id.is_empty());
     if let Some(id) = msg_id {
         st.dedupe
-            .expire(now.saturating_sub(crate::state::nanos(c.dedupe_window())));
+            .expire(now.saturating_sub(crate::time::nanos(c.dedupe_window())));
         if let Some(seq) = st.dedupe.get(id) {
             return Ok(PubAck {
                 seq,
@@ -149,7 +149,7 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
     st.last_msg_id = msg_id.map(str::to_string);
     if let Some(MsgTtl::After(d)) = ttl {
         st.ttl
-            .insert(seq, now.saturating_add(crate::state::nanos(d)));
+            .insert(seq, now.saturating_add(crate::time::nanos(d)));
     }
     if let Some(v) = schedule {
         st.schedules.insert(&p.subject, seq, v.first);

@@ -8,7 +8,7 @@ use sluice_protocol::schedule::Schedule;
 
 use crate::error::{ApiError, Result};
 use crate::proto::{self, Headers, MsgTtl, names};
-use crate::state::timestamp;
+use crate::time::timestamp;
 
 /// One schedule in force.
 #[derive(Debug, Clone, PartialEq, Eq)]

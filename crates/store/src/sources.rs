@@ -11,6 +11,8 @@ use crate::error::Result;
 use crate::fsutil::{Reader, put_uvarint};
 use crate::sidecar;
 
+/// The file's name at the stream root.
+pub const FILE: &str = "sources.db";
 /// Version of sources.db.
 pub const SOURCES_VERSION: u8 = 1;
 

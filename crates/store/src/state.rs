@@ -1,8 +1,7 @@
 //! A stream's mutable state and its write primitives: append a message, remove messages
-//! (recorded as purge markers or tombstones), drop empty blocks, read a message.
+//! (recorded as purge markers or tombstones), forget empty blocks, read a message.
 
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
@@ -15,25 +14,9 @@ use crate::record::{self, Kind, RecordRef};
 use crate::schedule::Schedules;
 use crate::sources::SourceIndex;
 use crate::table::{MsgMeta, Table};
+use crate::time::{now_ns, timestamp};
 use crate::ttl::TtlWheel;
 use crate::types::{StoredMessage, StreamInfo, StreamState, WriteStats};
-
-/// Nanoseconds since the Unix epoch, now.
-pub fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
-/// A duration in ns, saturating at `i64::MAX`.
-pub fn nanos(d: std::time::Duration) -> i64 {
-    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
-}
-
-/// A timestamp from ns since the epoch.
-pub fn timestamp(ns: i64) -> jiff::Timestamp {
-    jiff::Timestamp::from_nanosecond(ns as i128).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
-}
 
 /// Everything about one stream that the writer mutates and readers look at.
 pub struct State {
@@ -186,25 +169,15 @@ impl State {
         self.blocks.flush()
     }
 
-    /// Removes every block that holds nothing needed any more. index.db is rewritten before
-    /// the files are deleted, so the index.db on disk never names a block file that is gone and
-    /// open can trust it without listing the directory (FORMAT.md).
-    pub fn drop_empty_blocks(&mut self) -> Result<()> {
+    /// Forgets every block that holds nothing needed any more (in memory only: their files are
+    /// deleted by `persist::drop_empty_blocks`). Returns whether any was forgotten.
+    pub fn forget_empty_blocks(&mut self) -> bool {
         let doomed = self.table.removable_blocks(self.blocks.active());
-        if doomed.is_empty() {
-            return Ok(());
-        }
-        for id in doomed {
+        for &id in &doomed {
             self.blocks.forget(id);
             self.table.drop_block(id);
         }
-        if self.dir.is_some() {
-            // index.db records the last record's checksum: every record must be in the file.
-            self.flush()?;
-            crate::persist::write_state(self)?;
-            self.blocks.remove_stray_files()?;
-        }
-        Ok(())
+        !doomed.is_empty()
     }
 
     /// Starts a new block so that every older one can be removed once empty.

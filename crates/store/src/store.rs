@@ -11,12 +11,13 @@ use tokio::sync::watch;
 use crate::block::{Blocks, DEFAULT_BLOCK_SIZE};
 use crate::config::{StorageType, StreamConfig, SyncPolicy, validate_stream_name};
 use crate::error::{ApiError, Result, StoreError};
-use crate::meta;
-use crate::recovery;
+use crate::meta::{self, Meta};
+use crate::recovery::{self, Recovered};
 use crate::sourcing::{self, Catalog, Sourcing};
-use crate::state::{State, now_ns, timestamp};
+use crate::state::State;
 use crate::stream::StreamHandle;
-use crate::types::{RecoveryPath, RecoveryReport};
+use crate::time::{now_ns, timestamp};
+use crate::types::RecoveryReport;
 use crate::writer::{self, Shared};
 
 /// Store-wide options.
@@ -115,53 +116,55 @@ impl Store {
         let streams_dir = dir.join("streams");
         fs::create_dir_all(&streams_dir).map_err(StoreError::io(&streams_dir))?;
         let lock = lock_dir(&dir)?;
-        let store = Store {
+        let store = Store::new(Some(dir), Some(lock), opts);
+        let mut reports = Vec::new();
+        for (name, path) in stream_dirs(&streams_dir)? {
+            reports.push(store.load(name, &path)?);
+        }
+        // IMPORTANT: every stream is loaded before any source looks for its origin.
+        store.start_all_sourcing(&mut reports);
+        Ok((store, reports))
+    }
+
+    /// A store with no data directory: every stream lives in memory, whatever its storage type.
+    pub fn in_memory(opts: StoreOptions) -> Store {
+        Store::new(None, None, opts)
+    }
+
+    fn new(dir: Option<PathBuf>, lock: Option<fs::File>, opts: StoreOptions) -> Store {
+        Store {
             inner: Arc::new(Inner {
-                dir: Some(dir),
-                _lock: Some(lock),
+                dir,
+                _lock: lock,
                 opts,
                 catalog: Arc::new(Catalog::new()),
                 sourcing: Mutex::new(BTreeMap::new()),
             }),
-        };
-        let mut reports = Vec::new();
-        let mut entries: Vec<_> = fs::read_dir(&streams_dir)
-            .map_err(StoreError::io(&streams_dir))?
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .collect();
-        entries.sort_by_key(|e| e.file_name());
-        for entry in entries {
-            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
-                continue;
-            };
-            if validate_stream_name(&name).is_err() {
-                tracing::warn!(dir = %entry.path().display(), "ignoring a directory that is not a valid stream name");
-                continue;
-            }
-            let m = match meta::read(&entry.path(), &name) {
-                Ok(m) => m,
-                Err(e) => {
-                    tracing::warn!(stream = %name, error = %e, "stream not loaded: unreadable meta");
-                    reports.push(RecoveryReport {
-                        stream: name,
-                        path: RecoveryPath::Rebuild,
-                        truncated: vec![],
-                        lost: vec![],
-                        warnings: vec![format!("not loaded: {e}")],
-                        per_message_blocks_scanned: 0,
-                        sources: Default::default(),
-                    });
-                    continue;
-                }
-            };
-            let (handle, report) = store.start(m.config, m.created, m.incarnation, false)?;
-            store.streams().insert(name, handle);
-            reports.push(report);
         }
-        // Every stream is loaded before any source looks for its origin.
-        for name in store.list() {
-            if let Err(e) = store.restart_sourcing(&name) {
+    }
+
+    /// Loads the stream in `path` from its meta files and recovers it. A stream whose meta
+    /// files cannot be read is left unloaded, and its report says why.
+    fn load(&self, name: String, path: &Path) -> Result<RecoveryReport> {
+        let meta = match meta::read(path, &name) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(stream = %name, error = %e, "stream not loaded: unreadable meta");
+                let mut report = RecoveryReport::new(name);
+                report.warnings.push(format!("not loaded: {e}"));
+                return Ok(report);
+            }
+        };
+        let Started { handle, report } = self.start(meta, false)?;
+        self.streams().insert(name, handle);
+        Ok(report)
+    }
+
+    /// Starts the sourcing threads of every stream; a stream whose sources cannot start gets
+    /// a warning in its report.
+    fn start_all_sourcing(&self, reports: &mut [RecoveryReport]) {
+        for name in self.list() {
+            if let Err(e) = self.restart_sourcing(&name) {
                 // One stream's sources must not keep the others from opening.
                 let msg = format!("sourcing not started: {e}");
                 tracing::warn!(stream = %name, "{msg}");
@@ -169,20 +172,6 @@ impl Store {
                     r.warnings.push(msg);
                 }
             }
-        }
-        Ok((store, reports))
-    }
-
-    /// A store with no data directory: every stream lives in memory, whatever its storage type.
-    pub fn in_memory(opts: StoreOptions) -> Store {
-        Store {
-            inner: Arc::new(Inner {
-                dir: None,
-                _lock: None,
-                opts,
-                catalog: Arc::new(Catalog::new()),
-                sourcing: Mutex::new(BTreeMap::new()),
-            }),
         }
     }
 
@@ -236,9 +225,13 @@ impl Store {
         }
         check_sources_and_subjects(&streams, &config)?;
         let created = timestamp(now_ns());
-        let incarnation = meta::new_incarnation(&config.name, created);
-        let name = config.name.clone();
-        let (handle, _) = self.start(config, created, incarnation, true)?;
+        let meta = Meta {
+            incarnation: meta::new_incarnation(&config.name, created),
+            config,
+            created,
+        };
+        let name = meta.config.name.clone();
+        let Started { handle, .. } = self.start(meta, true)?;
         streams.insert(name.clone(), handle.clone());
         drop(streams);
         self.inner.catalog.bump();
@@ -342,113 +335,142 @@ impl Store {
             .map(|d| d.join("streams").join(name))
     }
 
-    fn start(
-        &self,
-        config: StreamConfig,
-        created: jiff::Timestamp,
-        incarnation: u64,
-        fresh: bool,
-    ) -> Result<(StreamHandle, RecoveryReport)> {
-        let name = config.name.clone();
+    /// Starts a stream: its directory (made first when `fresh`), its state recovered from the
+    /// files (or empty in memory), its writer thread.
+    fn start(&self, meta: Meta, fresh: bool) -> Result<Started> {
+        let name = meta.config.name.clone();
         let opts = &self.inner.opts;
-        let mut report = RecoveryReport {
-            stream: name.clone(),
-            path: RecoveryPath::Rebuild,
-            truncated: vec![],
-            lost: vec![],
-            warnings: vec![],
-            per_message_blocks_scanned: 0,
-            sources: Default::default(),
-        };
+        let mut report = RecoveryReport::new(name.clone());
         let dir = self.stream_dir(&name);
         if let Some(dir) = &dir
             && fresh
         {
-            if dir.exists() {
-                // Left by a stream that could not be loaded (or a delete cut short): keep it for
-                // the operator under a name no stream can have, never delete it.
-                let aside = dir.with_file_name(format!("{name}.unloaded-{}", now_ns()));
-                tracing::warn!(stream = %name, from = %dir.display(), to = %aside.display(), "moving an unloadable stream directory aside");
-                fs::rename(dir, &aside).map_err(StoreError::io(dir))?;
-            }
-            fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
-            meta::write(dir, &config, created, incarnation)?;
+            make_stream_dir(dir, &meta)?;
         }
-        let file_dir = dir.filter(|_| config.storage == StorageType::File);
-        let (table, blocks, last_msg_id, ttl, schedules, sources, index_current) = match &file_dir {
+        let file_dir = dir.filter(|_| meta.config.storage == StorageType::File);
+        let recovered = match &file_dir {
             Some(dir) => {
-                let r = recovery::recover(&name, &dir.join("msgs"), opts.block_size, &mut report)?;
-                (
-                    r.table,
-                    r.blocks,
-                    r.last_msg_id,
-                    r.ttl,
-                    r.schedules,
-                    r.sources,
-                    r.index_current,
-                )
+                let settings = recovery::Settings {
+                    block_size: opts.block_size,
+                    dedupe_window: meta.config.dedupe_window(),
+                };
+                recovery::recover(&dir.join("msgs"), &settings, &mut report)?
             }
-            None => (
-                Default::default(),
-                Blocks::memory(opts.block_size),
-                None,
-                Default::default(),
-                Default::default(),
-                Default::default(),
-                true,
-            ),
+            None => empty_in_memory(opts.block_size),
         };
-        let visible = table.last_seq;
-        let mut state = State {
-            config,
-            created,
-            incarnation,
-            dir: file_dir,
-            table,
-            blocks,
-            visible,
-            dedupe: Default::default(),
-            last_msg_id,
-            ttl,
-            schedules,
-            sources,
-            closed: false,
-            stats: Default::default(),
-            dirty: !index_current,
-            purge_to: None,
-        };
-        if let Err(e) = crate::dedupe::rebuild(&mut state) {
-            let msg = format!("dedupe window not rebuilt: {e}");
-            tracing::warn!(stream = %name, "{msg}");
-            report.warnings.push(msg);
-        }
-        let (visible_tx, _) = watch::channel(visible);
-        let shared = Arc::new(Shared {
-            name: name.clone(),
-            state: Mutex::new(state),
-            visible: visible_tx,
-            sync: opts.sync,
-            sourcing: Mutex::new(BTreeMap::new()),
-        });
-        let (tx, rx) = mpsc::channel();
-        let flush_every = opts.flush_interval;
-        let thread_shared = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!(
-                "sluice-writer-{}",
-                name.chars().take(12).collect::<String>()
-            ))
-            .spawn(move || writer::run(thread_shared, rx, flush_every))
-            .map_err(StoreError::io(format!("writer thread for {name}")))?;
-        Ok((
-            StreamHandle {
-                shared,
-                ops: tx,
-                writer: Arc::new(Mutex::new(Some(thread))),
-            },
-            report,
-        ))
+        let state = stream_state(meta, file_dir, recovered);
+        let handle = spawn_writer(state, opts)?;
+        Ok(Started { handle, report })
     }
+}
+
+/// A stream started: its handle and how its state was recovered.
+struct Started {
+    handle: StreamHandle,
+    report: RecoveryReport,
+}
+
+/// The stream directories under `streams_dir`, by name, sorted. Directories whose name is not a
+/// valid stream name are skipped with a warning.
+fn stream_dirs(streams_dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut entries: Vec<_> = fs::read_dir(streams_dir)
+        .map_err(StoreError::io(streams_dir))?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    let mut dirs = Vec::new();
+    for entry in entries {
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if validate_stream_name(&name).is_err() {
+            tracing::warn!(dir = %entry.path().display(), "ignoring a directory that is not a valid stream name");
+            continue;
+        }
+        dirs.push((name, entry.path()));
+    }
+    Ok(dirs)
+}
+
+/// Makes the directory of a new stream and writes its meta files.
+fn make_stream_dir(dir: &Path, meta: &Meta) -> Result<()> {
+    if dir.exists() {
+        // Left by a stream that could not be loaded (or a delete cut short): keep it for the
+        // operator under a name no stream can have, never delete it.
+        let name = &meta.config.name;
+        let aside = dir.with_file_name(format!("{name}.unloaded-{}", now_ns()));
+        tracing::warn!(stream = %name, from = %dir.display(), to = %aside.display(), "moving an unloadable stream directory aside");
+        fs::rename(dir, &aside).map_err(StoreError::io(dir))?;
+    }
+    fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
+    // The meta files come before anything else: open loads a directory as a stream only
+    // through them.
+    meta::write(dir, &meta.config, meta.created, meta.incarnation)
+}
+
+/// The parts of a stream that lives in memory: nothing to recover.
+fn empty_in_memory(block_size: u64) -> Recovered {
+    Recovered {
+        table: Default::default(),
+        blocks: Blocks::memory(block_size),
+        last_msg_id: None,
+        ttl: Default::default(),
+        schedules: Default::default(),
+        sources: Default::default(),
+        dedupe: Default::default(),
+        index_current: true,
+    }
+}
+
+/// A stream's state from its meta and its recovered parts.
+fn stream_state(meta: Meta, dir: Option<PathBuf>, r: Recovered) -> State {
+    State {
+        config: meta.config,
+        created: meta.created,
+        incarnation: meta.incarnation,
+        dir,
+        visible: r.table.last_seq,
+        table: r.table,
+        blocks: r.blocks,
+        dedupe: r.dedupe,
+        last_msg_id: r.last_msg_id,
+        ttl: r.ttl,
+        schedules: r.schedules,
+        sources: r.sources,
+        closed: false,
+        stats: Default::default(),
+        dirty: !r.index_current,
+        purge_to: None,
+    }
+}
+
+/// Starts the writer thread of a stream in `state`; returns its handle.
+fn spawn_writer(state: State, opts: &StoreOptions) -> Result<StreamHandle> {
+    let name = state.config.name.clone();
+    let (visible_tx, _) = watch::channel(state.visible);
+    let shared = Arc::new(Shared {
+        name: name.clone(),
+        state: Mutex::new(state),
+        visible: visible_tx,
+        sync: opts.sync,
+        sourcing: Mutex::new(BTreeMap::new()),
+    });
+    let (tx, rx) = mpsc::channel();
+    let flush_every = opts.flush_interval;
+    let thread_shared = shared.clone();
+    let thread = std::thread::Builder::new()
+        .name(format!(
+            "sluice-writer-{}",
+            name.chars().take(12).collect::<String>()
+        ))
+        .spawn(move || writer::run(thread_shared, rx, flush_every))
+        .map_err(StoreError::io(format!("writer thread for {name}")))?;
+    Ok(StreamHandle {
+        shared,
+        ops: tx,
+        writer: Arc::new(Mutex::new(Some(thread))),
+    })
 }
 
 /// A path `A → B → … → A` when `config` (new or replacing its namesake) would make a stream

@@ -150,6 +150,25 @@ pub struct RecoveryReport {
 }
 
 impl RecoveryReport {
+    /// A report of nothing found yet for `stream`.
+    pub(crate) fn new(stream: String) -> Self {
+        Self {
+            stream,
+            path: RecoveryPath::Rebuild,
+            truncated: vec![],
+            lost: vec![],
+            per_message_blocks_scanned: 0,
+            sources: SidecarRecovery::default(),
+            warnings: vec![],
+        }
+    }
+
+    /// Logs a problem found and handled, and records it.
+    pub(crate) fn warn(&mut self, msg: String) {
+        tracing::warn!(stream = %self.stream, "{msg}");
+        self.warnings.push(msg);
+    }
+
     /// True when nothing was lost or repaired.
     pub fn is_clean(&self) -> bool {
         self.truncated.is_empty() && self.lost.is_empty() && self.warnings.is_empty()

@@ -17,7 +17,8 @@ use crate::limits;
 use crate::persist;
 use crate::purge;
 use crate::rules::{self, Publish};
-use crate::state::{State, now_ns};
+use crate::state::State;
+use crate::time::now_ns;
 use crate::types::{PubAck, PurgeRequest};
 
 /// Largest number of requests applied in one batch.
@@ -181,7 +182,7 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
             if !st.closed {
                 housekeeping(&mut st);
                 // Limits may have emptied whole blocks during the batch.
-                if let Err(e) = st.drop_empty_blocks() {
+                if let Err(e) = persist::drop_empty_blocks(&mut st) {
                     tracing::warn!(stream = %shared.name, error = %e, "removing empty blocks failed");
                 }
             }

@@ -62,6 +62,46 @@ async fn ttl_state_survives_restart() {
     }
 }
 
+/// A thw.db whose checksum holds but whose entries stop parsing is ignored whole: the
+/// well-formed entry before the bad one must not expire a message that carries no TTL.
+#[tokio::test]
+async fn a_refused_thw_db_expires_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = StreamConfig {
+        allow_msg_ttl: true,
+        ..StreamConfig::new("T", ["t"])
+    };
+    {
+        let (store, _) = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let s = store.create_stream(cfg).unwrap();
+        s.publish("t", Headers::new(), "no ttl").await.unwrap();
+        store.close();
+    }
+    // Version 1, two entries, stamp 2 (last sequence + 1); entry 1 is (expiry 1 ns, seq 1),
+    // entry 2 a varint that never ends; then the checksum over all of it.
+    let mut file = vec![1u8];
+    file.extend_from_slice(&2u64.to_le_bytes());
+    file.extend_from_slice(&2u64.to_le_bytes());
+    file.extend_from_slice(&[2, 1, 0xff, 0xff]);
+    let sum = xxhash_rust::xxh3::xxh3_64(&file);
+    file.extend_from_slice(&sum.to_le_bytes());
+    std::fs::write(dir.path().join("streams/T/msgs/thw.db"), file).unwrap();
+
+    let (store, reports) = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    assert!(
+        reports[0].warnings.iter().any(|w| w.contains("thw.db")),
+        "{reports:?}"
+    );
+    let s = store.stream("T").unwrap();
+    // Once a message with a TTL has expired, the pass that would have expired seq 1 has run.
+    s.publish("t", ttl("1s"), "short").await.unwrap();
+    eventually("the 1s TTL expired", || !live(&s, 2)).await;
+    assert!(
+        live(&s, 1),
+        "an entry of a refused thw.db expired a message"
+    );
+}
+
 #[tokio::test]
 async fn max_age_removal_leaves_subject_delete_marker() {
     let dir = tempfile::tempdir().unwrap();

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::MsgMeta;
+use super::msg_meta::MsgMeta;
 use super::ranges::RangeSet;
 use crate::record::flags;
 
@@ -87,15 +87,6 @@ impl BlockEntry {
         }
         let s = self.deleted.next_absent(from.max(self.stats.first));
         (s <= self.stats.last).then_some(s)
-    }
-
-    /// The last live sequence at or below `upto`, known without reading the block.
-    pub fn last_live(&self, upto: u64) -> Option<u64> {
-        if self.stats.msgs == 0 || upto < self.stats.first {
-            return None;
-        }
-        let s = self.deleted.prev_absent(upto.min(self.stats.last))?;
-        (s >= self.stats.first).then_some(s)
     }
 
     /// Whether `seq` is live but its record could not be read.

@@ -8,8 +8,8 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::MsgMeta;
 use super::block_entry::BlockEntry;
+use super::msg_meta::MsgMeta;
 use crate::block::{Loc, block_path};
 use crate::error::{Result, StoreError};
 use crate::record::{self, Kind, RecordRef};

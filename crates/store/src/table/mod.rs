@@ -6,6 +6,7 @@
 
 mod block_entry;
 mod load;
+mod msg_meta;
 mod ranges;
 
 use std::collections::{BTreeMap, HashMap};
@@ -13,24 +14,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use block_entry::{BlockEntry, BlockStats, Unread};
+pub use msg_meta::MsgMeta;
 pub use ranges::RangeSet;
 
-use crate::block::Loc;
 use crate::error::Result;
 use crate::proto::{self, FilterSet};
-
-/// One live message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MsgMeta {
-    /// Its subject (shared with the subject index).
-    pub subject: Arc<str>,
-    /// Store time, ns since the epoch.
-    pub ts: i64,
-    /// Where its record lives.
-    pub loc: Loc,
-    /// Record flags.
-    pub flags: u8,
-}
 
 /// A subject's live count and the blocks that may hold it: no block outside
 /// `[first_block, last_block]` does; blocks inside may not (bounds are tightened by reads).

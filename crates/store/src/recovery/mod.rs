@@ -1,0 +1,130 @@
+//! Recovery on open, as a chain of phases ([`recover`]), each in its own module:
+//!
+//! 1. [`baseline`]: index.db when it matches the blocks, else an empty table;
+//! 2. [`scan`]: the forward scan of what index.db does not cover (only what was appended after
+//!    it, or every block), verifying every record. A bad record cuts its block there;
+//! 3. the sequences lost to a cut are worked out from the records that survive beyond it,
+//!    reported, and never reused;
+//! 4. [`per_message`]: TTL, schedules and source positions from their sidecars, brought up to
+//!    date by one forward scan from the sidecar stamps over the blocks whose counters say they
+//!    matter;
+//! 5. [`dedupe`]: the dedupe window from the newest messages carrying an id.
+
+mod baseline;
+mod dedupe;
+mod per_message;
+mod scan;
+
+use std::fs;
+use std::ops::RangeInclusive;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::block::Blocks;
+use crate::dedupe::Dedupe;
+use crate::error::{Result, StoreError};
+use crate::schedule::Schedules;
+use crate::sources::SourceIndex;
+use crate::table::Table;
+use crate::ttl::TtlWheel;
+use crate::types::{RecoveryPath, RecoveryReport, SidecarRecovery};
+
+use self::per_message::PerMessage;
+use self::scan::{Evidence, Scanned};
+
+/// The recovered parts of a file stream.
+pub struct Recovered {
+    /// Message index.
+    pub table: Table,
+    /// Block files, ready for appends.
+    pub blocks: Blocks,
+    /// Last message id.
+    pub last_msg_id: Option<String>,
+    /// Pending TTL expiries.
+    pub ttl: TtlWheel,
+    /// Schedules in force.
+    pub schedules: Schedules,
+    /// Source positions.
+    pub sources: SourceIndex,
+    /// The dedupe window.
+    pub dedupe: Dedupe,
+    /// index.db and the sidecars describe the stream exactly (nothing to rewrite on close).
+    pub index_current: bool,
+}
+
+/// What recovery needs to know of the stream's configuration.
+pub struct Settings {
+    /// Block size before rollover.
+    pub block_size: u64,
+    /// The dedupe window.
+    pub dedupe_window: Duration,
+}
+
+/// Recovers the stream whose messages are in `msgs_dir`, recording in `report` what was found
+/// and repaired.
+pub fn recover(
+    msgs_dir: &Path,
+    settings: &Settings,
+    report: &mut RecoveryReport,
+) -> Result<Recovered> {
+    fs::create_dir_all(msgs_dir).map_err(StoreError::io(msgs_dir))?;
+    let base = baseline::load(msgs_dir, report)?;
+    let Scanned {
+        mut table,
+        last_msg_id,
+        sizes,
+        last_checksum,
+        evidence,
+        bytes_scanned,
+    } = scan::scan(msgs_dir, base, report)?;
+    // IMPORTANT: the lost sequences raise the table's last sequence before the sidecars are
+    // judged against it (a sidecar is current when its stamp is above it) and before anything
+    // is appended, so a lost sequence is never reused.
+    report.lost = settle_lost(&report.stream, &evidence, &mut table);
+    // Judged before the later phases add their warnings: a refused sidecar is accounted for
+    // below, a dedupe window that could not be rebuilt changes nothing on disk.
+    let blocks_current =
+        report.path == RecoveryPath::Index && bytes_scanned == 0 && report.is_clean();
+    let mut blocks = Blocks::file(msgs_dir.to_path_buf(), settings.block_size, &sizes)?;
+    blocks.set_last_checksum(last_checksum);
+    let PerMessage {
+        ttl,
+        schedules,
+        sources,
+    } = per_message::recover(msgs_dir, &mut table, &blocks, report)?;
+    let sources_current = match report.sources {
+        SidecarRecovery::Current => true,
+        SidecarRecovery::Missing => sources.positions().is_empty(),
+        SidecarRecovery::Stale | SidecarRecovery::Rejected => false,
+    };
+    let index_current = blocks_current && sources_current && report.per_message_blocks_scanned == 0;
+    let dedupe = dedupe::rebuild(&mut table, &blocks, settings.dedupe_window).unwrap_or_else(|e| {
+        report.warn(format!("dedupe window not rebuilt: {e}"));
+        Dedupe::default()
+    });
+    Ok(Recovered {
+        table,
+        blocks,
+        last_msg_id,
+        ttl,
+        schedules,
+        sources,
+        dedupe,
+        index_current,
+    })
+}
+
+/// Phase 3: the sequences the evidence shows existed but are gone, logged; the table's last
+/// sequence is raised past them.
+fn settle_lost(name: &str, evidence: &Evidence, table: &mut Table) -> Vec<RangeInclusive<u64>> {
+    let lost = evidence.lost(table);
+    for r in &lost {
+        tracing::warn!(
+            stream = name,
+            first = r.start(),
+            last = r.end(),
+            "sequences lost to a damaged block"
+        );
+    }
+    lost
+}

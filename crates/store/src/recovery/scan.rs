@@ -1,0 +1,291 @@
+//! Phase 2 of recovery: the forward scan of what index.db does not cover (what was appended
+//! after it, or every block), verifying every record. A bad record cuts its block there; what
+//! the surviving records prove about the sequences beyond the cut is gathered as [`Evidence`].
+
+use std::collections::BTreeSet;
+use std::fs::{self, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
+use std::ops::RangeInclusive;
+use std::path::Path;
+
+use super::baseline::Baseline;
+use crate::block::{Loc, block_path};
+use crate::error::{Result, StoreError};
+use crate::proto::{self, names};
+use crate::record::{self, DecodeError, Kind, RecordRef, flags};
+use crate::table::{MsgMeta, Table};
+use crate::types::{RecoveryReport, Truncation};
+
+/// The stream after the scan.
+pub struct Scanned {
+    /// The table, with every valid record scanned applied.
+    pub table: Table,
+    /// The last message id.
+    pub last_msg_id: Option<String>,
+    /// Every block's size, up to its valid end.
+    pub sizes: Vec<(u32, u64)>,
+    /// The checksum of the last valid record.
+    pub last_checksum: u64,
+    /// What the records (and a stale index.db) prove existed.
+    pub evidence: Evidence,
+    /// Bytes of records read (0: index.db covered everything).
+    pub bytes_scanned: u64,
+}
+
+/// What recovery learnt about sequences that existed: claims (from records beyond a cut, a torn
+/// record's header, leading last-sequence markers, a stale index.db) and the deletions that
+/// explain missing ones. Claimed, not live and not deleted = lost.
+#[derive(Default)]
+pub struct Evidence {
+    claims: Vec<(u64, u64)>,
+    deleted: BTreeSet<u64>,
+    purged_below: u64,
+    /// A block (or part of one) was read before the current one.
+    after_another: bool,
+}
+
+/// Scans the blocks from `base.scan_from` on, applying every valid record to the baseline's
+/// table and cutting each block at its first bad record.
+pub fn scan(msgs_dir: &Path, base: Baseline, report: &mut RecoveryReport) -> Result<Scanned> {
+    let mut out = Scanned {
+        table: base.table,
+        last_msg_id: base.last_msg_id,
+        sizes: base.sizes,
+        last_checksum: base.last_checksum,
+        evidence: Evidence::default(),
+        bytes_scanned: 0,
+    };
+    if let Some(from) = base.scan_from {
+        out.sizes.retain(|(id, _)| *id < from.block);
+        for &id in base.ids.iter().filter(|id| **id >= from.block) {
+            let start = if id == from.block { from.offset } else { 0 };
+            // Only a block after one already read can prove a gap with its leading marker.
+            out.evidence.after_another |= start > 0;
+            let block = scan_block(msgs_dir, id, start, &mut out, report)?;
+            out.bytes_scanned += block.valid_end - start.min(block.valid_end);
+            if let Some(sum) = block.last_checksum {
+                out.last_checksum = sum;
+            }
+            out.sizes.push((id, block.valid_end));
+        }
+    }
+    out.evidence.claims.extend(base.stale_claims);
+    Ok(out)
+}
+
+/// How far one block was valid.
+struct BlockScan {
+    /// Length of the valid prefix (the file is cut there).
+    valid_end: u64,
+    /// Checksum of the last valid record read.
+    last_checksum: Option<u64>,
+}
+
+/// Applies every valid record of block `id` from `start`; cuts the file at the first bad one.
+fn scan_block(
+    msgs_dir: &Path,
+    id: u32,
+    start: u64,
+    out: &mut Scanned,
+    report: &mut RecoveryReport,
+) -> Result<BlockScan> {
+    let path = block_path(msgs_dir, id);
+    let data = read_from(&path, start)?;
+    let base = start as usize;
+    let mut off = 0;
+    let mut last_checksum = None;
+    while off < data.len() {
+        let reason = match record::decode(&data[off..]) {
+            Ok((rec, len, sum)) => {
+                out.evidence.note(&rec, base + off == 0, out.table.last_seq);
+                if apply(
+                    &mut out.table,
+                    &mut out.last_msg_id,
+                    id,
+                    base + off,
+                    len,
+                    &rec,
+                )? {
+                    off += len;
+                    last_checksum = Some(sum);
+                    continue;
+                }
+                "out-of-order record"
+            }
+            Err(DecodeError::Incomplete) => "torn record",
+            Err(DecodeError::Corrupt) => "corrupt record",
+        };
+        out.evidence
+            .claim_beyond_cut(&data[off..], out.table.last_seq + 1);
+        let dropped = (data.len() - off) as u64;
+        cut(&path, (base + off) as u64, dropped, reason, report)?;
+        break;
+    }
+    out.evidence.after_another = true;
+    Ok(BlockScan {
+        valid_end: (base + off) as u64,
+        last_checksum,
+    })
+}
+
+/// The bytes of `path` from `start` on (with index.db, just what was appended after it).
+fn read_from(path: &Path, start: u64) -> Result<Vec<u8>> {
+    let mut data = Vec::new();
+    let mut file = fs::File::open(path).map_err(StoreError::io(path))?;
+    file.seek(SeekFrom::Start(start))
+        .and_then(|_| file.read_to_end(&mut data))
+        .map_err(StoreError::io(path))?;
+    Ok(data)
+}
+
+/// Cuts the block file at `offset` (dropping `dropped` bytes) and records it in `report`.
+fn cut(
+    path: &Path,
+    offset: u64,
+    dropped: u64,
+    reason: &str,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    let f = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(StoreError::io(path))?;
+    // IMPORTANT: the cut is synced before recovery goes on: from here the block's size is its
+    // valid end, where appends continue, so the bad bytes must not come back after a crash.
+    f.set_len(offset)
+        .and_then(|_| f.sync_all())
+        .map_err(StoreError::io(path))?;
+    let msg = format!(
+        "{}: {reason} at offset {offset}; cut {dropped} bytes",
+        path.display()
+    );
+    tracing::warn!("{msg}");
+    report.warnings.push(msg);
+    report.truncated.push(Truncation {
+        path: path.to_path_buf(),
+        offset,
+        bytes_dropped: dropped,
+    });
+    Ok(())
+}
+
+/// Applies one record to the table; false when it contradicts what came before. Deletes read
+/// the blocks they concern (after an index.db, only what was appended after it deletes).
+fn apply(
+    table: &mut Table,
+    last_msg_id: &mut Option<String>,
+    block: u32,
+    off: usize,
+    len: usize,
+    rec: &RecordRef<'_>,
+) -> Result<bool> {
+    match rec.kind {
+        Kind::Msg => {
+            if rec.seq <= table.last_seq {
+                return Ok(false);
+            }
+            let Ok(subject) = std::str::from_utf8(rec.subject) else {
+                return Ok(false);
+            };
+            let (Ok(offset), Ok(len)) = (u32::try_from(off), u32::try_from(len)) else {
+                return Ok(false);
+            };
+            *last_msg_id = if rec.flags & flags::MSG_ID != 0 {
+                proto::decode_headers(rec.headers)
+                    .and_then(|h| h.get(names::MSG_ID).map(str::to_string))
+            } else {
+                None
+            };
+            let loc = Loc { block, offset, len };
+            table.insert(
+                rec.seq,
+                MsgMeta {
+                    subject: table.intern(subject),
+                    ts: rec.ts,
+                    loc,
+                    flags: rec.flags,
+                },
+            );
+        }
+        Kind::Tombstone => {
+            table.remove(rec.seq)?;
+            table.note_marker(block);
+            table.raise_last(rec.seq);
+        }
+        Kind::PurgeTo => {
+            for s in table.seqs_in(0, rec.seq.saturating_sub(1))? {
+                table.remove(s)?;
+            }
+            table.note_marker(block);
+            table.raise_last(rec.seq.saturating_sub(1));
+        }
+        Kind::LastSeq => {
+            table.note_marker(block);
+            table.raise_last(rec.seq);
+        }
+    }
+    Ok(true)
+}
+
+impl Evidence {
+    /// Notes what a valid record proves, before it is applied (`last_seq` is the table's last
+    /// sequence so far): a leading last-sequence marker above what came before proves those
+    /// sequences existed; tombstones and purge markers explain missing ones.
+    fn note(&mut self, rec: &RecordRef<'_>, at_block_start: bool, last_seq: u64) {
+        if at_block_start && rec.kind == Kind::LastSeq && self.after_another && rec.seq > last_seq {
+            self.claims.push((last_seq + 1, rec.seq));
+        }
+        match rec.kind {
+            Kind::Tombstone => {
+                self.deleted.insert(rec.seq);
+            }
+            Kind::PurgeTo => self.purged_below = self.purged_below.max(rec.seq),
+            Kind::Msg | Kind::LastSeq => {}
+        }
+    }
+
+    /// Notes what the bytes from a cut on prove: records beyond the damage, and the header of
+    /// a torn record naming the next sequence (`first_lost`), show which sequences existed.
+    fn claim_beyond_cut(&mut self, rest: &[u8], first_lost: u64) {
+        let torn = rest.get(6..14).filter(|_| rest.get(4) == Some(&0));
+        let torn_seq = torn
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+            .filter(|s| *s == first_lost);
+        if let Some(max) = resync_max_seq(&rest[1..])
+            .max(torn_seq)
+            .filter(|m| *m >= first_lost)
+        {
+            self.claims.push((first_lost, max));
+        }
+    }
+
+    /// The lost sequences as ranges; raises the table's last sequence past them so they are never
+    /// reused.
+    pub fn lost(&self, table: &mut Table) -> Vec<RangeInclusive<u64>> {
+        let mut lost: Vec<RangeInclusive<u64>> = Vec::new();
+        let mut claimed: Vec<u64> = Vec::new();
+        for &(from, to) in &self.claims {
+            table.raise_last(to);
+            claimed.extend((from..=to).filter(|s| {
+                *s >= self.purged_below && !self.deleted.contains(s) && !table.contains(*s)
+            }));
+        }
+        claimed.sort_unstable();
+        claimed.dedup();
+        for s in claimed {
+            match lost.last_mut() {
+                Some(r) if *r.end() + 1 == s => *r = *r.start()..=s,
+                _ => lost.push(s..=s),
+            }
+        }
+        lost
+    }
+}
+
+/// The highest message sequence among valid records found at any offset of `data`.
+fn resync_max_seq(data: &[u8]) -> Option<u64> {
+    record::resync(data)
+        .filter(|(_, rec, _)| rec.kind != Kind::PurgeTo)
+        .map(|(_, rec, _)| rec.seq)
+        .max()
+}
