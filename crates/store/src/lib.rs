@@ -58,6 +58,6 @@ pub use sources::SourcePosition;
 pub use store::{Store, StoreOptions};
 pub use stream::StreamHandle;
 pub use types::{
-    PubAck, PurgeRequest, RecoveryPath, RecoveryReport, SidecarRecovery, SourceResume,
+    PubAck, PurgeRequest, RecoveryPath, RecoveryReport, Retained, SidecarRecovery, SourceResume,
     SourceStatus, StoredMessage, StreamInfo, StreamState, Truncation, WriteStats,
 };

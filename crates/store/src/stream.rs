@@ -13,7 +13,7 @@ use crate::error::{Result, StoreError};
 use crate::proto::{FilterSet, Headers};
 use crate::rules::Publish;
 use crate::state::PendingRead;
-use crate::types::{PubAck, PurgeRequest, StoredMessage, StreamInfo};
+use crate::types::{PubAck, PurgeRequest, Retained, StoredMessage, StreamInfo};
 use crate::writer::{Op, Shared};
 
 /// A handle to one stream; cheap to clone, usable from any thread or runtime.
@@ -282,9 +282,12 @@ impl StreamHandle {
     /// The first retained sequence (the last + 1 when the stream is empty) and the stream's
     /// incarnation — what a reader whose read skipped positions checks — without building
     /// [`StreamHandle::info`] (no configuration copied, no block read).
-    pub fn retained_from(&self) -> (u64, u64) {
+    pub fn retained_from(&self) -> Retained {
         let st = self.shared.lock();
-        (st.visible_range().0, st.incarnation)
+        Retained {
+            first_seq: st.visible_range().0,
+            incarnation: st.incarnation,
+        }
     }
 
     /// The stream's configuration (no state: nothing is read).

@@ -44,6 +44,16 @@ pub struct PurgeRequest {
     pub up_to_seq: Option<u64>,
 }
 
+/// Where a stream's retained messages begin, and in which incarnation
+/// ([`StreamHandle::retained_from`](crate::StreamHandle::retained_from)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retained {
+    /// The first retained sequence; the last + 1 when the stream holds no messages.
+    pub first_seq: u64,
+    /// The stream's incarnation (changes when it is deleted and created again).
+    pub incarnation: u64,
+}
+
 /// A stream's state at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamState {

@@ -220,8 +220,11 @@ impl Backend for EmbeddedBackend {
 
     fn retained_from(&self) -> Option<Retained> {
         // A stream that is gone is the feed's to find out by its subscription ending.
-        let (first_seq, epoch) = self.handle().ok()?.retained_from();
-        Some(Retained { first_seq, epoch })
+        let retained = self.handle().ok()?.retained_from();
+        Some(Retained {
+            first_seq: retained.first_seq,
+            epoch: retained.incarnation,
+        })
     }
 
     async fn subscribe(
