@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod backend;
 pub mod config;
+mod duration;
 pub mod event_id;
 pub mod fanout;
 pub mod frames;

@@ -5,7 +5,6 @@
 //! Every key is documented in `docs/CONFIGURATION.md`. Unknown keys are errors, and every error
 //! names the key and the offending value.
 
-pub mod duration;
 mod layers;
 mod validate;
 
@@ -16,7 +15,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthConfig;
-use crate::backend::jetstream::JetStreamConfig;
+use crate::backend::jetstream::{JetStreamConfig, JetStreamConfigError};
+use crate::duration;
 
 pub use layers::{Overrides, load, load_str};
 
@@ -49,6 +49,9 @@ pub enum ConfigError {
         /// Why it is rejected.
         reason: String,
     },
+    /// A value of the `[jetstream]` section is not acceptable.
+    #[error(transparent)]
+    JetStream(#[from] JetStreamConfigError),
 }
 
 impl ConfigError {

@@ -327,11 +327,7 @@ async fn run(core: Arc<FeedCore>, backend: Arc<dyn Backend>, metrics: Arc<Metric
 
 /// Logs and counts a backend error by kind.
 pub fn record(metrics: &Metrics, err: &BackendError, what: &str) {
-    let kind = match err {
-        BackendError::Api { .. } => "api",
-        BackendError::Unavailable(_) => "unavailable",
-        BackendError::Other(_) => "other",
-    };
+    let kind = err.kind();
     tracing::warn!(error = %err, kind, "{what}");
     Metrics::count(&metrics.backend_errors, "kind", kind);
 }
