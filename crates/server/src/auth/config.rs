@@ -86,7 +86,7 @@ pub enum KeyConfig {
         /// Key id matched against a token's `kid` header.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<String>,
-        /// The secret itself.
+        /// The secret inline in the configuration (never shown again).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         secret: Option<Secret>,
         /// A file holding the secret; one trailing newline is ignored.
@@ -130,7 +130,7 @@ impl Secret {
         Self(value.into())
     }
 
-    /// The secret bytes.
+    /// The secret's bytes, for building the verifying key.
     pub fn expose(&self) -> &[u8] {
         self.0.as_bytes()
     }
@@ -166,9 +166,9 @@ pub enum AuthConfigError {
     ReadFile {
         /// Dotted configuration key of the key entry.
         key: String,
-        /// The file.
+        /// The key file that could not be read.
         path: PathBuf,
-        /// The I/O error.
+        /// What the operating system reported.
         source: std::io::Error,
     },
     /// A key file holds no usable key.
@@ -176,11 +176,11 @@ pub enum AuthConfigError {
     BadKey {
         /// Dotted configuration key of the key entry.
         key: String,
-        /// The file.
+        /// The key file that holds no usable key.
         path: PathBuf,
         /// What the file should hold (`RSA public key in PEM`, `JWKS`, …).
         what: &'static str,
-        /// What went wrong.
+        /// What the key parser reported.
         detail: String,
     },
 }

@@ -53,7 +53,7 @@ impl EmbeddedBackend {
     }
 
     /// Serves `stream` of an already open store.
-    pub fn new(store: Store, stream: &str) -> Self {
+    fn new(store: Store, stream: &str) -> Self {
         Self {
             store: Mutex::new(Some(store)),
             stream: stream.to_owned(),

@@ -27,7 +27,7 @@ pub enum BackendError {
     /// The embedded store's data directory could not be opened.
     #[error("cannot open {}: {source}", path.display())]
     Open {
-        /// `embedded.data_dir`.
+        /// The data directory, `embedded.data_dir`.
         path: PathBuf,
         /// Why the store refused to open.
         source: StoreError,
@@ -44,7 +44,7 @@ pub enum BackendError {
     /// The stream was deleted and created again under a subscription, which therefore ends.
     #[error("stream {stream:?} was deleted and created again (epoch {was:x}, now {now:x})")]
     Recreated {
-        /// The stream's name.
+        /// The stream the subscription read.
         stream: String,
         /// The epoch the subscription started in.
         was: u64,
@@ -55,7 +55,7 @@ pub enum BackendError {
     /// so that its reader, resuming from where it stopped, reports the loss.
     #[error("stream {stream:?} dropped sequences {first} to {last} while the feed was recovering")]
     Dropped {
-        /// The stream's name.
+        /// The stream the subscription read.
         stream: String,
         /// The first sequence lost.
         first: u64,

@@ -28,7 +28,7 @@ pub struct BackendMessage {
     pub time: jiff::Timestamp,
     /// The message's NATS headers (empty when it has none).
     pub headers: Headers,
-    /// The message body.
+    /// The message body, as stored.
     pub payload: Bytes,
 }
 
@@ -55,7 +55,7 @@ pub struct PublishRequest {
     pub subject: String,
     /// Headers such as `Nats-Msg-Id` or `Nats-TTL`.
     pub headers: Headers,
-    /// The message body.
+    /// The message body, stored as given.
     pub payload: Bytes,
 }
 

@@ -409,7 +409,7 @@ impl Serialize for JetStreamConfig {
 
 /// `url` with any password replaced by `redacted`; unparsable input is redacted after any
 /// `user:pass@` part it seems to carry.
-pub fn redact_url(url: &str) -> String {
+fn redact_url(url: &str) -> String {
     match url.parse::<async_nats::ServerAddr>() {
         Ok(addr) => {
             let mut parsed = addr.into_inner();

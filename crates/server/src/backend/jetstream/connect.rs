@@ -19,9 +19,9 @@ pub enum SetupError {
     /// A credentials or nkey seed file cannot be read.
     #[error("cannot use jetstream.{key} {}: {source}", path.display())]
     Unreadable {
-        /// `creds_file` or `nkey_seed_file`.
+        /// The key of the section naming it: `creds_file` or `nkey_seed_file`.
         key: &'static str,
-        /// The file.
+        /// The file, as configured.
         path: PathBuf,
         /// Why it cannot be read.
         source: std::io::Error,
@@ -29,15 +29,15 @@ pub enum SetupError {
     /// `nkey_seed_file` holds something other than a user nkey seed (`SU…`).
     #[error("cannot use jetstream.nkey_seed_file {}: does not hold a user nkey seed (SU…)", path.display())]
     NotAnNkeySeed {
-        /// The file.
+        /// The file, as configured.
         path: PathBuf,
     },
     /// The client certificate or its key is not readable PEM.
     #[error("cannot load jetstream.{key} {}: {source}", path.display())]
     Pem {
-        /// `client_cert` or `client_key`.
+        /// The key of the section naming it: `client_cert` or `client_key`.
         key: &'static str,
-        /// The file.
+        /// The file, as configured.
         path: PathBuf,
         /// What the PEM reader reported.
         source: rustls::pki_types::pem::Error,

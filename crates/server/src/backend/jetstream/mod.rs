@@ -23,7 +23,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
-pub use config::{JetStreamConfig, JetStreamConfigError, redact_url};
+pub use config::{JetStreamConfig, JetStreamConfigError};
 pub use connect::SetupError;
 pub use filters::ServerVersion;
 
