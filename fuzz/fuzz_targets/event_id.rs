@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use sluice_fuzz::split_line;
-use sluice_server::event_id::{EventId, MAX_LEN, choose_cursor};
+use sluice_server::fuzzing::{EventId, MAX_EVENT_ID_LEN, choose_cursor};
 
 fuzz_target!(|data: &[u8]| {
     // Valid ⇒ accepted.
@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
             epoch: (flag & 1 == 1).then(|| seq.reverse_bits()),
         };
         let text = id.to_string();
-        assert!(text.len() <= MAX_LEN);
+        assert!(text.len() <= MAX_EVENT_ID_LEN);
         assert_eq!(EventId::parse(&text), Ok(id));
         assert_eq!(id.next_seq(), seq + 1);
     }
@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(id.seq < u64::MAX);
         }
         Err(err) => {
-            assert!(err.shown.chars().count() <= MAX_LEN + 3);
+            assert!(err.shown.chars().count() <= MAX_EVENT_ID_LEN + 3);
             assert!(text.starts_with(&err.shown));
         }
     }

@@ -1,4 +1,4 @@
-//! The first request head of a connection, both ways: `net::head::parse` never panics; an
+//! The first request head of a connection, both ways: `parse_head` never panics; an
 //! accepted head is no longer than the input and the limit, and every shorter prefix of it is
 //! incomplete (never an error, never another request); and a head built from valid parts (a
 //! method token, an origin-form target, header lines) is accepted with exactly those parts.
@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_server::net::head::{HeadError, parse};
+use sluice_server::fuzzing::{HeadError, parse_head};
 
 fuzz_target!(|data: &[u8]| {
     let [limit, mode, rest @ ..] = data else {
@@ -19,13 +19,13 @@ fuzz_target!(|data: &[u8]| {
         built_head_is_accepted(rest, max);
         return;
     }
-    let Ok(Some(head)) = parse(rest, max) else {
+    let Ok(Some(head)) = parse_head(rest, max) else {
         return;
     };
     assert!(head.head_len <= rest.len() && head.head_len <= max);
     for cut in [head.head_len / 2, head.head_len - 1] {
         assert!(
-            matches!(parse(&rest[..cut], max), Ok(None)),
+            matches!(parse_head(&rest[..cut], max), Ok(None)),
             "a prefix of an accepted head is not incomplete"
         );
     }
@@ -71,7 +71,7 @@ fn built_head_is_accepted(rest: &[u8], max: usize) {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str("\r\n");
-    match parse(head.as_bytes(), max) {
+    match parse_head(head.as_bytes(), max) {
         Ok(Some(parsed)) => {
             assert_eq!(parsed.head_len, head.len());
             assert_eq!(parsed.request.method().as_str(), method);

@@ -59,6 +59,8 @@ pub mod codes {
     pub const WRONG_LAST_SEQUENCE: u32 = 10071;
     /// 10077: the store refused the message (discard-new limits).
     pub const STREAM_STORE_FAILED: u32 = 10077;
+    /// 10093: a consumer's filter matches no subject of its stream.
+    pub const CONSUMER_FILTER_NOT_SUBSET: u32 = 10093;
     /// 10097: the header block is larger than 64 KiB.
     pub const HEADER_EXCEEDS_MAXIMUM: u32 = 10097;
     /// 10109: the stream is sealed.
@@ -104,6 +106,13 @@ impl ApiError {
         self
     }
 
+    /// The same error described by `description` instead of its fixed text, for answers that
+    /// name more than JetStream's wording does: `stream "EVENTS" not found`.
+    pub fn described(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+
     /// 400/10003 `bad request`.
     pub fn bad_request() -> Self {
         Self::new(400, codes::BAD_REQUEST, "bad request")
@@ -112,6 +121,18 @@ impl ApiError {
     /// 404/10037 `no message found`.
     pub fn no_message_found() -> Self {
         Self::new(404, codes::NO_MESSAGE_FOUND, "no message found")
+    }
+
+    /// 400/10093 `filter` matches no subject of the stream, naming both.
+    pub fn consumer_filter_not_subset(filter: &str, stream: &str, subjects: &[String]) -> Self {
+        Self::new(
+            400,
+            codes::CONSUMER_FILTER_NOT_SUBSET,
+            format!(
+                "filter {filter:?} matches no subject of stream {stream:?} ({})",
+                subjects.join(" ")
+            ),
+        )
     }
 
     /// 500/10049 stream creation failed, described by `err`.
@@ -373,6 +394,12 @@ mod tests {
         let cases = [
             (ApiError::bad_request(), 400, 10003, "bad request"),
             (ApiError::no_message_found(), 404, 10037, "no message found"),
+            (
+                ApiError::consumer_filter_not_subset("b.*", "S", &["a.>".into(), "c".into()]),
+                400,
+                10093,
+                "filter \"b.*\" matches no subject of stream \"S\" (a.> c)",
+            ),
             (ApiError::stream_create_failed("boom"), 500, 10049, "boom"),
             (ApiError::stream_delete_failed("boom"), 500, 10050, "boom"),
             (
@@ -529,6 +556,15 @@ mod tests {
             );
             assert_eq!(err.to_string(), format!("{description} ({code})"));
         }
+    }
+
+    #[test]
+    fn described_keeps_status_and_code() {
+        let err = ApiError::stream_not_found().described("stream \"S\" not found");
+        assert_eq!(
+            (err.status, err.code, err.description.as_str()),
+            (404, 10059, "stream \"S\" not found")
+        );
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub enum GapReason {
 }
 
 impl GapReason {
-    /// The metric label.
+    /// As the `reason` label of `sluice_gaps_total` and the gap frame's JSON.
     pub fn label(self) -> &'static str {
         match self {
             Self::Expired => "expired",
@@ -51,7 +51,6 @@ impl GapReason {
 /// The data of a `gap` frame.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Gap {
-    /// Why.
     pub reason: GapReason,
     /// First sequence not delivered, when a range of the current incarnation is skipped.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -112,7 +111,7 @@ pub fn token_expired() -> Bytes {
     encode(&Frame::data(r#"{"reason":"token_expired"}"#).with_event("token_expired"))
 }
 
-/// A heartbeat comment.
+/// The `: heartbeat <time>` comment that keeps an idle stream (and its proxies) open.
 pub fn heartbeat(now: Timestamp) -> Bytes {
     encode(&Frame::comment(format!("heartbeat {now}")))
 }

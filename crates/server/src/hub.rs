@@ -14,18 +14,14 @@ use crate::fanout::Fanout;
 use crate::metrics::Metrics;
 use crate::session::{ConnectionGuard, SessionContext};
 
-/// Everything a request handler needs.
+/// One running hub: its configuration, backend, metrics, feeds and authorization, shared by
+/// every request. Build it with [`Hub::new`], run it with [`serve`].
 pub struct Hub {
-    /// The validated configuration.
-    pub config: Arc<Config>,
-    /// The durable stream.
-    pub backend: Arc<dyn Backend>,
-    /// Metrics.
-    pub metrics: Arc<Metrics>,
-    /// Shared feeds.
-    pub fanout: Fanout,
-    /// Who may subscribe and publish.
-    pub auth: Arc<Authenticator>,
+    pub(crate) config: Arc<Config>,
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) fanout: Fanout,
+    pub(crate) auth: Arc<Authenticator>,
     slots: Arc<AtomicUsize>,
     shutdown: watch::Sender<bool>,
 }
@@ -63,8 +59,24 @@ impl Hub {
         }))
     }
 
+    /// Who may subscribe and publish, e.g. to reload its keys on SIGHUP
+    /// ([`Authenticator::reload_on_sighup`]).
+    pub fn auth(&self) -> &Arc<Authenticator> {
+        &self.auth
+    }
+
+    /// The metrics as `GET /metrics` serves them (OpenMetrics text).
+    pub fn metrics_text(&self) -> String {
+        self.metrics.encode()
+    }
+
+    /// The shared backend feeds open now: one per distinct topic set being streamed.
+    pub fn feed_count(&self) -> usize {
+        self.fanout.feed_count()
+    }
+
     /// Takes a connection slot for an event stream, if `limits.max_connections` allows.
-    pub fn acquire_slot(&self, conn: Option<&ConnInfo>) -> Option<ConnectionGuard> {
+    pub(crate) fn acquire_slot(&self, conn: Option<&ConnInfo>) -> Option<ConnectionGuard> {
         ConnectionGuard::acquire(
             self.metrics.clone(),
             self.slots.clone(),
@@ -75,7 +87,7 @@ impl Hub {
     }
 
     /// What a new session needs.
-    pub fn session_context(&self) -> SessionContext {
+    pub(crate) fn session_context(&self) -> SessionContext {
         SessionContext {
             metrics: self.metrics.clone(),
             heartbeat: self.config.sse.heartbeat,
@@ -87,19 +99,19 @@ impl Hub {
     }
 
     /// Ends every event stream (each logs `disconnect_reason=shutdown`).
-    pub fn begin_shutdown(&self) {
+    pub(crate) fn begin_shutdown(&self) {
         // The flag first: a session woken by its feed then sees it.
         self.shutdown.send_replace(true);
         self.fanout.wake_all();
     }
 
     /// A receiver that turns true when shutdown begins.
-    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
         self.shutdown.subscribe()
     }
 
     /// True once shutdown has begun.
-    pub fn is_shutting_down(&self) -> bool {
+    pub(crate) fn is_shutting_down(&self) -> bool {
         *self.shutdown.borrow()
     }
 }

@@ -1,24 +1,29 @@
-//! The sluice hub as a library: configuration, HTTP and Server-Sent Events, publishing,
-//! fan-out and the backends that hold the durable streams.
+//! The sluice hub as a library: [`Hub`] and [`serve`] run it over a [`backend::Backend`] (the
+//! embedded store or a NATS JetStream stream), configured by a [`config::Config`] whose
+//! authorization part is [`auth`]'s.
 //!
-//! Data flows one way: `POST /publish` → [`backend::Backend`] (durable, sequenced) → one
-//! [`fanout`] feed per distinct topic set → a [`session`] per client (a cursor into the feed's
-//! ring of frames encoded once) → the socket.
+//! Data flows one way: `POST /publish` → the backend (durable, sequenced) → one fan-out feed
+//! per distinct topic set → a session per client (a cursor into the feed's ring of frames
+//! encoded once) → the socket. Everything between the configuration and the backend is the
+//! crate's own; [`fuzzing`] opens its parsers to the fuzz targets.
 
 pub mod auth;
 pub mod backend;
 pub mod config;
-pub mod conn;
-pub mod event_id;
-pub mod fanout;
-pub mod frames;
-pub mod http;
-pub mod hub;
-pub mod metrics;
-pub mod net;
-pub mod plan;
-pub mod session;
-pub mod topics;
+mod conn;
+mod duration;
+mod event_id;
+mod fanout;
+mod frames;
+#[doc(hidden)]
+pub mod fuzzing;
+mod http;
+mod hub;
+mod metrics;
+mod net;
+mod plan;
+mod session;
+mod topics;
 
 pub use hub::Hub;
 pub use net::serve;

@@ -6,7 +6,7 @@ use sluice_protocol::subject::{FilterSet, filter_is_subset};
 
 use crate::config::Config;
 
-/// A validated subscription.
+/// A validated subscription: what the client asked for, and the filters its feed is keyed by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topics {
     /// The client topics, without prefix, de-duplicated in request order.
@@ -26,7 +26,6 @@ pub enum TopicError {
     TooMany {
         /// How many were requested (counting stops at `max + 1`).
         count: usize,
-        /// The limit.
         max: usize,
     },
     /// A topic is not a valid NATS subject filter.
@@ -34,7 +33,6 @@ pub enum TopicError {
     Invalid {
         /// The topic as given.
         topic: String,
-        /// Why.
         reason: String,
     },
     /// A topic selects subjects the stream does not capture.
@@ -42,7 +40,6 @@ pub enum TopicError {
     OutsideStream {
         /// The topic as given.
         topic: String,
-        /// The stream's subjects.
         subjects: Vec<String>,
     },
 }

@@ -9,7 +9,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 use sluice_protocol::headers::Headers;
 use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig, ServerVersion};
-use sluice_server::backend::{Backend, BackendError, Health, MessageStream, PublishRequest};
+use sluice_server::backend::{
+    ApiError, Backend, BackendError, Health, MessageStream, PublishRequest,
+};
 use sluice_test_support::{NatsServer, eventually_async};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
@@ -144,11 +146,11 @@ async fn connect_error_names_a_missing_stream_and_the_server() {
         .err()
         .expect("a missing stream is an error");
     match err {
-        BackendError::Api {
+        BackendError::Api(ApiError {
             status: 404,
             code: 10059,
             description,
-        } => {
+        }) => {
             assert!(description.contains("\"NOPE\""), "{description}");
             assert!(description.contains(&server.url()), "{description}");
         }
@@ -229,11 +231,11 @@ async fn api_errors_keep_their_status_and_code() {
         .headers
         .append("Nats-Expected-Last-Sequence", "99");
     match backend.publish(expecting).await {
-        Err(BackendError::Api {
+        Err(BackendError::Api(ApiError {
             status: 400,
             code: 10071,
             description,
-        }) => assert!(description.contains("wrong last sequence"), "{description}"),
+        })) => assert!(description.contains("wrong last sequence"), "{description}"),
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -489,7 +491,8 @@ async fn messages_removed_while_a_feed_recovers_end_the_feed_instead_of_a_silent
         .await
         .expect("the feed reacts once reconnected");
     match ended {
-        Some(Err(BackendError::Other(reason))) => {
+        Some(Err(err @ BackendError::Dropped { .. })) => {
+            let reason = err.to_string();
             assert!(reason.contains("dropped sequences 2 to 6"), "{reason}")
         }
         other => panic!("unexpected {other:?}"),
@@ -728,11 +731,11 @@ async fn a_filter_outside_the_stream_is_an_api_error() {
     create_stream(&operator(&server).await, events_stream()).await;
     let backend = connect(&server, "EVENTS").await;
     match backend.subscribe(&["other.x".to_owned()], 1).await {
-        Err(BackendError::Api {
+        Err(BackendError::Api(ApiError {
             status: 400,
             description,
             ..
-        }) => assert!(description.contains("\"other.x\""), "{description}"),
+        })) => assert!(description.contains("\"other.x\""), "{description}"),
         Err(other) => panic!("unexpected {other:?}"),
         Ok(_) => panic!("subscribed outside the stream"),
     }

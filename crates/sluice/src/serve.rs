@@ -68,9 +68,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let backend = open_backend(&config).await?;
     let kind = backend.kind();
     let hub = sluice_server::Hub::new(config, backend)?;
-    if hub.auth.is_enabled(Direction::Subscribe) || hub.auth.is_enabled(Direction::Publish) {
-        hub.auth
-            .reload_on_sighup()
+    let auth = hub.auth();
+    if auth.is_enabled(Direction::Subscribe) || auth.is_enabled(Direction::Publish) {
+        auth.reload_on_sighup()
             .context("cannot listen for SIGHUP")?;
     }
     let listener = tokio::net::TcpListener::bind(listen)

@@ -55,7 +55,7 @@ pub struct DirectionConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_param: Option<String>,
     /// Clock skew tolerated on `exp` and `nbf` (whole seconds, e.g. `"5s"`).
-    #[serde(default = "default_leeway", with = "crate::config::duration")]
+    #[serde(default = "default_leeway", with = "crate::duration")]
     pub leeway: Duration,
     /// When set, a token must carry this value in its `aud` claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,7 +86,7 @@ pub enum KeyConfig {
         /// Key id matched against a token's `kid` header.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<String>,
-        /// The secret itself.
+        /// The secret inline in the configuration (never shown again).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         secret: Option<Secret>,
         /// A file holding the secret; one trailing newline is ignored.
@@ -130,7 +130,7 @@ impl Secret {
         Self(value.into())
     }
 
-    /// The secret bytes.
+    /// The secret's bytes, for building the verifying key.
     pub fn expose(&self) -> &[u8] {
         self.0.as_bytes()
     }
@@ -166,9 +166,9 @@ pub enum AuthConfigError {
     ReadFile {
         /// Dotted configuration key of the key entry.
         key: String,
-        /// The file.
+        /// The key file that could not be read.
         path: PathBuf,
-        /// The I/O error.
+        /// What the operating system reported.
         source: std::io::Error,
     },
     /// A key file holds no usable key.
@@ -176,11 +176,11 @@ pub enum AuthConfigError {
     BadKey {
         /// Dotted configuration key of the key entry.
         key: String,
-        /// The file.
+        /// The key file that holds no usable key.
         path: PathBuf,
         /// What the file should hold (`RSA public key in PEM`, `JWKS`, …).
         what: &'static str,
-        /// What went wrong.
+        /// What the key parser reported.
         detail: String,
     },
 }
@@ -268,10 +268,10 @@ impl DirectionConfig {
         if self.leeway > MAX_LEEWAY || self.leeway.subsec_nanos() != 0 {
             return Err(AuthConfigError::invalid(
                 key("leeway"),
-                crate::config::duration::format(self.leeway),
+                crate::duration::format(self.leeway),
                 format!(
                     "must be whole seconds, at most {}",
-                    crate::config::duration::format(MAX_LEEWAY)
+                    crate::duration::format(MAX_LEEWAY)
                 ),
             ));
         }

@@ -21,7 +21,7 @@ pub enum AuthError {
     TooLarge {
         /// What is too large: `token` (bytes) or `sluice claim` (filters).
         what: &'static str,
-        /// The configured limit.
+        /// The configured limit it exceeds.
         limit: usize,
     },
     /// The token is not a well-formed JWT or its claims have the wrong shape.

@@ -12,7 +12,7 @@ use super::error::AuthError;
 pub enum TokenSource {
     /// `Authorization: Bearer <token>`.
     Header,
-    /// The configured cookie.
+    /// The cookie named by `cookie_name`.
     Cookie,
     /// The configured query parameter.
     Query,

@@ -23,12 +23,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 use axum::http::HeaderMap;
 use sluice_protocol::subject::FilterSet;
 
-pub use claims::{FilterList, SluiceClaim, TokenClaims};
-pub use config::{
-    AuthConfig, AuthConfigError, DEFAULT_LEEWAY, DEFAULT_MAX_FILTERS, DEFAULT_MAX_TOKEN_BYTES,
-    DirectionConfig, KeyConfig, MAX_LEEWAY, MIN_HMAC_SECRET_BYTES, PemKey, Secret,
-};
-pub use error::{AuthError, REALM};
+pub use config::{AuthConfig, AuthConfigError, DirectionConfig, KeyConfig, PemKey, Secret};
+pub use error::AuthError;
 pub use extract::{FoundToken, TokenPlaces, TokenSource, extract_token};
 pub use grant::{Direction, Grant};
 

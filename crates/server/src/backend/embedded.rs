@@ -8,17 +8,19 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
+use sluice_protocol::error::ApiError;
 use sluice_protocol::subject::FilterSet;
 use sluice_store::{
-    RecoveryReport, Store, StoreError, StoreOptions, StoredMessage, StreamConfig, StreamHandle,
-    SyncPolicy,
+    RecoveryReport, Store, StoreOptions, StoredMessage, StreamConfig, StreamHandle, SyncPolicy,
 };
 
+use super::error::stream_not_found;
 use super::{
     Backend, BackendError, BackendMessage, Health, MessageStream, PublishAck, PublishRequest,
-    Retained, StreamState,
+    Retained, StreamState, Unavailable,
 };
-use crate::config::{Config, StreamDecl, duration};
+use crate::config::{Config, StreamDecl};
+use crate::duration;
 
 /// A stream of the embedded store.
 #[derive(Debug)]
@@ -39,12 +41,10 @@ impl EmbeddedBackend {
         let dir = embedded.data_dir.clone();
         let (store, reports) = tokio::task::spawn_blocking(move || Store::open(&dir, options))
             .await
-            .map_err(|err| BackendError::Other(format!("opening the store panicked: {err}")))?
-            .map_err(|err| {
-                BackendError::Other(format!(
-                    "cannot open {}: {err}",
-                    embedded.data_dir.display()
-                ))
+            .map_err(BackendError::OpenPanicked)?
+            .map_err(|source| BackendError::Open {
+                path: embedded.data_dir.clone(),
+                source,
             })?;
         for decl in &embedded.streams {
             declare(&store, stream_config(decl)).await?;
@@ -53,7 +53,7 @@ impl EmbeddedBackend {
     }
 
     /// Serves `stream` of an already open store.
-    pub fn new(store: Store, stream: &str) -> Self {
+    fn new(store: Store, stream: &str) -> Self {
         Self {
             store: Mutex::new(Some(store)),
             stream: stream.to_owned(),
@@ -66,17 +66,15 @@ impl EmbeddedBackend {
     }
 
     fn handle(&self) -> Result<StreamHandle, BackendError> {
-        let store = self
-            .store()
-            .ok_or_else(|| BackendError::Unavailable("the store is closed".into()))?;
+        let store = self.store().ok_or(Unavailable::StoreClosed)?;
         store
             .stream(&self.stream)
-            .ok_or_else(|| not_found(&self.stream))
+            .ok_or_else(|| stream_not_found(&self.stream).into())
     }
 }
 
 /// The store's sync policy for `embedded.sync` (validated by the configuration).
-pub fn sync_policy(text: &str) -> SyncPolicy {
+fn sync_policy(text: &str) -> SyncPolicy {
     match text {
         "always" => SyncPolicy::Always,
         "never" => SyncPolicy::Never,
@@ -119,47 +117,13 @@ async fn declare(store: &Store, config: StreamConfig) -> Result<(), BackendError
         Some(_) => store.update_stream(config).await.map(drop),
         None => store.create_stream(config).map(drop),
     };
-    result.map_err(|err| match convert_error(err) {
-        BackendError::Api {
-            status,
-            code,
-            description,
-        } => BackendError::Api {
-            status,
-            code,
-            description: format!("stream {name:?}: {description}"),
-        },
+    result.map_err(|err| match BackendError::from(err) {
+        BackendError::Api(mut api) => {
+            api.description = format!("stream {name:?}: {}", api.description);
+            BackendError::Api(api)
+        }
         other => other,
     })
-}
-
-fn not_found(stream: &str) -> BackendError {
-    BackendError::Api {
-        status: 404,
-        code: sluice_protocol::error::codes::STREAM_NOT_FOUND,
-        description: format!("stream {stream:?} not found"),
-    }
-}
-
-/// Maps a store error onto the backend's error kinds.
-pub fn convert_error(err: StoreError) -> BackendError {
-    match err {
-        StoreError::Api(api) => BackendError::Api {
-            status: api.status,
-            code: api.code,
-            description: api.description,
-        },
-        StoreError::StreamNotFound(name) => not_found(&name),
-        StoreError::InvalidSubject(reason) | StoreError::InvalidConfig(reason) => {
-            BackendError::Api {
-                status: 400,
-                code: sluice_protocol::error::codes::BAD_REQUEST,
-                description: reason,
-            }
-        }
-        StoreError::Closed(name) => BackendError::Unavailable(format!("stream {name:?} is closed")),
-        other => BackendError::Other(other.to_string()),
-    }
 }
 
 fn convert_message(message: StoredMessage) -> BackendMessage {
@@ -191,8 +155,7 @@ impl Backend for EmbeddedBackend {
         };
         let ack = handle
             .publish(request.subject, request.headers, request.payload)
-            .await
-            .map_err(convert_error)?;
+            .await?;
         Ok(PublishAck {
             seq: ack.seq,
             duplicate: ack.duplicate,
@@ -232,23 +195,20 @@ impl Backend for EmbeddedBackend {
         filters: &[String],
         start: u64,
     ) -> Result<MessageStream, BackendError> {
-        let filters = FilterSet::new(filters.iter().cloned()).map_err(|err| BackendError::Api {
-            status: 400,
-            code: sluice_protocol::error::codes::BAD_REQUEST,
-            description: err.to_string(),
-        })?;
+        let filters = FilterSet::new(filters.iter().cloned())
+            .map_err(|err| ApiError::bad_request().described(err.to_string()))?;
         let stream = self.handle()?.subscribe(start, filters);
         Ok(stream
-            .map(|item| item.map(convert_message).map_err(convert_error))
+            .map(|item| item.map(convert_message).map_err(BackendError::from))
             .boxed())
     }
 
     async fn health(&self) -> Health {
         match self.handle() {
             Ok(_) => Health::Ready,
-            Err(BackendError::Unavailable(detail)) => Health::Unavailable {
+            Err(BackendError::Unavailable(reason)) => Health::Unavailable {
                 cause: "backend_closed",
-                detail,
+                detail: reason.to_string(),
             },
             Err(err) => Health::Unavailable {
                 cause: "stream_unavailable",

@@ -11,7 +11,11 @@ use futures::stream::BoxStream;
 use sluice_protocol::headers::Headers;
 
 pub mod embedded;
+mod error;
 pub mod jetstream;
+
+pub use error::{BackendError, Unavailable};
+pub use sluice_protocol::error::ApiError;
 
 /// A message read from the stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,7 +28,7 @@ pub struct BackendMessage {
     pub time: jiff::Timestamp,
     /// The message's NATS headers (empty when it has none).
     pub headers: Headers,
-    /// The message body.
+    /// The message body, as stored.
     pub payload: Bytes,
 }
 
@@ -51,7 +55,7 @@ pub struct PublishRequest {
     pub subject: String,
     /// Headers such as `Nats-Msg-Id` or `Nats-TTL`.
     pub headers: Headers,
-    /// The message body.
+    /// The message body, stored as given.
     pub payload: Bytes,
 }
 
@@ -81,28 +85,6 @@ pub enum Health {
         /// Human-readable detail for logs.
         detail: String,
     },
-}
-
-/// An error from a backend.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum BackendError {
-    /// The stream rejected the request with a JetStream API error (the embedded store uses the
-    /// same codes), e.g. 400 / 10071 wrong last sequence.
-    #[error("{description} (status {status}, code {code})")]
-    Api {
-        /// HTTP-like status: 400, 404, 503, …
-        status: u16,
-        /// JetStream error code, e.g. 10071.
-        code: u32,
-        /// The error's description.
-        description: String,
-    },
-    /// The backend cannot be reached or timed out; the request may succeed later.
-    #[error("backend unavailable: {0}")]
-    Unavailable(String),
-    /// Anything else.
-    #[error("{0}")]
-    Other(String),
 }
 
 /// Where a stream's retained messages begin, in which incarnation.

@@ -16,17 +16,17 @@ use super::{Config, ConfigError};
 /// Values given on the command line; each wins over the file and the environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Overrides {
-    /// `--listen`.
+    /// `--listen`: the address to bind (`listen`).
     pub listen: Option<String>,
-    /// `--backend`.
+    /// `--backend`: `embedded` or `jetstream` (`backend`).
     pub backend: Option<String>,
-    /// `--data-dir`.
+    /// `--data-dir`: the embedded store's directory (`embedded.data_dir`).
     pub data_dir: Option<String>,
     /// `--stream`: the served stream of the selected backend.
     pub stream: Option<String>,
     /// `--nats-url`: one JetStream server URL, or several separated by commas.
     pub nats_url: Option<String>,
-    /// `--topic-prefix`.
+    /// `--topic-prefix`: tokens prepended to every topic (`topic_prefix`).
     pub topic_prefix: Option<String>,
 }
 

@@ -5,18 +5,18 @@
 //! Every key is documented in `docs/CONFIGURATION.md`. Unknown keys are errors, and every error
 //! names the key and the offending value.
 
-pub mod duration;
 mod layers;
 mod validate;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthConfig;
-use crate::backend::jetstream::JetStreamConfig;
+use crate::backend::jetstream::{JetStreamConfig, JetStreamConfigError};
+use crate::duration;
 
 pub use layers::{Overrides, load, load_str};
 
@@ -26,9 +26,9 @@ pub enum ConfigError {
     /// The file could not be read.
     #[error("cannot read config file {path}: {reason}")]
     Read {
-        /// The file.
+        /// The configuration file that could not be read.
         path: PathBuf,
-        /// The I/O error.
+        /// What the operating system reported.
         reason: String,
     },
     /// The file is not valid TOML, or a value has the wrong type or an unknown key.
@@ -49,6 +49,9 @@ pub enum ConfigError {
         /// Why it is rejected.
         reason: String,
     },
+    /// A value of the `[jetstream]` section is not acceptable.
+    #[error(transparent)]
+    JetStream(#[from] JetStreamConfigError),
 }
 
 impl ConfigError {
@@ -88,14 +91,15 @@ pub enum OnLoss {
     Live,
 }
 
-/// The whole configuration.
+/// The hub's whole configuration, every section with its defaults; [`load`] builds it from a
+/// file, the environment and flags.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Address the HTTP server binds, e.g. `127.0.0.1:8080` (port 0 picks a free port).
     #[serde(deserialize_with = "validate::socket_addr")]
     pub listen: SocketAddr,
-    /// `embedded` or `jetstream`.
+    /// Which durable stream the hub serves: `embedded` (the default) or `jetstream`.
     pub backend: BackendKind,
     /// Tokens prepended to every client topic to form the stream subject (`app` turns topic
     /// `a.b` into subject `app.a.b`); empty for none.
@@ -103,17 +107,17 @@ pub struct Config {
     /// When set, every SSE response carries `Link: <hub_url>; rel="sluice"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hub_url: Option<String>,
-    /// Server-Sent Events settings.
+    /// How event streams are written: heartbeats, `retry:`, write timeout, event size.
     pub sse: SseConfig,
     /// Connection and request limits.
     pub limits: LimitsConfig,
     /// Resume and replay policy.
     pub replay: ReplayConfig,
-    /// Cross-origin requests.
+    /// Which browser origins may subscribe and publish.
     pub cors: CorsConfig,
-    /// The in-memory fan-out.
+    /// The ring of encoded frames shared by the subscribers of one topic set.
     pub fanout: FanoutConfig,
-    /// The embedded store.
+    /// The embedded store: its directory, the served stream, fsync policy, declared streams.
     pub embedded: EmbeddedConfig,
     /// Authorization of subscribers and publishers (docs/AUTH.md); open when absent.
     pub auth: AuthConfig,
@@ -122,7 +126,7 @@ pub struct Config {
     pub jetstream: Option<JetStreamConfig>,
 }
 
-/// Server-Sent Events settings.
+/// How event streams are written (`[sse]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SseConfig {
@@ -173,7 +177,7 @@ pub struct ReplayConfig {
     pub on_loss: OnLoss,
 }
 
-/// Cross-origin requests.
+/// Which browser origins may call the hub (`[cors]`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CorsConfig {
@@ -183,7 +187,7 @@ pub struct CorsConfig {
     pub allowed_origins: Vec<String>,
 }
 
-/// The in-memory fan-out.
+/// The in-memory fan-out (`[fanout]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FanoutConfig {
@@ -192,7 +196,7 @@ pub struct FanoutConfig {
     pub ring_size: usize,
 }
 
-/// The embedded store.
+/// The embedded store (`[embedded]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EmbeddedConfig {
@@ -211,7 +215,7 @@ pub struct EmbeddedConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StreamDecl {
-    /// The stream name.
+    /// The stream's name; it names its directory, so it must be a safe path component.
     pub name: String,
     /// Subject filters the stream captures.
     pub subjects: Vec<String>,
@@ -353,7 +357,7 @@ impl Config {
     }
 
     /// The subject for a client topic: the topic with [`Config::topic_prefix`] prepended.
-    pub fn subject_for(&self, topic: &str) -> String {
+    pub(crate) fn subject_for(&self, topic: &str) -> String {
         if self.topic_prefix.is_empty() {
             topic.to_owned()
         } else {
@@ -373,16 +377,11 @@ impl Config {
     }
 
     /// The declaration of the served embedded stream.
-    pub fn served_stream(&self) -> Option<&StreamDecl> {
+    pub(crate) fn served_stream(&self) -> Option<&StreamDecl> {
         self.embedded
             .streams
             .iter()
             .find(|s| s.name == self.embedded.stream)
-    }
-
-    /// The data directory, for messages that need a path.
-    pub fn data_dir(&self) -> &Path {
-        &self.embedded.data_dir
     }
 }
 

@@ -72,7 +72,7 @@ fn sse(config: &Config) -> Result<(), ConfigError> {
         if value.is_zero() || value > MAX_INTERVAL {
             return Err(ConfigError::invalid(
                 key,
-                super::duration::format(value),
+                crate::duration::format(value),
                 "must be more than 0s and at most 1h",
             ));
         }
@@ -106,7 +106,7 @@ fn limits(config: &Config) -> Result<(), ConfigError> {
     if limits.header_read_timeout.is_zero() || limits.header_read_timeout > MAX_INTERVAL {
         return Err(ConfigError::invalid(
             "limits.header_read_timeout",
-            super::duration::format(limits.header_read_timeout),
+            crate::duration::format(limits.header_read_timeout),
             "must be more than 0s and at most 1h",
         ));
     }
@@ -130,7 +130,7 @@ fn embedded(config: &Config) -> Result<(), ConfigError> {
         ));
     }
     if !matches!(embedded.sync.as_str(), "always" | "never") {
-        let interval = super::duration::parse(&embedded.sync).map_err(|err| {
+        let interval = crate::duration::parse(&embedded.sync).map_err(|err| {
             ConfigError::invalid(
                 "embedded.sync",
                 &embedded.sync,
@@ -242,7 +242,7 @@ pub fn stream_name(key: &str, name: &str) -> Result<(), ConfigError> {
 
 fn jetstream(config: &Config) -> Result<(), ConfigError> {
     match &config.jetstream {
-        Some(section) => section.validate(),
+        Some(section) => Ok(section.validate()?),
         None if config.backend == BackendKind::Jetstream => Err(ConfigError::invalid(
             "backend",
             "jetstream",

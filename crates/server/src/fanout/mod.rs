@@ -31,10 +31,10 @@ use std::sync::{Arc, Mutex, Weak};
 use sluice_protocol::subject::FilterSet;
 
 pub use cursor::Cursor;
-pub use encode::{Encoder, is_control};
-pub use feed::{Feed, FeedCore};
-pub use ring::{Entry, EntryKind, Read, Ring};
-pub use source::{Lost, Role, SkipCheck, Source, SourceSpec, record};
+pub use encode::Encoder;
+pub use feed::Feed;
+pub use ring::{Entry, EntryKind};
+pub use source::{Lost, record};
 
 use crate::backend::{Backend, StreamState};
 use crate::metrics::Metrics;

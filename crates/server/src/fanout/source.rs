@@ -308,11 +308,7 @@ fn removed_from_front(
 
 /// Logs and counts a backend error by kind.
 pub fn record(metrics: &Metrics, err: &BackendError, what: &str) {
-    let kind = match err {
-        BackendError::Api { .. } => "api",
-        BackendError::Unavailable(_) => "unavailable",
-        BackendError::Other(_) => "other",
-    };
+    let kind = err.kind();
     tracing::warn!(error = %err, kind, "{what}");
     Metrics::count(&metrics.backend_errors, "kind", kind);
 }

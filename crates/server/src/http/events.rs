@@ -16,8 +16,9 @@ use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 
-use super::ApiError;
+use super::{bad_request, error_response, refusal};
 use crate::auth::Direction;
+use crate::backend::ApiError;
 use crate::conn::ConnInfo;
 use crate::event_id::choose_cursor;
 use crate::fanout::record;
@@ -75,7 +76,7 @@ pub async fn by_path(
 
 fn reject(hub: &Hub, reason: &'static str, err: ApiError) -> Response {
     Metrics::count(&hub.metrics.rejected, "reason", reason);
-    err.into_response()
+    error_response(&err)
 }
 
 /// What a subscription needs from its request.
@@ -101,7 +102,7 @@ async fn subscribe<'a>(
     let wants_stream = accepts_event_stream(headers);
     let topics = match topics::parse(requested, config) {
         Ok(topics) => topics,
-        Err(err) => return reject(hub, "bad_request", ApiError::bad_request(err.to_string())),
+        Err(err) => return reject(hub, "bad_request", bad_request(err.to_string())),
     };
     let grant = hub
         .auth
@@ -128,11 +129,7 @@ async fn subscribe<'a>(
     let cursor = match choose_cursor(header, query) {
         Ok(cursor) => cursor,
         Err(err) => {
-            return reject(
-                hub,
-                "bad_request",
-                ApiError::bad_request(format!("last-id: {err}")),
-            );
+            return reject(hub, "bad_request", bad_request(format!("last-id: {err}")));
         }
     };
     if let Some(err) = &cursor.ignored_header {
@@ -180,7 +177,7 @@ async fn subscribe<'a>(
         }
     };
     if let Err(err) = topics::check_within(&topics, &state.subjects, config) {
-        return reject(hub, "bad_request", ApiError::bad_request(err.to_string()));
+        return reject(hub, "bad_request", bad_request(err.to_string()));
     }
     let plan = Plan::new(cursor.id, &state, config.replay.on_loss);
     if cursor.id.is_some() {
@@ -250,7 +247,7 @@ pub(crate) fn transient(
     if wants_stream {
         return stream_response(hub, Body::from(frames::retry(retry)));
     }
-    let mut response = ApiError::new(status, detail.to_owned()).into_response();
+    let mut response = error_response(&refusal(status, detail));
     let seconds = retry.as_secs().max(1).to_string();
     if let Ok(value) = HeaderValue::from_str(&seconds) {
         response.headers_mut().insert(header::RETRY_AFTER, value);

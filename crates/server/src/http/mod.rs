@@ -28,7 +28,7 @@ use tower_http::cors::{AllowCredentials, AllowOrigin, CorsLayer};
 
 pub(crate) use events::{accepts_event_stream, transient};
 
-use crate::backend::BackendError;
+use crate::backend::{ApiError, BackendError};
 use crate::hub::Hub;
 
 /// Builds the router for `hub`.
@@ -97,66 +97,47 @@ fn cors(allowed: &[String]) -> Option<CorsLayer> {
 
 /// The body of every error answer: `{"code": …, "description": …}`. `code` is the stream's
 /// JetStream error code when the stream refused the request, otherwise the HTTP status.
-#[derive(Debug, Serialize)]
-pub struct ErrorBody {
-    /// Error code.
-    pub code: u32,
-    /// What went wrong, naming the offending value.
-    pub description: String,
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    code: u32,
+    description: &'a str,
 }
 
-/// An error answer.
-#[derive(Debug)]
-pub struct ApiError {
-    /// HTTP status.
-    pub status: StatusCode,
-    /// Body.
-    pub body: ErrorBody,
+/// The answer for `err`: its status (500 unless it is a client or server error status), and
+/// its code and description as the body.
+pub(crate) fn error_response(err: &ApiError) -> Response {
+    let status = StatusCode::from_u16(err.status)
+        .ok()
+        .filter(|s| s.is_client_error() || s.is_server_error())
+        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = ErrorBody {
+        code: err.code,
+        description: &err.description,
+    };
+    (status, axum::Json(body)).into_response()
 }
 
-impl ApiError {
-    /// An error whose code is its HTTP status.
-    pub fn new(status: StatusCode, description: impl Into<String>) -> Self {
-        Self {
-            status,
-            body: ErrorBody {
-                code: u32::from(status.as_u16()),
-                description: description.into(),
-            },
-        }
-    }
-
-    /// 400 Bad Request.
-    pub fn bad_request(description: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, description)
-    }
+/// A refusal of the hub's own, not the stream's: its code is its HTTP status.
+pub(crate) fn refusal(status: StatusCode, description: impl Into<String>) -> ApiError {
+    let status = status.as_u16();
+    ApiError::new(status, u32::from(status), description)
 }
 
+/// A `400 Bad Request` refusal of the hub's own.
+pub(crate) fn bad_request(description: impl Into<String>) -> ApiError {
+    refusal(StatusCode::BAD_REQUEST, description)
+}
+
+/// A backend error as an answer: the stream's refusal as it is; the backend out of reach as
+/// `503`, anything else as `500`, described by the error's message.
 impl From<BackendError> for ApiError {
     fn from(err: BackendError) -> Self {
         match err {
-            BackendError::Api {
-                status,
-                code,
-                description,
-            } => Self {
-                status: StatusCode::from_u16(status)
-                    .ok()
-                    .filter(|s| s.is_client_error() || s.is_server_error())
-                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-                body: ErrorBody { code, description },
-            },
-            BackendError::Unavailable(detail) => Self::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("backend unavailable: {detail}"),
-            ),
-            BackendError::Other(detail) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, detail),
+            BackendError::Api(api) => api,
+            BackendError::Unavailable(_) => {
+                refusal(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
+            }
+            other => refusal(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
         }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.status, axum::Json(self.body)).into_response()
     }
 }

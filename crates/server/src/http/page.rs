@@ -5,7 +5,6 @@
 
 use axum::response::Html;
 
-/// The page.
 pub async fn index() -> Html<&'static str> {
     Html(include_str!("page.html"))
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -24,9 +24,9 @@ use sluice_protocol::headers::{
 use sluice_protocol::subject::{filter_matches, validate_subject};
 use sluice_protocol::ttl::MsgTtl;
 
-use super::{ApiError, ErrorBody};
+use super::{bad_request, error_response};
 use crate::auth::{AuthError, Direction, Grant};
-use crate::backend::PublishRequest;
+use crate::backend::{ApiError, BackendError, PublishRequest};
 use crate::event_id::EventId;
 use crate::hub::Hub;
 use crate::metrics::Metrics;
@@ -101,13 +101,13 @@ pub async fn publish(
             err.into_response()
         }
         Err(Failure::Api(err)) => {
-            let result = if err.status.is_client_error() {
+            let result = if (400..500).contains(&err.status) {
                 "rejected"
             } else {
                 "failed"
             };
             Metrics::count(&hub.metrics.publishes, "result", result);
-            err.into_response()
+            error_response(&err)
         }
     }
 }
@@ -124,19 +124,19 @@ impl From<ApiError> for Failure {
     }
 }
 
-impl From<crate::backend::BackendError> for Failure {
-    fn from(err: crate::backend::BackendError) -> Self {
+impl From<BackendError> for Failure {
+    fn from(err: BackendError) -> Self {
         Self::Api(err.into())
     }
 }
 
 async fn store(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Answer, Failure> {
     let body: Body = serde_json::from_slice(body)
-        .map_err(|err| ApiError::bad_request(format!("invalid publish body: {err}")))?;
+        .map_err(|err| bad_request(format!("invalid publish body: {err}")))?;
     grant.check_publish(&body.topic).map_err(Failure::Auth)?;
     let subject = hub.config.subject_for(&body.topic);
     validate_subject(&subject)
-        .map_err(|err| ApiError::bad_request(format!("invalid topic {:?}: {err}", body.topic)))?;
+        .map_err(|err| bad_request(format!("invalid topic {:?}: {err}", body.topic)))?;
     let request = PublishRequest {
         subject,
         headers: headers(&body)?,
@@ -148,7 +148,7 @@ async fn store(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Answer, Failure>
         .iter()
         .any(|f| filter_matches(f, &request.subject))
     {
-        return Err(ApiError::bad_request(format!(
+        return Err(bad_request(format!(
             "topic {:?} is outside the stream's subjects {:?}",
             body.topic, state.subjects
         ))
@@ -173,7 +173,7 @@ fn payload(raw: &RawValue) -> Result<Bytes, ApiError> {
     let text = raw.get();
     if text.starts_with('"') {
         let string: String = serde_json::from_str(text)
-            .map_err(|err| ApiError::bad_request(format!("invalid payload string: {err}")))?;
+            .map_err(|err| bad_request(format!("invalid payload string: {err}")))?;
         return Ok(Bytes::from(string));
     }
     Ok(Bytes::copy_from_slice(text.as_bytes()))
@@ -181,31 +181,24 @@ fn payload(raw: &RawValue) -> Result<Bytes, ApiError> {
 
 fn headers(body: &Body) -> Result<Headers, ApiError> {
     if body.headers.len() > MAX_HEADERS {
-        return Err(ApiError::bad_request(format!(
+        return Err(bad_request(format!(
             "{} headers given, at most {MAX_HEADERS} are allowed",
             body.headers.len()
         )));
     }
     let mut headers = Headers::new();
     for (name, value) in &body.headers {
-        validate_name(name).map_err(|err| ApiError::bad_request(err.to_string()))?;
-        validate_value(name, value).map_err(|err| ApiError::bad_request(err.to_string()))?;
+        validate_name(name).map_err(|err| bad_request(err.to_string()))?;
+        validate_value(name, value).map_err(|err| bad_request(err.to_string()))?;
         if name.eq_ignore_ascii_case(NATS_STREAM_SOURCE) {
             // Only the stream itself writes source positions; a forged one is JetStream's 10227.
-            let api = sluice_protocol::error::ApiError::stream_source_header_not_allowed();
-            return Err(ApiError {
-                status: StatusCode::BAD_REQUEST,
-                body: ErrorBody {
-                    code: api.code,
-                    description: api.description,
-                },
-            });
+            return Err(ApiError::stream_source_header_not_allowed());
         }
         let reserved = name
             .get(..5)
             .is_some_and(|p| p.eq_ignore_ascii_case("nats-"));
         if reserved && !name.starts_with(NATS_EXPECTED_PREFIX) {
-            return Err(ApiError::bad_request(format!(
+            return Err(bad_request(format!(
                 "header {name:?} is reserved; use msg_id and ttl, or Nats-Expected-* preconditions"
             )));
         }
@@ -213,12 +206,12 @@ fn headers(body: &Body) -> Result<Headers, ApiError> {
     }
     if let Some(id) = &body.msg_id {
         if id.is_empty() || id.len() > MAX_MSG_ID_LEN {
-            return Err(ApiError::bad_request(format!(
+            return Err(bad_request(format!(
                 "msg_id must be 1 to {MAX_MSG_ID_LEN} bytes, got {} bytes",
                 id.len()
             )));
         }
-        validate_value(NATS_MSG_ID, id).map_err(|err| ApiError::bad_request(err.to_string()))?;
+        validate_value(NATS_MSG_ID, id).map_err(|err| bad_request(err.to_string()))?;
         headers.insert(NATS_MSG_ID, id.clone());
     }
     if let Some(ttl) = &body.ttl {
@@ -226,7 +219,7 @@ fn headers(body: &Body) -> Result<Headers, ApiError> {
             Ttl::Seconds(secs) => secs.to_string(),
             Ttl::Text(text) => text.clone(),
         };
-        MsgTtl::parse(&text).map_err(|err| ApiError::bad_request(format!("ttl: {err}")))?;
+        MsgTtl::parse(&text).map_err(|err| bad_request(format!("ttl: {err}")))?;
         headers.insert(NATS_TTL, text);
     }
     Ok(headers)

@@ -10,7 +10,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::http::{Method, StatusCode, Version, header};
-use axum::response::IntoResponse;
 use bytes::Bytes;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
@@ -23,7 +22,7 @@ use super::runtime::StreamRuntime;
 use super::stream::{Socket, stream_head};
 use super::upstream;
 use crate::conn::{ConnInfo, ConnState};
-use crate::http::{ApiError, accepts_event_stream, transient};
+use crate::http::{accepts_event_stream, error_response, refusal, transient};
 use crate::hub::Hub;
 use crate::metrics::Metrics;
 use crate::session::{Session, StreamHandoff};
@@ -133,8 +132,8 @@ impl Connection {
                 Metrics::count(&hub.metrics.rejected, "reason", "header_timeout");
                 tracing::info!(reason = "header_timeout", peer = %self.peer, %detail, "connection closed");
                 if !buf.is_empty() {
-                    let answer = ApiError::new(StatusCode::REQUEST_TIMEOUT, detail);
-                    socket.write_answer(answer.into_response()).await;
+                    let answer = refusal(StatusCode::REQUEST_TIMEOUT, detail);
+                    socket.write_answer(error_response(&answer)).await;
                 }
                 return;
             }
@@ -209,8 +208,8 @@ impl Connection {
     ) {
         Metrics::count(&self.hub.metrics.rejected, "reason", reason);
         tracing::info!(reason, peer = %self.peer, detail, "connection refused");
-        let answer = ApiError::new(status, detail.to_owned());
-        socket.write_answer(answer.into_response()).await;
+        let answer = refusal(status, detail);
+        socket.write_answer(error_response(&answer)).await;
     }
 }
 

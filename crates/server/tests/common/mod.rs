@@ -132,7 +132,7 @@ impl TestHub {
 
     /// The value of one metric line (exact name with labels), 0 when absent.
     pub fn metric(&self, name: &str) -> u64 {
-        metric_value(&self.hub.metrics.encode(), name)
+        metric_value(&self.hub.metrics_text(), name)
     }
 
     /// Polls `condition` until it holds or 20 s pass.

@@ -394,10 +394,10 @@ pub async fn one_feed_per_topic_set(f: &dyn HubFactory) {
         expect_event(&mut client, "connected").await.unwrap();
         clients.push(client);
     }
-    assert_eq!(hub.hub.fanout.feed_count(), 1);
+    assert_eq!(hub.hub.feed_count(), 1);
     let mut other = hub.subscribe("?topic=c").await;
     expect_event(&mut other, "connected").await.unwrap();
-    assert_eq!(hub.hub.fanout.feed_count(), 2);
+    assert_eq!(hub.hub.feed_count(), 2);
     let sent = hub.publish("b", json!("shared")).await;
     for client in &mut clients {
         assert_eq!(

@@ -10,15 +10,28 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::config::{ConfigError, duration};
+use crate::duration;
+
+/// A `[jetstream]` value that cannot be used; the message names the key and the value, never a
+/// secret. The hub's configuration wraps it as it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid `{key}` = {value}: {reason}")]
+pub struct JetStreamConfigError {
+    /// The dotted key, e.g. `jetstream.urls[1]`.
+    pub key: String,
+    /// The offending value, quoted, secrets redacted.
+    pub value: String,
+    /// Why it is rejected.
+    pub reason: String,
+}
 
 /// Builds the error for `key` (relative to the `[jetstream]` section) and `value`.
 fn invalid(
     key: impl AsRef<str>,
     value: impl fmt::Display,
     reason: impl Into<String>,
-) -> ConfigError {
-    ConfigError::Invalid {
+) -> JetStreamConfigError {
+    JetStreamConfigError {
         key: format!("jetstream.{}", key.as_ref()),
         value: format!("{:?}", value.to_string()),
         reason: reason.into(),
@@ -118,7 +131,7 @@ impl JetStreamConfig {
     }
 
     /// Checks every value; the error names the key and the value (secrets redacted).
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), JetStreamConfigError> {
         self.validate_urls()?;
         validate_stream_name(&self.stream)?;
         if self.name.is_empty() || self.name.chars().any(char::is_control) {
@@ -160,7 +173,7 @@ impl JetStreamConfig {
         })
     }
 
-    fn validate_urls(&self) -> Result<(), ConfigError> {
+    fn validate_urls(&self) -> Result<(), JetStreamConfigError> {
         if self.urls.is_empty() {
             return Err(invalid("urls", "[]", "at least one server URL is required"));
         }
@@ -190,7 +203,7 @@ impl JetStreamConfig {
         Ok(())
     }
 
-    fn validate_auth(&self) -> Result<(), ConfigError> {
+    fn validate_auth(&self) -> Result<(), JetStreamConfigError> {
         match (&self.user, &self.password) {
             (Some(user), None) => {
                 return Err(invalid("user", user, "`password` is required with `user`"));
@@ -230,7 +243,7 @@ impl JetStreamConfig {
         check_file("nkey_seed_file", self.nkey_seed_file.as_deref())
     }
 
-    fn validate_tls(&self) -> Result<(), ConfigError> {
+    fn validate_tls(&self) -> Result<(), JetStreamConfigError> {
         if self.tls_insecure_skip_verify
             && let Some(ca) = &self.ca_file
         {
@@ -265,7 +278,7 @@ impl JetStreamConfig {
         check_file("client_key", self.client_key.as_deref())
     }
 
-    fn validate_timing(&self) -> Result<(), ConfigError> {
+    fn validate_timing(&self) -> Result<(), JetStreamConfigError> {
         for (key, value) in [
             ("connect_timeout", self.connect_timeout),
             ("request_timeout", self.request_timeout),
@@ -396,7 +409,7 @@ impl Serialize for JetStreamConfig {
 
 /// `url` with any password replaced by `redacted`; unparsable input is redacted after any
 /// `user:pass@` part it seems to carry.
-pub fn redact_url(url: &str) -> String {
+fn redact_url(url: &str) -> String {
     match url.parse::<async_nats::ServerAddr>() {
         Ok(addr) => {
             let mut parsed = addr.into_inner();
@@ -419,7 +432,7 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
-fn validate_stream_name(stream: &str) -> Result<(), ConfigError> {
+fn validate_stream_name(stream: &str) -> Result<(), JetStreamConfigError> {
     if stream.is_empty() {
         return Err(invalid(
             "stream",
@@ -441,7 +454,7 @@ fn validate_stream_name(stream: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn check_file(key: &str, path: Option<&Path>) -> Result<(), ConfigError> {
+fn check_file(key: &str, path: Option<&Path>) -> Result<(), JetStreamConfigError> {
     let Some(path) = path else { return Ok(()) };
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_file() => Ok(()),
@@ -464,12 +477,8 @@ mod tests {
 
     /// The key and value of the validation error, without the section prefix.
     fn rejected(config: &JetStreamConfig) -> (String, String) {
-        match config.validate().unwrap_err() {
-            ConfigError::Invalid { key, value, .. } => {
-                (key.strip_prefix("jetstream.").unwrap().to_owned(), value)
-            }
-            other => panic!("unexpected {other}"),
-        }
+        let JetStreamConfigError { key, value, .. } = config.validate().unwrap_err();
+        (key.strip_prefix("jetstream.").unwrap().to_owned(), value)
     }
 
     fn valid() -> JetStreamConfig {

@@ -1,6 +1,7 @@
 //! Opening the NATS connection described by a [`JetStreamConfig`]: authentication, TLS,
 //! reconnection, and connection events turned into logs and a reconnect signal.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,11 +10,51 @@ use async_nats::{Client, ConnectOptions, Event};
 use tokio::sync::watch;
 
 use super::config::JetStreamConfig;
-use crate::backend::BackendError;
+use crate::backend::{BackendError, Unavailable};
+
+/// Why the NATS connection cannot be set up as configured; names the `[jetstream]` key and
+/// the file, never its content.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// A credentials or nkey seed file cannot be read.
+    #[error("cannot use jetstream.{key} {}: {source}", path.display())]
+    Unreadable {
+        /// The key of the section naming it: `creds_file` or `nkey_seed_file`.
+        key: &'static str,
+        /// The file, as configured.
+        path: PathBuf,
+        /// Why it cannot be read.
+        source: std::io::Error,
+    },
+    /// `nkey_seed_file` holds something other than a user nkey seed (`SU…`).
+    #[error("cannot use jetstream.nkey_seed_file {}: does not hold a user nkey seed (SU…)", path.display())]
+    NotAnNkeySeed {
+        /// The file, as configured.
+        path: PathBuf,
+    },
+    /// The client certificate or its key is not readable PEM.
+    #[error("cannot load jetstream.{key} {}: {source}", path.display())]
+    Pem {
+        /// The key of the section naming it: `client_cert` or `client_key`.
+        key: &'static str,
+        /// The file, as configured.
+        path: PathBuf,
+        /// What the PEM reader reported.
+        source: rustls::pki_types::pem::Error,
+    },
+    /// Loading the client certificate panicked on its blocking thread.
+    #[error("loading the client certificate failed: {0}")]
+    LoadPanicked(#[source] tokio::task::JoinError),
+    /// rustls cannot build the TLS configuration.
+    #[error("TLS setup failed: {0}")]
+    Tls(#[source] rustls::Error),
+    /// The client certificate and key do not make a usable TLS identity.
+    #[error("unusable client certificate or key: {0}")]
+    ClientIdentity(#[source] rustls::Error),
+}
 
 /// An open connection and the signal that ticks each time it is re-established.
 pub(super) struct Connection {
-    /// The client.
     pub client: Client,
     /// Counts reconnections; feeds watch it to rebuild their consumers after a connection
     /// loss, as messages in flight while disconnected are lost with the connection.
@@ -32,18 +73,14 @@ pub(super) async fn connect(config: &JetStreamConfig) -> Result<Connection, Back
     );
     let client = tokio::time::timeout(attempt_limit, options.connect(config.urls.as_slice()))
         .await
-        .map_err(|_| {
-            BackendError::Unavailable(format!(
-                "cannot connect to NATS at {shown_urls}: no connection within {}",
-                crate::config::duration::format(attempt_limit)
-            ))
+        .map_err(|_| Unavailable::ConnectTimeout {
+            urls: shown_urls.clone(),
+            limit: attempt_limit,
         })?
         // async-nats errors may quote the address they tried, credentials included.
-        .map_err(|err| {
-            BackendError::Unavailable(format!(
-                "cannot connect to NATS at {shown_urls}: {}",
-                config.scrub(&err.to_string())
-            ))
+        .map_err(|err| Unavailable::Connect {
+            urls: shown_urls,
+            reason: config.scrub(&err.to_string()),
         })?;
     Ok(Connection { client, reconnects })
 }
@@ -102,11 +139,13 @@ async fn authenticate(
     config: &JetStreamConfig,
 ) -> Result<ConnectOptions, BackendError> {
     if let Some(path) = &config.creds_file {
-        return options.credentials_file(path).await.map_err(|err| {
-            BackendError::Other(format!(
-                "cannot use jetstream.creds_file {}: {err}",
-                path.display()
-            ))
+        return options.credentials_file(path).await.map_err(|source| {
+            SetupError::Unreadable {
+                key: "creds_file",
+                path: path.clone(),
+                source,
+            }
+            .into()
         });
     }
     if let Some(token) = &config.token {
@@ -116,21 +155,18 @@ async fn authenticate(
         return Ok(options.user_and_password(user.clone(), password.clone()));
     }
     if let Some(path) = &config.nkey_seed_file {
-        let unreadable = |reason: String| {
-            BackendError::Other(format!(
-                "cannot use jetstream.nkey_seed_file {}: {reason}",
-                path.display()
-            ))
-        };
-        let seed = tokio::fs::read_to_string(path)
-            .await
-            .map_err(|err| unreadable(err.to_string()))?;
+        let seed =
+            tokio::fs::read_to_string(path)
+                .await
+                .map_err(|source| SetupError::Unreadable {
+                    key: "nkey_seed_file",
+                    path: path.clone(),
+                    source,
+                })?;
         let seed = seed.trim();
         // Never echo the content: it is the private key.
         if !seed.starts_with("SU") {
-            return Err(unreadable(
-                "does not hold a user nkey seed (SU…)".to_owned(),
-            ));
+            return Err(SetupError::NotAnNkeySeed { path: path.clone() }.into());
         }
         return Ok(options.nkey(seed.to_owned()));
     }
@@ -162,7 +198,7 @@ async fn insecure_tls(config: &JetStreamConfig) -> Result<rustls::ClientConfig, 
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|err| BackendError::Other(format!("TLS setup failed: {err}")))?
+        .map_err(SetupError::Tls)?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)));
     let (Some(cert), Some(key)) = (&config.client_cert, &config.client_key) else {
@@ -172,19 +208,21 @@ async fn insecure_tls(config: &JetStreamConfig) -> Result<rustls::ClientConfig, 
     let loaded = tokio::task::spawn_blocking(move || {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let pem = |key: &'static str, path: &PathBuf| {
+            let path = path.clone();
+            move |source| SetupError::Pem { key, path, source }
+        };
         let certs = CertificateDer::pem_file_iter(&cert)
             .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-            .map_err(|err| format!("jetstream.client_cert {}: {err}", cert.display()))?;
-        let key = PrivateKeyDer::from_pem_file(&key)
-            .map_err(|err| format!("jetstream.client_key {}: {err}", key.display()))?;
-        Ok::<_, String>((certs, key))
+            .map_err(pem("client_cert", &cert))?;
+        let key = PrivateKeyDer::from_pem_file(&key).map_err(pem("client_key", &key))?;
+        Ok::<_, SetupError>((certs, key))
     })
     .await
-    .map_err(|err| BackendError::Other(format!("loading the client certificate failed: {err}")))?
-    .map_err(|err| BackendError::Other(format!("cannot load {err}")))?;
-    builder
+    .map_err(SetupError::LoadPanicked)??;
+    Ok(builder
         .with_client_auth_cert(loaded.0, loaded.1)
-        .map_err(|err| BackendError::Other(format!("unusable client certificate or key: {err}")))
+        .map_err(SetupError::ClientIdentity)?)
 }
 
 /// Accepts every server certificate but still checks handshake signatures.

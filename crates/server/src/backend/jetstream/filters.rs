@@ -5,10 +5,9 @@
 //! Servers before 2.10 take one filter per consumer; servers before 2.14.7 take several but
 //! may skip messages on such consumers, so sluice does not ask them to.
 
-use sluice_protocol::error::codes;
 use sluice_protocol::subject::{FilterSet, filters_overlap};
 
-use crate::backend::BackendError;
+use crate::backend::{ApiError, BackendError};
 
 /// A nats-server version, `major.minor.patch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -57,18 +56,13 @@ pub(super) struct FilterPlan {
 impl FilterPlan {
     /// Plans `filters` for a server of `version`.
     pub fn new(filters: &[String], version: ServerVersion) -> Result<Self, BackendError> {
-        let set = FilterSet::new(filters.iter().cloned()).map_err(|err| BackendError::Api {
-            status: 400,
-            code: codes::BAD_REQUEST,
-            description: err.to_string(),
-        })?;
+        let set = FilterSet::new(filters.iter().cloned())
+            .map_err(|err| ApiError::bad_request().described(err.to_string()))?;
         let all = set.as_slice();
         match all {
-            [] => Err(BackendError::Api {
-                status: 400,
-                code: codes::BAD_REQUEST,
-                description: "a subscription needs at least one filter".to_owned(),
-            }),
+            [] => Err(ApiError::bad_request()
+                .described("a subscription needs at least one filter")
+                .into()),
             [one] => Ok(Self {
                 filter_subject: one.clone(),
                 filter_subjects: Vec::new(),
@@ -218,12 +212,12 @@ mod tests {
     fn bad_filters_are_bad_requests() {
         let err = FilterPlan::new(&["a..b".to_owned()], NEW).unwrap_err();
         assert!(
-            matches!(err, BackendError::Api { status: 400, .. }),
+            matches!(err, BackendError::Api(ApiError { status: 400, .. })),
             "{err:?}"
         );
         let err = FilterPlan::new(&[], NEW).unwrap_err();
         assert!(
-            matches!(err, BackendError::Api { status: 400, .. }),
+            matches!(err, BackendError::Api(ApiError { status: 400, .. })),
             "{err:?}"
         );
     }

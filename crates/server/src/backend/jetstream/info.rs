@@ -30,12 +30,12 @@ pub(super) async fn fetch(
                 &serde_json::json!({}),
             )
             .await
-            .map_err(|err| from_nats(&what, &err))
+            .map_err(|err| from_nats(&what, err))
     })
     .await?;
     match response {
         Response::Ok(info) => Ok(facts(&info)),
-        Response::Err { error } => Err(api_error(&error)),
+        Response::Err { error } => Err(api_error(&error).into()),
     }
 }
 

@@ -23,11 +23,13 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
-pub use config::{JetStreamConfig, redact_url};
+pub use config::{JetStreamConfig, JetStreamConfigError};
+pub use connect::SetupError;
 pub use filters::ServerVersion;
 
 use crate::backend::{
     Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, StreamState,
+    Unavailable,
 };
 
 /// The longest a health check may take.
@@ -78,9 +80,7 @@ impl JetStreamBackend {
     /// An invalid configuration, no reachable server ([`BackendError::Unavailable`]), or a
     /// missing stream ([`BackendError::Api`] with status 404, naming the stream and the server).
     pub async fn connect(config: &JetStreamConfig) -> Result<Self, BackendError> {
-        config
-            .validate()
-            .map_err(|err| BackendError::Other(err.to_string()))?;
+        config.validate()?;
         let connection = connect::connect(config).await?;
         let context = async_nats::jetstream::ContextBuilder::new()
             .timeout(config.request_timeout)
@@ -89,21 +89,18 @@ impl JetStreamBackend {
         let facts = info::fetch(&context, &config.stream, config.request_timeout)
             .await
             .map_err(|err| match err {
-                BackendError::Api {
-                    status: 404,
-                    code,
-                    description,
-                } => BackendError::Api {
-                    status: 404,
-                    code,
-                    description: format!(
-                        "stream {:?} does not exist on {shown_urls} ({description}); create it first",
-                        config.stream
-                    ),
-                },
-                BackendError::Unavailable(reason) => BackendError::Unavailable(format!(
-                    "{reason} (NATS at {shown_urls}; is JetStream enabled?)"
-                )),
+                BackendError::Api(mut api) if api.status == 404 => {
+                    api.description = format!(
+                        "stream {:?} does not exist on {shown_urls} ({}); create it first",
+                        config.stream, api.description
+                    );
+                    BackendError::Api(api)
+                }
+                BackendError::Unavailable(reason) => Unavailable::NoJetStream {
+                    urls: shown_urls.clone(),
+                    source: Box::new(reason),
+                }
+                .into(),
                 other => other,
             })?;
         let version = ServerVersion::parse(&connection.client.server_info().version);

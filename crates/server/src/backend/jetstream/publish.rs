@@ -5,11 +5,10 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, context::PublishErrorKind};
 use async_nats::{HeaderMap, HeaderName, HeaderValue};
-use sluice_protocol::error::codes;
 use sluice_protocol::headers::Headers;
 
 use super::error::{bounded, from_nats};
-use crate::backend::{BackendError, PublishAck, PublishRequest};
+use crate::backend::{ApiError, BackendError, PublishAck, PublishRequest, Unavailable};
 
 /// Publishes one message and waits for the stream's acknowledgement, all within `limit`.
 pub(super) async fn publish(
@@ -27,8 +26,8 @@ pub(super) async fn publish(
         let pending = context
             .send_publish(request.subject.clone(), message)
             .await
-            .map_err(|err| publish_error(&what, &err))?;
-        let ack = pending.await.map_err(|err| publish_error(&what, &err))?;
+            .map_err(|err| publish_error(&what, err))?;
+        let ack = pending.await.map_err(|err| publish_error(&what, err))?;
         Ok(PublishAck {
             seq: ack.sequence,
             duplicate: ack.duplicate,
@@ -38,27 +37,24 @@ pub(super) async fn publish(
     .await
 }
 
-fn publish_error(what: &str, err: &jetstream::context::PublishError) -> BackendError {
+fn publish_error(what: &str, err: jetstream::context::PublishError) -> BackendError {
     match err.kind() {
-        PublishErrorKind::MaxPayloadExceeded => BackendError::Api {
-            status: 400,
-            code: codes::MESSAGE_EXCEEDS_MAXIMUM,
-            description: err.to_string(),
-        },
-        PublishErrorKind::StreamNotFound => {
-            BackendError::Unavailable(format!("{what}: no stream captures this subject"))
+        PublishErrorKind::MaxPayloadExceeded => ApiError::message_exceeds_maximum()
+            .described(err.to_string())
+            .into(),
+        PublishErrorKind::StreamNotFound => Unavailable::NoStream {
+            what: what.to_owned(),
         }
+        .into(),
         _ => from_nats(what, err),
     }
 }
 
 /// sluice headers as an async-nats header map; a name or value NATS cannot carry is a bad
 /// request naming it.
-pub(super) fn to_nats(headers: &Headers) -> Result<HeaderMap, BackendError> {
-    let bad = |what: &str, text: &str| BackendError::Api {
-        status: 400,
-        code: codes::BAD_REQUEST,
-        description: format!("invalid header {what} {text:?}"),
+pub(super) fn to_nats(headers: &Headers) -> Result<HeaderMap, ApiError> {
+    let bad = |what: &str, text: &str| {
+        ApiError::bad_request().described(format!("invalid header {what} {text:?}"))
     };
     let mut map = HeaderMap::new();
     for (name, value) in headers.iter() {
@@ -89,6 +85,8 @@ pub(super) fn from_nats_headers(map: Option<&HeaderMap>) -> Headers {
 
 #[cfg(test)]
 mod tests {
+    use sluice_protocol::error::codes;
+
     use super::*;
 
     #[test]
@@ -105,16 +103,12 @@ mod tests {
     fn headers_nats_cannot_carry_are_bad_requests() {
         let mut headers = Headers::new();
         headers.append("Bad Name:", "v");
-        match to_nats(&headers).unwrap_err() {
-            BackendError::Api {
-                status,
-                code,
-                description,
-            } => {
-                assert_eq!((status, code), (400, codes::BAD_REQUEST));
-                assert!(description.contains("Bad Name:"), "{description}");
-            }
-            other => panic!("unexpected {other:?}"),
-        }
+        let ApiError {
+            status,
+            code,
+            description,
+        } = to_nats(&headers).unwrap_err();
+        assert_eq!((status, code), (400, codes::BAD_REQUEST));
+        assert!(description.contains("Bad Name:"), "{description}");
     }
 }

@@ -23,7 +23,7 @@ use super::error::{api_error, bounded, from_nats, is_permanent};
 use super::filters::{FilterPlan, ServerVersion};
 use super::info;
 use super::publish::from_nats_headers;
-use crate::backend::{BackendError, BackendMessage, MessageStream};
+use crate::backend::{ApiError, BackendError, BackendMessage, MessageStream, Unavailable};
 
 /// How long a consumer may sit idle before the server deletes it, unless the stream sets a
 /// shorter limit. Live pulls keep it active, so this only matters once the feed is gone.
@@ -33,8 +33,6 @@ const PULL_BATCH: usize = 512;
 /// Bytes asked for per pull, unless the server's largest message needs more: a pull must
 /// always fit one message, or the server refuses it and the feed would stall.
 const PULL_MAX_BYTES: usize = 4 * 1024 * 1024;
-/// JetStream's error code for a consumer filter outside the stream's subjects.
-const FILTER_OUTSIDE_STREAM: u32 = 10093;
 /// How long a lost consumer is retried before the feed ends with an error.
 const RECOVERY_WINDOW: Duration = Duration::from_secs(30);
 /// The first pause between recovery attempts; it doubles up to [`MAX_RETRY_PAUSE`].
@@ -128,9 +126,7 @@ impl Feed {
                     Ok(()) => Step::Lost("the NATS connection was re-established".to_owned()),
                     Err(_) => {
                         self.finished = true;
-                        return Some(Err(BackendError::Unavailable(
-                            "the NATS connection is closed".to_owned(),
-                        )));
+                        return Some(Err(Unavailable::ConnectionClosed.into()));
                     }
                 },
                 next = current.messages.next() => match next {
@@ -253,34 +249,33 @@ impl Feed {
         match opening {
             Opening::First => {
                 if let Some(filter) = self.plan.outside(&facts.state.subjects) {
-                    return Err(BackendError::Api {
-                        status: 400,
-                        code: FILTER_OUTSIDE_STREAM,
-                        description: format!(
-                            "filter {filter:?} matches no subject of stream {stream:?} ({})",
-                            facts.state.subjects.join(" ")
-                        ),
-                    });
+                    return Err(ApiError::consumer_filter_not_subset(
+                        filter,
+                        stream,
+                        &facts.state.subjects,
+                    )
+                    .into());
                 }
                 self.epoch = facts.state.epoch;
                 // The server starts at the first retained message anyway.
                 self.next_seq = self.next_seq.max(facts.state.first_seq);
             }
             Opening::Recovery if facts.state.epoch != self.epoch => {
-                return Err(BackendError::Other(format!(
-                    "stream {stream:?} was deleted and created again (epoch {:x}, now {:x})",
-                    self.epoch, facts.state.epoch
-                )));
+                return Err(BackendError::Recreated {
+                    stream: stream.clone(),
+                    was: self.epoch,
+                    now: facts.state.epoch,
+                });
             }
             // The caller planned the first position; a gap that opened while recovering must
             // not pass unnoticed: the feed ends and the caller, resuming from `next_seq`,
             // sees and reports the loss.
             Opening::Recovery if facts.state.first_seq > self.next_seq => {
-                return Err(BackendError::Other(format!(
-                    "stream {stream:?} dropped sequences {} to {} while the feed was recovering",
-                    self.next_seq,
-                    facts.state.first_seq - 1
-                )));
+                return Err(BackendError::Dropped {
+                    stream: stream.clone(),
+                    first: self.next_seq,
+                    last: facts.state.first_seq - 1,
+                });
             }
             Opening::Recovery => {}
         }
@@ -308,8 +303,8 @@ impl Feed {
                 .create_consumer_on_stream(config, stream)
                 .await
                 .map_err(|err| match err.kind() {
-                    ConsumerErrorKind::JetStream(api) => api_error(&api),
-                    _ => from_nats(&what, &err),
+                    ConsumerErrorKind::JetStream(api) => api_error(&api).into(),
+                    _ => from_nats(&what, err),
                 })
         })
         .await?;
@@ -330,7 +325,7 @@ impl Feed {
                 .heartbeat(shared.config.idle_heartbeat)
                 .messages()
                 .await
-                .map_err(|err| from_nats(&what, &err))
+                .map_err(|err| from_nats(&what, err))
         })
         .await?;
         shared.stats.consumers_created.inc();

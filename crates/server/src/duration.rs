@@ -1,5 +1,9 @@
-//! Durations in the configuration: `"30s"`, `"1m 30s"`, `"500ms"`, ISO 8601 `"PT30S"`, or an
-//! integer number of seconds. Negative durations are rejected.
+//! Durations as sluice's configuration writes them: `"30s"`, `"1m 30s"`, `"500ms"`, ISO 8601
+//! `"PT30S"`, or an integer number of seconds. Negative durations are rejected.
+//!
+//! A leaf shared by every part that owns configuration (the hub's, auth's, the JetStream
+//! backend's) and by messages that quote a duration. Not the Go grammar of NATS headers
+//! (`sluice_protocol::duration`): configuration files take jiff's friendlier forms.
 
 use std::time::Duration;
 

@@ -1,0 +1,172 @@
+//! What a backend call can fail with, by cause, and the three kinds the hub tells apart: the
+//! stream's refusal (a JetStream API error), the backend out of reach for now, and anything
+//! else.
+
+use std::error::Error as StdError;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sluice_protocol::error::ApiError;
+use sluice_store::StoreError;
+
+use super::jetstream::{JetStreamConfigError, SetupError};
+
+/// An error from a backend.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The stream refused the request with a JetStream API error (the embedded store uses the
+    /// same codes), e.g. 400 / 10071 wrong last sequence.
+    #[error("{} (status {}, code {})", .0.description, .0.status, .0.code)]
+    Api(ApiError),
+    /// The backend cannot be reached or did not answer in time; the request may succeed later.
+    #[error("backend unavailable: {0}")]
+    Unavailable(#[from] Unavailable),
+    /// The embedded store failed: I/O, a damaged record, a refused stream name.
+    #[error(transparent)]
+    Store(StoreError),
+    /// The embedded store's data directory could not be opened.
+    #[error("cannot open {}: {source}", path.display())]
+    Open {
+        /// The data directory, `embedded.data_dir`.
+        path: PathBuf,
+        /// Why the store refused to open.
+        source: StoreError,
+    },
+    /// Opening the embedded store panicked on its blocking thread.
+    #[error("opening the store panicked: {0}")]
+    OpenPanicked(#[source] tokio::task::JoinError),
+    /// The `[jetstream]` configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] JetStreamConfigError),
+    /// The NATS connection cannot be set up as configured (credentials, nkey seed, TLS).
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// The stream was deleted and created again under a subscription, which therefore ends.
+    #[error("stream {stream:?} was deleted and created again (epoch {was:x}, now {now:x})")]
+    Recreated {
+        /// The stream the subscription read.
+        stream: String,
+        /// The epoch the subscription started in.
+        was: u64,
+        /// The stream's epoch now.
+        now: u64,
+    },
+    /// Messages a subscription had not read yet were removed while it was recovering; it ends,
+    /// so that its reader, resuming from where it stopped, reports the loss.
+    #[error("stream {stream:?} dropped sequences {first} to {last} while the feed was recovering")]
+    Dropped {
+        /// The stream the subscription read.
+        stream: String,
+        /// The first sequence lost.
+        first: u64,
+        /// The last sequence lost.
+        last: u64,
+    },
+}
+
+/// Why a backend cannot serve a request now.
+#[derive(Debug, thiserror::Error)]
+pub enum Unavailable {
+    /// The embedded store was shut down.
+    #[error("the store is closed")]
+    StoreClosed,
+    /// The embedded stream failed on a write or was closed; reopening the store brings it back.
+    #[error("stream {0:?} is closed")]
+    StreamClosed(String),
+    /// A request got no answer within its time limit.
+    #[error("{what}: no answer within {}", crate::duration::format(*.limit))]
+    Timeout {
+        /// The request, e.g. `reading stream "EVENTS"`.
+        what: String,
+        /// The limit it ran under.
+        limit: Duration,
+    },
+    /// A request to the NATS server failed without an answer from JetStream.
+    #[error("{what}: {source}")]
+    Request {
+        /// The request, e.g. `reading stream "EVENTS"`.
+        what: String,
+        /// The client library's error.
+        source: Box<dyn StdError + Send + Sync>,
+    },
+    /// No server of `jetstream.urls` accepted a connection within the connect timeout.
+    #[error("cannot connect to NATS at {urls}: no connection within {}", crate::duration::format(*.limit))]
+    ConnectTimeout {
+        /// The servers tried, passwords redacted.
+        urls: String,
+        /// How long connecting was tried.
+        limit: Duration,
+    },
+    /// Connecting to the servers failed.
+    #[error("cannot connect to NATS at {urls}: {reason}")]
+    Connect {
+        /// The servers tried, passwords redacted.
+        urls: String,
+        /// The client library's message with every configured secret replaced: it may quote
+        /// the address it tried, credentials included, so it is kept only as scrubbed text.
+        reason: String,
+    },
+    /// The server knows no stream capturing the subject published to.
+    #[error("{what}: no stream captures this subject")]
+    NoStream {
+        /// The request, e.g. `publishing to "orders.new"`.
+        what: String,
+    },
+    /// The NATS connection is closed for good.
+    #[error("the NATS connection is closed")]
+    ConnectionClosed,
+    /// The stream could not be read right after connecting; the server may lack JetStream.
+    #[error("{source} (NATS at {urls}; is JetStream enabled?)")]
+    NoJetStream {
+        /// The servers connected to, passwords redacted.
+        urls: String,
+        /// Why reading the stream failed.
+        source: Box<Unavailable>,
+    },
+}
+
+impl BackendError {
+    /// The kind as the `sluice_backend_errors_total{kind}` label: `api`, `unavailable` or
+    /// `other`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Api(_) => "api",
+            Self::Unavailable(_) => "unavailable",
+            Self::Store(_)
+            | Self::Open { .. }
+            | Self::OpenPanicked(_)
+            | Self::Config(_)
+            | Self::Setup(_)
+            | Self::Recreated { .. }
+            | Self::Dropped { .. } => "other",
+        }
+    }
+}
+
+impl From<ApiError> for BackendError {
+    fn from(err: ApiError) -> Self {
+        Self::Api(err)
+    }
+}
+
+/// A store error as the backend reports it: the store's own API errors as they are, a missing
+/// stream as JetStream's 404/10059, invalid subjects or configurations as 400/10003, a closed
+/// stream as unavailable.
+impl From<StoreError> for BackendError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Api(api) => Self::Api(api),
+            StoreError::StreamNotFound(name) => Self::Api(stream_not_found(&name)),
+            StoreError::InvalidSubject(reason) | StoreError::InvalidConfig(reason) => {
+                Self::Api(ApiError::bad_request().described(reason))
+            }
+            StoreError::Closed(name) => Self::Unavailable(Unavailable::StreamClosed(name)),
+            other => Self::Store(other),
+        }
+    }
+}
+
+/// 404/10059 naming the stream.
+pub(crate) fn stream_not_found(stream: &str) -> ApiError {
+    ApiError::stream_not_found().described(format!("stream {stream:?} not found"))
+}
