@@ -89,7 +89,7 @@ fn encode(frame: &Frame) -> Bytes {
     frame.encode().unwrap_or_default()
 }
 
-/// The first frame of every stream.
+/// The first event of every stream (only the `retry:` hint comes before it).
 pub fn connected(id: EventId, topics: &[String]) -> Bytes {
     let data = serde_json::json!({ "topics": topics }).to_string();
     encode(

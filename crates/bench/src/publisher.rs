@@ -15,9 +15,9 @@ use hyper::client::conn::http1::SendRequest;
 use hyper::header::CONTENT_TYPE;
 use tokio::time::Instant;
 
-use super::Run;
-use super::http::read_body;
-use super::stats::new_histogram;
+use crate::http::read_body;
+use crate::run::Run;
+use crate::stats::new_histogram;
 
 /// How long one publish may take before it counts as failed.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);

@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::http::Target;
+use crate::http::Target;
 
 /// Bytes read from the socket at a time; also the largest response head accepted.
 const READ_BUFFER: usize = 4096;

@@ -14,10 +14,10 @@ use sluice_sse::{FrameRef, Limits, Parser};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::Run;
-use super::event_stream::{End, EventStream};
-use super::message;
-use super::stats::bump;
+use crate::event_stream::{End, EventStream};
+use crate::message;
+use crate::run::Run;
+use crate::stats::bump;
 
 /// Where the run is; clients watch it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

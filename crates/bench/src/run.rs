@@ -1,24 +1,5 @@
-//! `sluice bench`: a load generator for a running hub, on this machine only.
-//!
-//! It opens `--clients` SSE streams (`GET /events?topic=…`) spread over `--topics` topics,
-//! waits until every one has its `connected` frame, publishes `--rate` messages per second
-//! (`POST /publish`) for `--duration`, waits until everything has arrived, and reports
-//! delivered events per second, publish→receive latency, every error and loss, and the hub's
-//! memory per connection. It only speaks HTTP, so the same run works against a hub on the
-//! embedded store or in front of NATS JetStream.
-//!
-//! Every stage is bounded in time: connecting (`--clients / --connect-rate` plus 30 s),
-//! publishing (`--duration`), draining (until nothing arrives for 5 s, at most 60 s).
-
-mod event_stream;
-mod http;
-mod limits;
-mod message;
-mod publisher;
-mod report;
-mod server;
-mod stats;
-mod subscriber;
+//! One run from start to end: connect the clients, publish on schedule, drain, and add up
+//! what every client and publisher saw into the [`Report`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,15 +11,17 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
-use self::http::{Target, fetch};
-use self::publisher::{PayloadShape, Published, Schedule};
-use self::report::{
+use crate::Config;
+use crate::http::{Target, fetch};
+use crate::limits;
+use crate::publisher::{self, PayloadShape, Published, Schedule};
+use crate::report::{
     Connect, Delivery, Load, OwnUse, Percentiles, Publish, Report, Server, cpu_per_event,
     per_connection,
 };
-use self::server::{ServerProbe, cpu_seconds_of, rss_of};
-use self::stats::{Stats, new_histogram};
-use self::subscriber::{CONNECT_TIMEOUT, Outcome, Phase};
+use crate::server::{ServerProbe, cpu_seconds_of, rss_of};
+use crate::stats::{Stats, new_histogram};
+use crate::subscriber::{self, CONNECT_TIMEOUT, Outcome, Phase};
 
 /// Draining ends when nothing has arrived for this long…
 const DRAIN_STALL: Duration = Duration::from_secs(5);
@@ -49,95 +32,56 @@ const POLL: Duration = Duration::from_millis(10);
 /// How often the hub's memory is sampled while publishing.
 const RSS_SAMPLE: Duration = Duration::from_millis(500);
 
-/// `sluice bench` options.
-#[derive(Debug, Clone, clap::Args)]
-pub struct BenchArgs {
-    /// The hub's base URL (loopback only).
-    #[arg(long, default_value = "http://127.0.0.1:8080")]
-    pub url: String,
-    /// Concurrent SSE clients.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub clients: u64,
-    /// Messages published per second, over all topics.
-    #[arg(long, default_value_t = 100.0)]
-    pub rate: f64,
-    /// How long to publish, e.g. `20s` or `1m`.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub duration: Duration,
-    /// Topics the clients are spread over (client i subscribes to `<prefix>.<i % topics>`).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    pub topics: u64,
-    /// Approximate size of each message's JSON payload in bytes.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
-    pub payload_bytes: u64,
-    /// The hub's process id: its memory and CPU are read from /proc (otherwise memory is read
-    /// from its /metrics when it exports `process_resident_memory_bytes`).
-    #[arg(long)]
-    pub server_pid: Option<u32>,
-    /// New client connections per second while subscribing.
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub connect_rate: u64,
-    /// Concurrent publishing connections.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=256))]
-    pub publishers: u64,
-    /// First token of the benchmark's topics.
-    #[arg(long, default_value = "bench", value_parser = parse_topic_prefix)]
-    pub topic_prefix: String,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
 /// What every client and publisher of one run shares.
 #[derive(Debug)]
-pub struct Run {
-    target: Target,
-    stats: Stats,
+pub(crate) struct Run {
+    pub(crate) target: Target,
+    pub(crate) stats: Stats,
     /// Tags this run's messages, so messages of anyone else are told apart.
-    run_id: String,
-    topic_names: Vec<String>,
-    payload: PayloadShape,
+    pub(crate) run_id: String,
+    pub(crate) topic_names: Vec<String>,
+    pub(crate) payload: PayloadShape,
 }
 
-/// Runs the benchmark and prints its report; fails after printing when anything was lost.
+/// Runs the benchmark `config` describes against its hub and returns what it measured.
+///
+/// Progress lines go to stderr while it runs (`… connected in …; publishing …` once publishing
+/// starts). A run that lost or failed anything still returns its report, with
+/// [`Report::is_ok`] false and [`Report::problems`] saying what went wrong.
 ///
 /// # Errors
-/// When the options are invalid, the hub does not answer, the open-file limit is too low, or
-/// the run was not clean (the report says why).
-pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    if !(args.rate > 0.0 && args.rate <= 10_000_000.0) {
-        bail!(
-            "--rate {} must be above 0 and at most 10000000 messages per second",
-            args.rate
-        );
-    }
-    let open_files = limits::raise_open_files(args.clients + limits::SPARE_FILES)?;
-    let target = Target::parse(&args.url)?;
+/// When the configuration is invalid (see [`Config`]), the URL is not a loopback address, no
+/// hub answers there, this process's open-file limit cannot be raised to fit the clients, or
+/// a task of the run fails.
+pub async fn run(config: Config) -> anyhow::Result<Report> {
+    config.check()?;
+    let open_files = limits::raise_open_files(config.clients + limits::SPARE_FILES)?;
+    let target = Target::parse(&config.url)?;
     check_hub(&target).await?;
-    let probe = ServerProbe::new(args.server_pid, target.clone());
+    let probe = ServerProbe::new(config.server_pid, target.clone());
     let mut notes = Vec::new();
-    let server_files = args.server_pid.and_then(limits::open_files_of);
+    let server_files = config.server_pid.and_then(limits::open_files_of);
     if let Some(limit) = server_files
-        && limit < args.clients + limits::SPARE_FILES
+        && limit < config.clients + limits::SPARE_FILES
     {
         notes.push(format!(
             "the hub's open-file limit is {limit}, below {} clients: raise `ulimit -n` where it is started",
-            args.clients
+            config.clients
         ));
     }
-    let topic_names: Vec<String> = (0..args.topics)
-        .map(|k| format!("{}.{k}", args.topic_prefix))
+    let topic_names: Vec<String> = (0..config.topics)
+        .map(|k| format!("{}.{k}", config.topic_prefix))
         .collect();
     let run = Arc::new(Run {
         target,
         stats: Stats::new(topic_names.len()),
         run_id: run_id(),
         topic_names,
-        payload: PayloadShape::new(usize::try_from(args.payload_bytes).unwrap_or(usize::MAX)),
+        payload: PayloadShape::new(usize::try_from(config.payload_bytes).unwrap_or(usize::MAX)),
     });
     progress(format_args!(
         "sluice bench: open-file limit {open_files}; connecting {} clients at {}/s to {}",
-        args.clients, args.connect_rate, args.url
+        config.clients, config.connect_rate, config.url
     ));
 
     let rss_idle = probe.rss().await;
@@ -145,14 +89,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let connect_start = Instant::now();
     let spawner = tokio::spawn(spawn_clients(
         run.clone(),
-        args.clients,
-        args.connect_rate,
+        config.clients,
+        config.connect_rate,
         phase_rx,
     ));
-    let spawn_time = Duration::from_secs_f64(args.clients as f64 / args.connect_rate as f64);
+    let spawn_time = Duration::from_secs_f64(config.clients as f64 / config.connect_rate as f64);
     wait_connected(
         &run.stats,
-        args.clients,
+        config.clients,
         connect_start + spawn_time + CONNECT_TIMEOUT,
     )
     .await;
@@ -161,15 +105,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let connected = Stats::get(&run.stats.connected);
     progress(format_args!(
         "sluice bench: {connected} connected in {connect_seconds:.2} s; publishing {} msgs/s for {:?}",
-        args.rate, args.duration
+        config.rate, config.duration
     ));
 
     let cpu_start = Usage::now(&probe);
     let schedule = Schedule {
         start: Instant::now(),
-        rate: args.rate,
-        duration: args.duration,
-        publishers: usize::try_from(args.publishers).unwrap_or(1),
+        rate: config.rate,
+        duration: config.duration,
+        publishers: usize::try_from(config.publishers).unwrap_or(1),
     };
     let publish_start_us = run.stats.now_us();
     phase.send_replace(Phase::Publishing);
@@ -228,7 +172,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let publish_errors = Stats::get(&stats.publish_errors);
     let ok = connect.errors == 0
         && publish_errors == 0
-        && participants == args.clients
+        && participants == config.clients
         && exactly_once == participants
         && delivery.missing == 0
         && delivery.gaps
@@ -245,13 +189,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let report = Report {
         ok,
         load: Load {
-            url: args.url.clone(),
-            clients: args.clients,
-            topics: args.topics,
-            rate: args.rate,
-            duration_secs: args.duration.as_secs_f64(),
-            payload_bytes: args.payload_bytes,
-            publishers: args.publishers,
+            url: config.url.clone(),
+            clients: config.clients,
+            topics: config.topics,
+            rate: config.rate,
+            duration_secs: config.duration.as_secs_f64(),
+            payload_bytes: config.payload_bytes,
+            publishers: config.publishers,
         },
         connect,
         publish: Publish {
@@ -284,15 +228,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         errors: stats.first_errors(),
         notes,
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", report.to_text());
-    }
-    if !report.ok {
-        bail!("the run was not clean: {}", report.problems().join(", "));
-    }
-    Ok(())
+    Ok(report)
 }
 
 /// A progress line on stderr (the report goes to stdout).
@@ -473,52 +409,9 @@ fn run_id() -> String {
     format!("{random:016x}")
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let duration =
-        sluice_protocol::duration::parse_duration(text).map_err(|err| err.to_string())?;
-    if duration.is_zero() || duration > Duration::from_secs(3600) {
-        return Err(format!("{text:?} must be above 0 and at most 1h"));
-    }
-    Ok(duration)
-}
-
-fn parse_topic_prefix(text: &str) -> Result<String, String> {
-    let valid = !text.is_empty()
-        && text.split('.').all(|token| {
-            !token.is_empty()
-                && token
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        });
-    if valid {
-        Ok(text.to_owned())
-    } else {
-        Err(format!(
-            "{text:?} must be dot-separated tokens of letters, digits, `_` and `-`"
-        ))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_are_bounded() {
-        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
-        assert!(parse_duration("0s").unwrap_err().contains("above 0"));
-        assert!(parse_duration("2h").unwrap_err().contains("at most 1h"));
-        assert!(parse_duration("soon").is_err());
-    }
-
-    #[test]
-    fn topic_prefixes_are_plain_tokens() {
-        assert_eq!(parse_topic_prefix("load.test-1").unwrap(), "load.test-1");
-        for bad in ["", "a..b", "a b", "a.*", "a/b", "a&topic=x"] {
-            assert!(parse_topic_prefix(bad).is_err(), "{bad:?}");
-        }
-    }
 
     #[test]
     fn run_ids_are_16_hex_digits() {

@@ -1,4 +1,4 @@
-//! The result of a run, as JSON (`--json`) or as text for a person.
+//! The result of a run, as JSON (serde) or as text for a person.
 
 use std::fmt::Write as _;
 
@@ -6,29 +6,32 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 /// Everything a run measured.
+///
+/// It serializes (serde) to the JSON object `sluice bench --json` prints;
+/// [`Report::to_text`] renders the same for a terminal.
 #[derive(Debug, Serialize)]
 pub struct Report {
     /// Every participating client got every message of its topic exactly once, and nothing
     /// failed (no connect, publish or protocol error, no disconnect, no gap).
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// What was asked for.
-    pub load: Load,
+    pub(crate) load: Load,
     /// Subscribing.
-    pub connect: Connect,
+    pub(crate) connect: Connect,
     /// Publishing.
-    pub publish: Publish,
+    pub(crate) publish: Publish,
     /// Receiving.
-    pub delivery: Delivery,
+    pub(crate) delivery: Delivery,
     /// Publish→receive latency in milliseconds, over every received message.
-    pub latency_ms: Option<Percentiles>,
+    pub(crate) latency_ms: Option<Percentiles>,
     /// The hub's resource use.
-    pub server: Server,
+    pub(crate) server: Server,
     /// This process's own resource use.
-    pub bench: OwnUse,
+    pub(crate) bench: OwnUse,
     /// The first error of each kind.
-    pub errors: Vec<String>,
+    pub(crate) errors: Vec<String>,
     /// Warnings about the setup (limits too low, RSS not readable).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 /// The requested load.
@@ -192,6 +195,12 @@ pub fn per_connection(before: Option<u64>, after: Option<u64>, count: u64) -> Op
 }
 
 impl Report {
+    /// Whether the run was clean: every participating client got every message of its topic
+    /// exactly once, and nothing failed.
+    pub fn is_ok(&self) -> bool {
+        self.ok
+    }
+
     /// What went wrong, as `<count> <what>` for every non-zero count.
     pub fn problems(&self) -> Vec<String> {
         let d = &self.delivery;
@@ -339,7 +348,7 @@ fn cores(cores: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::stats::new_histogram;
+    use crate::stats::new_histogram;
 
     #[test]
     fn percentiles_are_milliseconds() {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 
-use super::http::{Target, fetch};
+use crate::http::{Target, fetch};
 
 /// How long a `/metrics` read may take.
 const METRICS_TIMEOUT: Duration = Duration::from_secs(2);

@@ -1,0 +1,28 @@
+//! The load generator behind `sluice bench`, for a running hub on this machine only.
+//!
+//! [`run`] opens [`Config::clients`] SSE streams (`GET /events?topic=…`) spread over
+//! [`Config::topics`] topics, waits until every one has its `connected` frame, publishes
+//! [`Config::rate`] messages per second (`POST /publish`) for [`Config::duration`], waits until
+//! everything has arrived, and returns a [`Report`]: delivered events per second,
+//! publish→receive latency, every error and loss, and the hub's memory per connection. It only
+//! speaks HTTP, so the same run works against a hub on the embedded store or in front of NATS
+//! JetStream.
+//!
+//! Every stage is bounded in time: connecting (`clients / connect_rate` plus 30 s), publishing
+//! (`duration`), draining (until nothing arrives for 5 s, at most 60 s).
+
+mod config;
+mod event_stream;
+mod http;
+mod limits;
+mod message;
+mod publisher;
+mod report;
+mod run;
+mod server;
+mod stats;
+mod subscriber;
+
+pub use config::Config;
+pub use report::Report;
+pub use run::run;

@@ -1,0 +1,131 @@
+//! `sluice bench`: the command line of the load generator in `sluice-bench`.
+//!
+//! It turns the options into a [`sluice_bench::Config`], runs it, prints the report (text, or
+//! JSON with `--json`) on stdout and fails after printing when the run was not clean.
+
+use std::time::Duration;
+
+use anyhow::bail;
+
+/// `sluice bench` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// The hub's base URL (loopback only).
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// Concurrent SSE clients.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub clients: u64,
+    /// Messages published per second, over all topics.
+    #[arg(long, default_value_t = 100.0)]
+    pub rate: f64,
+    /// How long to publish, e.g. `20s` or `1m`.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Topics the clients are spread over (client i subscribes to `<prefix>.<i % topics>`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub topics: u64,
+    /// Approximate size of each message's JSON payload in bytes.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
+    pub payload_bytes: u64,
+    /// The hub's process id: its memory and CPU are read from /proc (otherwise memory is read
+    /// from its /metrics when it exports `process_resident_memory_bytes`).
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// New client connections per second while subscribing.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub connect_rate: u64,
+    /// Concurrent publishing connections.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub publishers: u64,
+    /// First token of the benchmark's topics.
+    #[arg(long, default_value = "bench", value_parser = parse_topic_prefix)]
+    pub topic_prefix: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs the benchmark and prints its report; fails after printing when anything was lost.
+///
+/// # Errors
+/// When the options are invalid, the hub does not answer, the open-file limit is too low, or
+/// the run was not clean (the report says why).
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let json = args.json;
+    let report = sluice_bench::run(args.into_config()).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.to_text());
+    }
+    if !report.is_ok() {
+        bail!("the run was not clean: {}", report.problems().join(", "));
+    }
+    Ok(())
+}
+
+impl BenchArgs {
+    fn into_config(self) -> sluice_bench::Config {
+        sluice_bench::Config {
+            url: self.url,
+            clients: self.clients,
+            rate: self.rate,
+            duration: self.duration,
+            topics: self.topics,
+            payload_bytes: self.payload_bytes,
+            server_pid: self.server_pid,
+            connect_rate: self.connect_rate,
+            publishers: self.publishers,
+            topic_prefix: self.topic_prefix,
+        }
+    }
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let duration =
+        sluice_protocol::duration::parse_duration(text).map_err(|err| err.to_string())?;
+    if duration.is_zero() || duration > Duration::from_secs(3600) {
+        return Err(format!("{text:?} must be above 0 and at most 1h"));
+    }
+    Ok(duration)
+}
+
+fn parse_topic_prefix(text: &str) -> Result<String, String> {
+    let valid = !text.is_empty()
+        && text.split('.').all(|token| {
+            !token.is_empty()
+                && token
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        });
+    if valid {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "{text:?} must be dot-separated tokens of letters, digits, `_` and `-`"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_bounded() {
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert!(parse_duration("0s").unwrap_err().contains("above 0"));
+        assert!(parse_duration("2h").unwrap_err().contains("at most 1h"));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn topic_prefixes_are_plain_tokens() {
+        assert_eq!(parse_topic_prefix("load.test-1").unwrap(), "load.test-1");
+        for bad in ["", "a..b", "a b", "a.*", "a/b", "a&topic=x"] {
+            assert!(parse_topic_prefix(bad).is_err(), "{bad:?}");
+        }
+    }
+}
