@@ -3,7 +3,7 @@
 //! `choose_cursor` follows its precedence rules.
 //!
 //! Input: `<id>` or `<Last-Event-ID header>\n<?last-id= value>`; the first 9 bytes also build an
-//! id directly (a flag byte for the epoch, then 8 bytes of sequence, epoch = sequence reversed).
+//! id directly (a flag byte for the incarnation, then 8 bytes of sequence, incarnation = sequence reversed).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     {
         let id = EventId {
             seq,
-            epoch: (flag & 1 == 1).then(|| seq.reverse_bits()),
+            incarnation: (flag & 1 == 1).then(|| seq.reverse_bits()),
         };
         let text = id.to_string();
         assert!(text.len() <= MAX_EVENT_ID_LEN);

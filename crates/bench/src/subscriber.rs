@@ -265,13 +265,13 @@ impl Client<'_> {
     }
 }
 
-/// The stream sequence in a frame's id `<seq>-<epoch>` (or a bare `<seq>`).
+/// The stream sequence in a frame's id `<seq>-<incarnation>` (or a bare `<seq>`).
 fn sequence(frame: FrameRef<'_>) -> Result<u64, Stop> {
     let id = frame.id.unwrap_or_default();
     let seq = id.split_once('-').map_or(id, |(seq, _)| seq);
     seq.parse().map_err(|_| {
         Stop::Broken(format!(
-            "{:?} frame with id {id:?}, not <seq>-<epoch>",
+            "{:?} frame with id {id:?}, not <seq>-<incarnation>",
             frame.event_type()
         ))
     })

@@ -1,13 +1,13 @@
 //! Event ids: the position a client resumes from.
 //!
-//! An id is `<seq>-<epoch>`: the stream sequence of the last event the client has seen, in
-//! decimal, a dash, and the stream's incarnation (epoch) in lower-case hexadecimal — e.g.
-//! `42-18c3f0a1b2`. The epoch changes when a stream is deleted and created again, so a cursor
+//! An id is `<seq>-<incarnation>`: the stream sequence of the last event the client has seen, in
+//! decimal, a dash, and the stream's incarnation in lower-case hexadecimal — e.g.
+//! `42-18c3f0a1b2`. The incarnation changes when a stream is deleted and created again, so a cursor
 //! from an earlier incarnation is recognised instead of silently pointing into the new one.
 //!
 //! Parsing is strict and canonical: digits only, no sign, no leading zeros, at most 20 decimal
 //! and 16 hex digits, and a sequence below `u64::MAX` (so `seq + 1` always exists). A bare
-//! `<seq>` without epoch is also accepted (for hand-written `?last-id=` values); it is taken to
+//! `<seq>` without incarnation is also accepted (for hand-written `?last-id=` values); it is taken to
 //! belong to the current incarnation.
 
 use std::fmt;
@@ -21,7 +21,7 @@ pub struct EventId {
     /// The stream sequence of the last event seen (0: none yet).
     pub seq: u64,
     /// The stream's incarnation, when the id carries one.
-    pub epoch: Option<u64>,
+    pub incarnation: Option<u64>,
 }
 
 /// Why a string is not an event id; names the value (shortened when long).
@@ -35,11 +35,11 @@ pub struct EventIdError {
 }
 
 impl EventId {
-    /// The id of the position just before `next_seq` in incarnation `epoch`.
-    pub fn before(next_seq: u64, epoch: u64) -> Self {
+    /// The id of the position just before `next_seq` in incarnation `incarnation`.
+    pub fn before(next_seq: u64, incarnation: u64) -> Self {
         Self {
             seq: next_seq.saturating_sub(1),
-            epoch: Some(epoch),
+            incarnation: Some(incarnation),
         }
     }
 
@@ -57,8 +57,8 @@ impl EventId {
         if text.len() > MAX_LEN {
             return Err(fail("longer than 37 characters"));
         }
-        let (seq_text, epoch_text) = match text.split_once('-') {
-            Some((seq, epoch)) => (seq, Some(epoch)),
+        let (seq_text, incarnation_text) = match text.split_once('-') {
+            Some((seq, incarnation)) => (seq, Some(incarnation)),
             None => (text, None),
         };
         let seq = number(seq_text, 10, 20)
@@ -66,13 +66,13 @@ impl EventId {
         if seq == u64::MAX {
             return Err(fail("the sequence is out of range"));
         }
-        let epoch = epoch_text
-            .map(|epoch| {
-                number(epoch, 16, 16)
-                    .ok_or_else(|| fail("the epoch is not canonical lower-case hex"))
+        let incarnation = incarnation_text
+            .map(|incarnation| {
+                number(incarnation, 16, 16)
+                    .ok_or_else(|| fail("the incarnation is not canonical lower-case hex"))
             })
             .transpose()?;
-        Ok(Self { seq, epoch })
+        Ok(Self { seq, incarnation })
     }
 }
 
@@ -93,8 +93,8 @@ fn number(text: &str, radix: u32, max_digits: usize) -> Option<u64> {
 
 impl fmt::Display for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.epoch {
-            Some(epoch) => write!(f, "{}-{epoch:x}", self.seq),
+        match self.incarnation {
+            Some(incarnation) => write!(f, "{}-{incarnation:x}", self.seq),
             None => write!(f, "{}", self.seq),
         }
     }
@@ -138,10 +138,10 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn formats_sequence_dash_hex_epoch() {
+    fn formats_sequence_dash_hex_incarnation() {
         let id = EventId {
             seq: 42,
-            epoch: Some(0xbeef),
+            incarnation: Some(0xbeef),
         };
         assert_eq!(id.to_string(), "42-beef");
         assert_eq!(EventId::parse("42-beef"), Ok(id));
@@ -149,7 +149,7 @@ mod tests {
             EventId::parse("7"),
             Ok(EventId {
                 seq: 7,
-                epoch: None
+                incarnation: None
             })
         );
         assert_eq!(EventId::before(1, 3).to_string(), "0-3");
@@ -180,7 +180,7 @@ mod tests {
         let long = "1".repeat(10_000);
         let err = EventId::parse(&long).expect_err("too long");
         assert_eq!(err.shown, "1".repeat(MAX_LEN + 3), "cut to MAX_LEN + 3");
-        let err = EventId::parse("1-x").expect_err("bad epoch");
+        let err = EventId::parse("1-x").expect_err("bad incarnation");
         assert_eq!(err.shown, "1-x", "a short value is shown whole");
     }
 
@@ -191,7 +191,7 @@ mod tests {
             cursor.id,
             Some(EventId {
                 seq: 5,
-                epoch: Some(10)
+                incarnation: Some(10)
             })
         );
     }
@@ -203,7 +203,7 @@ mod tests {
             cursor.id,
             Some(EventId {
                 seq: 2,
-                epoch: Some(10)
+                incarnation: Some(10)
             })
         );
         assert!(cursor.ignored_header.is_some());
@@ -222,8 +222,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn round_trips(seq in 0..u64::MAX, epoch in proptest::option::of(any::<u64>())) {
-            let id = EventId { seq, epoch };
+        fn round_trips(seq in 0..u64::MAX, incarnation in proptest::option::of(any::<u64>())) {
+            let id = EventId { seq, incarnation };
             let text = id.to_string();
             prop_assert!(text.len() <= MAX_LEN);
             prop_assert_eq!(EventId::parse(&text), Ok(id));

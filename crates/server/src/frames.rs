@@ -179,7 +179,7 @@ mod tests {
         let time = Timestamp::UNIX_EPOCH;
         let id = EventId {
             seq: 3,
-            epoch: Some(1),
+            incarnation: Some(1),
         };
         let frame = parse(&message(id, "a.b", b"{\"x\":\n[1,2]}", time));
         assert_eq!(frame.id.as_deref(), Some("3-1"));
@@ -200,7 +200,7 @@ mod tests {
         let frame = parse(&gap(
             EventId {
                 seq: 9,
-                epoch: Some(2),
+                incarnation: Some(2),
             },
             &Gap::range(GapReason::Expired, 4, 9),
         ));

@@ -14,7 +14,7 @@ pub struct Plan {
     /// First sequence to deliver.
     pub start: u64,
     /// The stream incarnation the subscription reads.
-    pub epoch: u64,
+    pub incarnation: u64,
     /// Last sequence that existed at plan time: messages up to it are backlog.
     pub backlog_end: u64,
     /// What was lost, reported right after the `connected` frame.
@@ -32,7 +32,7 @@ impl Plan {
         };
         let mut plan = Self {
             start: live,
-            epoch: state.epoch,
+            incarnation: state.incarnation,
             backlog_end: state.last_seq,
             gap: None,
         };
@@ -40,7 +40,7 @@ impl Plan {
             return plan;
         };
         let next = cursor.next_seq();
-        let (reason, lost_from) = if cursor.epoch.is_some_and(|e| e != state.epoch) {
+        let (reason, lost_from) = if cursor.incarnation.is_some_and(|e| e != state.incarnation) {
             (GapReason::Incarnation, first)
         } else if next < first {
             (GapReason::Expired, next)
@@ -59,7 +59,7 @@ impl Plan {
 
     /// The id of the position just before the first delivery (the `connected` frame's id).
     pub fn start_id(&self) -> EventId {
-        EventId::before(self.start, self.epoch)
+        EventId::before(self.start, self.incarnation)
     }
 }
 
@@ -67,20 +67,20 @@ impl Plan {
 mod tests {
     use super::*;
 
-    fn state(first: u64, last: u64, epoch: u64) -> StreamState {
+    fn state(first: u64, last: u64, incarnation: u64) -> StreamState {
         StreamState {
             first_seq: first,
             last_seq: last,
             first_time: None,
-            epoch,
+            incarnation,
             subjects: vec![">".into()],
         }
     }
 
-    fn id(seq: u64, epoch: u64) -> Option<EventId> {
+    fn id(seq: u64, incarnation: u64) -> Option<EventId> {
         Some(EventId {
             seq,
-            epoch: Some(epoch),
+            incarnation: Some(incarnation),
         })
     }
 
@@ -132,11 +132,11 @@ mod tests {
     }
 
     #[test]
-    fn cursor_without_epoch_is_taken_as_current() {
+    fn cursor_without_incarnation_is_taken_as_current() {
         let plan = Plan::new(
             Some(EventId {
                 seq: 3,
-                epoch: None,
+                incarnation: None,
             }),
             &state(1, 10, 7),
             OnLoss::Earliest,

@@ -500,7 +500,7 @@ async fn messages_removed_while_a_feed_recovers_end_the_feed_instead_of_a_silent
 }
 
 #[tokio::test]
-async fn a_recreated_stream_has_a_new_epoch_and_ends_old_feeds() {
+async fn a_recreated_stream_has_a_new_incarnation_and_ends_old_feeds() {
     let server = start_server().await;
     let js = operator(&server).await;
     create_stream(&js, events_stream()).await;
@@ -516,7 +516,7 @@ async fn a_recreated_stream_has_a_new_epoch_and_ends_old_feeds() {
     js.delete_stream("EVENTS").await.expect("stream deleted");
     create_stream(&js, events_stream()).await;
     let after = backend.stream_state().await.unwrap();
-    assert_ne!(before.epoch, after.epoch);
+    assert_ne!(before.incarnation, after.incarnation);
     assert_eq!((after.first_seq, after.last_seq), (1, 0));
 
     // The feed must not carry on into the new incarnation as if nothing happened.

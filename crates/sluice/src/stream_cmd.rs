@@ -75,7 +75,7 @@ async fn command(store: &Store, command: StreamCommand) -> anyhow::Result<()> {
             let report = json!({
                 "name": name,
                 "created": info.created.to_string(),
-                "epoch": format!("{:x}", info.incarnation),
+                "incarnation": format!("{:x}", info.incarnation),
                 "messages": state.msgs,
                 "bytes": state.bytes,
                 "first_seq": state.first_seq,

@@ -176,7 +176,7 @@ impl Backend for EmbeddedBackend {
             first_seq: info.state.first_seq,
             last_seq: info.state.last_seq,
             first_time: info.state.first_time,
-            epoch: info.incarnation,
+            incarnation: info.incarnation,
             subjects,
         })
     }
@@ -186,7 +186,7 @@ impl Backend for EmbeddedBackend {
         let retained = self.handle().ok()?.retained_from();
         Some(Retained {
             first_seq: retained.first_seq,
-            epoch: retained.incarnation,
+            incarnation: retained.incarnation,
         })
     }
 

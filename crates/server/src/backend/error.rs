@@ -42,13 +42,13 @@ pub enum BackendError {
     #[error(transparent)]
     Setup(#[from] SetupError),
     /// The stream was deleted and created again under a subscription, which therefore ends.
-    #[error("stream {stream:?} was deleted and created again (epoch {was:x}, now {now:x})")]
+    #[error("stream {stream:?} was deleted and created again (incarnation {was:x}, now {now:x})")]
     Recreated {
         /// The stream the subscription read.
         stream: String,
-        /// The epoch the subscription started in.
+        /// The incarnation the subscription started in.
         was: u64,
-        /// The stream's epoch now.
+        /// The stream's incarnation now.
         now: u64,
     },
     /// Messages a subscription had not read yet were removed while it was recovering; it ends,

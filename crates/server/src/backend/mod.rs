@@ -43,7 +43,7 @@ pub struct StreamState {
     pub first_time: Option<jiff::Timestamp>,
     /// The stream's incarnation: changes when a stream of the same name is deleted and
     /// created again, so cursors from the old one are detected.
-    pub epoch: u64,
+    pub incarnation: u64,
     /// The subjects the stream captures (NATS filters).
     pub subjects: Vec<String>,
 }
@@ -93,7 +93,7 @@ pub struct Retained {
     /// The first retained sequence; the last + 1 when the stream holds no messages.
     pub first_seq: u64,
     /// The stream's incarnation.
-    pub epoch: u64,
+    pub incarnation: u64,
 }
 
 /// An ordered, back-pressured sequence of messages.

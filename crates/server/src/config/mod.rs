@@ -365,17 +365,6 @@ impl Config {
         }
     }
 
-    /// The client topic for a subject: the subject with [`Config::topic_prefix`] removed.
-    pub fn topic_for<'a>(&self, subject: &'a str) -> &'a str {
-        if self.topic_prefix.is_empty() {
-            return subject;
-        }
-        subject
-            .strip_prefix(self.topic_prefix.as_str())
-            .and_then(|rest| rest.strip_prefix('.'))
-            .unwrap_or(subject)
-    }
-
     /// The declaration of the served embedded stream.
     pub(crate) fn served_stream(&self) -> Option<&StreamDecl> {
         self.embedded

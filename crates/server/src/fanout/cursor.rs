@@ -195,7 +195,7 @@ mod tests {
         let start = FeedStart {
             filters: FilterSet::new(["t"]).unwrap(),
             encoder: Encoder {
-                epoch: state.epoch,
+                incarnation: state.incarnation,
                 topic_prefix: String::new(),
                 max_event_size: 1 << 20,
             },

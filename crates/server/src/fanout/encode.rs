@@ -11,7 +11,7 @@ use crate::frames::{self, Gap, GapReason};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoder {
     /// The stream incarnation written into every id.
-    pub epoch: u64,
+    pub incarnation: u64,
     /// The topic prefix stripped from subjects.
     pub topic_prefix: String,
     /// Largest frame sent; larger messages become `gap` frames.
@@ -33,7 +33,7 @@ impl Encoder {
         let topic = self.topic(&message.subject);
         let id = EventId {
             seq: message.seq,
-            epoch: Some(self.epoch),
+            incarnation: Some(self.incarnation),
         };
         // A payload already larger than the limit is not worth encoding; `size` then reports
         // the payload's length (a lower bound of the frame's).
@@ -60,7 +60,7 @@ impl Encoder {
     pub fn lost(&self, from: u64, to: u64) -> Entry {
         let id = EventId {
             seq: to,
-            epoch: Some(self.epoch),
+            incarnation: Some(self.incarnation),
         };
         Entry {
             seq: to,
@@ -98,10 +98,21 @@ mod tests {
 
     fn encoder(max: usize) -> Encoder {
         Encoder {
-            epoch: 1,
+            incarnation: 1,
             topic_prefix: "app".into(),
             max_event_size: max,
         }
+    }
+
+    #[test]
+    fn the_topic_is_the_subject_without_the_prefix() {
+        assert_eq!(encoder(4096).topic("app.a.b"), "a.b");
+        assert_eq!(encoder(4096).topic("other.a"), "other.a");
+        let unprefixed = Encoder {
+            topic_prefix: String::new(),
+            ..encoder(4096)
+        };
+        assert_eq!(unprefixed.topic("app.a.b"), "app.a.b");
     }
 
     #[test]

@@ -254,7 +254,7 @@ mod tests {
         let start = FeedStart {
             filters: FilterSet::new(["t"]).unwrap(),
             encoder: Encoder {
-                epoch: backend.stream_state().await.unwrap().epoch,
+                incarnation: backend.stream_state().await.unwrap().incarnation,
                 topic_prefix: String::new(),
                 max_event_size: 1 << 20,
             },

@@ -72,10 +72,10 @@ impl Fanout {
         }
     }
 
-    /// The encoder for messages of incarnation `epoch`.
-    pub fn encoder(&self, epoch: u64) -> Encoder {
+    /// The encoder for messages of incarnation `incarnation`.
+    pub fn encoder(&self, incarnation: u64) -> Encoder {
         Encoder {
-            epoch,
+            incarnation,
             topic_prefix: self.topic_prefix.clone(),
             max_event_size: self.max_event_size,
         }
@@ -92,7 +92,7 @@ impl Fanout {
             .and_then(Weak::upgrade);
         // A stale feed is dropped here, outside the lock its drop hook takes.
         if let Some(feed) = existing
-            && feed.core.encoder.epoch == state.epoch
+            && feed.core.encoder.incarnation == state.incarnation
             && !feed.core.is_closed()
         {
             return feed;
@@ -110,7 +110,7 @@ impl Fanout {
         });
         let start = FeedStart {
             filters: filters.clone(),
-            encoder: self.encoder(state.epoch),
+            encoder: self.encoder(state.incarnation),
             start: state.last_seq.saturating_add(1),
             ring_size: self.ring_size,
         };

@@ -115,7 +115,7 @@ impl Source {
     /// of the old one. Positions below the first retained sequence are reported first, as one
     /// `Lost` entry.
     pub async fn open(spec: SourceSpec, start: u64) -> Result<Self, Lost> {
-        let subscribed = subscribe_in_epoch(&spec, start).await;
+        let subscribed = subscribe_in_incarnation(&spec, start).await;
         let (stream, lost) = subscribed.map_err(|err| spec.failed(err, "subscribe failed"))?;
         let mut next = start;
         let lost_at_start = lost.map(|(from, to)| {
@@ -198,7 +198,7 @@ impl Source {
         }
         if let Some(retained) = retained {
             let removed =
-                removed_from_front(retained, self.spec.encoder.epoch, self.next, seq - 1)?;
+                removed_from_front(retained, self.spec.encoder.incarnation, self.next, seq - 1)?;
             // Every skipped position at or above the first retained one holds another topic
             // or was deleted on purpose.
             self.next = seq;
@@ -241,7 +241,7 @@ impl SourceSpec {
         match self.backend.stream_state().await {
             Ok(state) => Ok(Retained {
                 first_seq: state.first_seq,
-                epoch: state.epoch,
+                incarnation: state.incarnation,
             }),
             Err(err) => Err(self.failed(Fault::Backend(err), "state check failed")),
         }
@@ -265,14 +265,14 @@ impl SourceSpec {
 
 /// Subscribes from `start` if the stream is still the encoder's incarnation, before and after;
 /// also returns the positions `from..=to` no longer retained when the subscription began.
-async fn subscribe_in_epoch(
+async fn subscribe_in_incarnation(
     spec: &SourceSpec,
     start: u64,
 ) -> Result<(MessageStream, Option<(u64, u64)>), Fault> {
-    let epoch = spec.encoder.epoch;
+    let incarnation = spec.encoder.incarnation;
     let check = || async {
         match spec.backend.stream_state().await {
-            Ok(state) if state.epoch == epoch => Ok(state.first_seq),
+            Ok(state) if state.incarnation == incarnation => Ok(state.first_seq),
             Ok(_) => Err(Fault::Replaced),
             Err(err) => Err(Fault::Backend(err)),
         }
@@ -292,14 +292,14 @@ async fn subscribe_in_epoch(
 /// read reached them, which readers must be told of. Front removal only ever raises the first
 /// retained sequence, so every skipped position below it now may have held a message the reader
 /// never got: that range is returned (positions, not messages — some may hold other topics).
-/// An error when the stream is no longer incarnation `epoch`.
+/// An error when the stream is no longer incarnation `incarnation`.
 fn removed_from_front(
     retained: Retained,
-    epoch: u64,
+    incarnation: u64,
     from: u64,
     to: u64,
 ) -> Result<Option<(u64, u64)>, Lost> {
-    if retained.epoch != epoch {
+    if retained.incarnation != incarnation {
         return Err(Lost::Replaced);
     }
     let first = retained.first_seq;
@@ -340,13 +340,13 @@ mod tests {
         Arc::new(backend)
     }
 
-    fn spec(backend: Arc<EmbeddedBackend>, epoch: u64) -> SourceSpec {
+    fn spec(backend: Arc<EmbeddedBackend>, incarnation: u64) -> SourceSpec {
         SourceSpec {
             backend,
             metrics: Arc::new(Metrics::new()),
             filters: FilterSet::new(["t"]).unwrap(),
             encoder: Encoder {
-                epoch,
+                incarnation,
                 topic_prefix: String::new(),
                 max_event_size: 1 << 20,
             },
@@ -369,21 +369,23 @@ mod tests {
         };
         stream.purge(purge).await.unwrap();
         let first = stream.info(None).state.first_seq;
-        let epoch = backend.stream_state().await.unwrap().epoch;
+        let incarnation = backend.stream_state().await.unwrap().incarnation;
 
-        let mut expired = Source::open(spec(backend.clone(), epoch), 2).await.unwrap();
+        let mut expired = Source::open(spec(backend.clone(), incarnation), 2)
+            .await
+            .unwrap();
         let lost = expired.next().await.unwrap();
         assert_eq!((lost.kind, lost.seq), (EntryKind::Lost, first - 1));
         assert!(String::from_utf8_lossy(&lost.frame).contains("\"from\":2"));
         assert_eq!(expired.next().await.unwrap().seq, first);
 
-        let mut fresh = Source::open(spec(backend.clone(), epoch), first)
+        let mut fresh = Source::open(spec(backend.clone(), incarnation), first)
             .await
             .unwrap();
         let entry = fresh.next().await.unwrap();
         assert_eq!((entry.kind, entry.seq), (EntryKind::Message, first));
 
-        let replaced = Source::open(spec(backend, epoch + 1), 1).await;
+        let replaced = Source::open(spec(backend, incarnation + 1), 1).await;
         assert!(matches!(replaced, Err(Lost::Replaced)));
     }
 
@@ -393,8 +395,10 @@ mod tests {
     async fn positions_removed_while_reading_are_reported_before_the_next_message() {
         let dir = tempfile::tempdir().unwrap();
         let backend = backend_with(dir.path(), 0).await;
-        let epoch = backend.stream_state().await.unwrap().epoch;
-        let mut source = Source::open(spec(backend.clone(), epoch), 1).await.unwrap();
+        let incarnation = backend.stream_state().await.unwrap().incarnation;
+        let mut source = Source::open(spec(backend.clone(), incarnation), 1)
+            .await
+            .unwrap();
         for subject in ["other", "other", "t"] {
             let request = PublishRequest {
                 subject: subject.into(),

@@ -159,7 +159,7 @@ async fn store(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Answer, Failure>
         id: ack.stream.is_none().then(|| {
             EventId {
                 seq: ack.seq,
-                epoch: Some(state.epoch),
+                incarnation: Some(state.incarnation),
             }
             .to_string()
         }),

@@ -86,7 +86,7 @@ pub async fn multi_topic_stream_in_order(f: &dyn HubFactory) {
 /// invalid query is a 400.
 pub async fn last_event_id_header_wins(f: &dyn HubFactory) {
     let hub = f.start(config()).await;
-    let ids: Vec<String> = futures_ids(&hub, 3).await;
+    let ids: Vec<String> = published_ids(&hub, 3).await;
     let mut client = hub
         .subscribe_with(
             &format!("?topic=t&last-id={}", "0"),
@@ -122,7 +122,8 @@ pub async fn last_event_id_header_wins(f: &dyn HubFactory) {
     hub.stop().await;
 }
 
-async fn futures_ids(hub: &TestHub, count: usize) -> Vec<String> {
+/// Publishes `count` messages to topic `t` and returns their event ids.
+async fn published_ids(hub: &TestHub, count: usize) -> Vec<String> {
     let mut ids = Vec::new();
     for n in 0..count {
         ids.push(
@@ -229,7 +230,7 @@ pub async fn publish_errors_carry_code(f: &dyn HubFactory) {
 pub async fn cursor_ahead_reports_gap(f: &dyn HubFactory) {
     let hub = f.start(config()).await;
     let first = hub.publish("t", json!(1)).await;
-    let epoch = first["id"]
+    let incarnation = first["id"]
         .as_str()
         .unwrap()
         .split('-')
@@ -237,13 +238,19 @@ pub async fn cursor_ahead_reports_gap(f: &dyn HubFactory) {
         .unwrap()
         .to_owned();
     let mut client = hub
-        .subscribe_with("?topic=t", &[("last-event-id", &format!("500-{epoch}"))])
+        .subscribe_with(
+            "?topic=t",
+            &[("last-event-id", &format!("500-{incarnation}"))],
+        )
         .await;
     let connected = expect_event(&mut client, "connected").await.unwrap();
-    assert_eq!(connected.id.as_deref(), Some(format!("0-{epoch}").as_str()));
+    assert_eq!(
+        connected.id.as_deref(),
+        Some(format!("0-{incarnation}").as_str())
+    );
     let gap = expect_event(&mut client, "gap").await.unwrap();
     assert_eq!(data(&gap)["reason"], "ahead");
-    assert_eq!(data(&gap)["cursor"], format!("500-{epoch}"));
+    assert_eq!(data(&gap)["cursor"], format!("500-{incarnation}"));
     let message = expect_event(&mut client, "message").await.unwrap();
     assert_eq!(message.id.as_deref(), first["id"].as_str());
     assert_eq!(
@@ -278,7 +285,7 @@ pub async fn replay_cap_counts_backlog_only(f: &dyn HubFactory) {
     let mut config = config();
     config.replay.max_messages = 2;
     let hub = f.start(config).await;
-    let ids = futures_ids(&hub, 4).await;
+    let ids = published_ids(&hub, 4).await;
     let mut client = hub.subscribe("?topic=t&last-id=0").await;
     expect_event(&mut client, "connected").await.unwrap();
     let frames = client.frames_until_end().await.expect("stream ends");
@@ -300,7 +307,7 @@ pub async fn replay_cap_counts_backlog_only(f: &dyn HubFactory) {
     // Live messages are not capped.
     let mut client = hub.subscribe("?topic=t").await;
     expect_event(&mut client, "connected").await.unwrap();
-    let live = futures_ids(&hub, 3).await;
+    let live = published_ids(&hub, 3).await;
     for id in live {
         assert_eq!(
             expect_event(&mut client, "message").await.unwrap().id,
@@ -369,7 +376,7 @@ pub async fn replay_window_skips_old_backlog(f: &dyn HubFactory) {
     let mut config = config();
     config.replay.window = Some(Duration::from_secs(1));
     let hub = f.start(config).await;
-    let old = futures_ids(&hub, 2).await;
+    let old = published_ids(&hub, 2).await;
     // The two messages must be older than the window when the subscription is planned.
     let_wall_clock_pass(Duration::from_millis(1100)).await;
     let fresh = hub.publish("t", json!("fresh")).await;
@@ -430,7 +437,7 @@ pub async fn resume_behind_ring_catches_up_then_live(f: &dyn HubFactory) {
     let hub = f.start(config).await;
     let mut live = hub.subscribe("?topic=t").await;
     expect_event(&mut live, "connected").await.unwrap();
-    let mut expected = futures_ids(&hub, 60).await;
+    let mut expected = published_ids(&hub, 60).await;
     let mut client = hub.subscribe("?topic=t&last-id=0").await;
     expect_event(&mut client, "connected").await.unwrap();
     for id in &expected {
@@ -444,7 +451,7 @@ pub async fn resume_behind_ring_catches_up_then_live(f: &dyn HubFactory) {
         hub.metric("sluice_catchups_total") >= 1,
         "caught up from the stream"
     );
-    expected = futures_ids(&hub, 3).await;
+    expected = published_ids(&hub, 3).await;
     for id in &expected {
         assert_eq!(
             expect_event(&mut client, "message")

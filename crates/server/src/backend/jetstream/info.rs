@@ -1,4 +1,4 @@
-//! Reading the stream's description and state from the server, and the stream's epoch.
+//! Reading the stream's description and state from the server, and the stream's incarnation.
 
 use std::time::Duration;
 
@@ -56,7 +56,7 @@ fn facts(info: &stream::Info) -> StreamFacts {
             first_seq: state.first_sequence.max(1).min(state.last_sequence + 1),
             last_seq: state.last_sequence,
             first_time,
-            epoch: epoch(info.created),
+            incarnation: incarnation(info.created),
             subjects: info.config.subjects.clone(),
         },
         inactive_threshold_limit,
@@ -69,9 +69,9 @@ pub(super) fn timestamp(time: async_nats::datetime::DateTime) -> Option<jiff::Ti
 }
 
 /// The stream's incarnation: a stable hash of its creation time, so a stream deleted and
-/// created again under the same name gets another epoch. FNV-1a over the creation time in
-/// nanoseconds (little-endian), fixed forever because epochs are stored in clients' cursors.
-pub(super) fn epoch(created: async_nats::datetime::DateTime) -> u64 {
+/// created again under the same name gets another incarnation. FNV-1a over the creation time in
+/// nanoseconds (little-endian), fixed forever because incarnations are stored in clients' cursors.
+pub(super) fn incarnation(created: async_nats::datetime::DateTime) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     created
@@ -88,13 +88,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn epoch_is_stable_and_tells_creation_times_apart() {
+    fn incarnation_is_stable_and_tells_creation_times_apart() {
         let created =
             async_nats::datetime::DateTime::from_unix_timestamp_nanos(1_780_000_000_123_456_789)
                 .unwrap();
         let later = created + Duration::from_nanos(1);
         // Pinned: a different value would invalidate every cursor clients hold.
-        assert_eq!(epoch(created), 0xfe1c_26a0_7ac1_1749);
-        assert_ne!(epoch(created), epoch(later));
+        assert_eq!(incarnation(created), 0xfe1c_26a0_7ac1_1749);
+        assert_ne!(incarnation(created), incarnation(later));
     }
 }

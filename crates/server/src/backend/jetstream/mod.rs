@@ -118,7 +118,7 @@ impl JetStreamBackend {
             stream = config.stream,
             server_version = connection.client.server_info().version,
             subjects = ?facts.state.subjects,
-            epoch = format_args!("{:x}", facts.state.epoch),
+            incarnation = format_args!("{:x}", facts.state.incarnation),
             "connected to the JetStream stream"
         );
         Ok(Self {

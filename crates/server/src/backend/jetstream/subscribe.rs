@@ -60,7 +60,7 @@ pub(super) async fn subscribe(
         reconnects: shared.reconnects.clone(),
         shared,
         plan,
-        epoch: 0,
+        incarnation: 0,
         next_seq: start.max(1),
         current: None,
         finished: false,
@@ -79,7 +79,7 @@ struct Feed {
     plan: FilterPlan,
     /// The stream incarnation the feed started on (read by the first opening); a recreated
     /// stream ends the feed.
-    epoch: u64,
+    incarnation: u64,
     /// The next stream sequence wanted: the last delivered + 1.
     next_seq: u64,
     reconnects: watch::Receiver<u64>,
@@ -256,15 +256,15 @@ impl Feed {
                     )
                     .into());
                 }
-                self.epoch = facts.state.epoch;
+                self.incarnation = facts.state.incarnation;
                 // The server starts at the first retained message anyway.
                 self.next_seq = self.next_seq.max(facts.state.first_seq);
             }
-            Opening::Recovery if facts.state.epoch != self.epoch => {
+            Opening::Recovery if facts.state.incarnation != self.incarnation => {
                 return Err(BackendError::Recreated {
                     stream: stream.clone(),
-                    was: self.epoch,
-                    now: facts.state.epoch,
+                    was: self.incarnation,
+                    now: facts.state.incarnation,
                 });
             }
             // The caller planned the first position; a gap that opened while recovering must
