@@ -87,7 +87,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 async fn open_backend(config: &Config) -> anyhow::Result<Arc<dyn Backend>> {
     Ok(match config.backend {
         BackendKind::Embedded => {
-            let (backend, reports) = EmbeddedBackend::open(config).await?;
+            let (backend, reports) = EmbeddedBackend::open(&config.embedded).await?;
             for report in reports {
                 tracing::info!(?report, "stream recovered");
             }

@@ -177,7 +177,7 @@ mod tests {
         let mut config = Config::default();
         config.embedded.data_dir = dir.to_owned();
         config.embedded.sync = "never".into();
-        Arc::new(EmbeddedBackend::open(&config).await.unwrap().0)
+        Arc::new(EmbeddedBackend::open(&config.embedded).await.unwrap().0)
     }
 
     async fn publish(backend: &dyn Backend, subject: &str) -> u64 {

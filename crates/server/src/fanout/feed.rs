@@ -239,7 +239,7 @@ mod tests {
         let mut config = Config::default();
         config.embedded.data_dir = dir.path().to_owned();
         config.embedded.sync = "never".into();
-        let (backend, _) = EmbeddedBackend::open(&config).await.unwrap();
+        let (backend, _) = EmbeddedBackend::open(&config.embedded).await.unwrap();
         let backend: Arc<dyn Backend> = Arc::new(backend);
         let burst = (MAX_COALESCED * 3 + 7) as u64;
         for n in 0..burst {

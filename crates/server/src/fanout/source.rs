@@ -328,7 +328,7 @@ mod tests {
         let mut config = Config::default();
         config.embedded.data_dir = dir.to_owned();
         config.embedded.sync = "never".into();
-        let (backend, _) = EmbeddedBackend::open(&config).await.unwrap();
+        let (backend, _) = EmbeddedBackend::open(&config.embedded).await.unwrap();
         for n in 0..count {
             let request = PublishRequest {
                 subject: "t".into(),

@@ -182,7 +182,9 @@ impl Embedded {
         let dir = tempfile::tempdir().expect("tempdir");
         config.embedded.data_dir = dir.path().to_owned();
         config.embedded.sync = "never".into();
-        let (backend, _) = EmbeddedBackend::open(config).await.expect("open store");
+        let (backend, _) = EmbeddedBackend::open(&config.embedded)
+            .await
+            .expect("open store");
         (Arc::new(backend), dir)
     }
 

@@ -3,6 +3,8 @@
 //! The stream is looked up by name on every call, so a stream deleted and created again
 //! (a new incarnation) is picked up, and its old subscribers end with an error.
 
+mod config;
+
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -19,8 +21,9 @@ use super::{
     Backend, BackendError, BackendMessage, Health, MessageStream, PublishAck, PublishRequest,
     Retained, StreamState, Unavailable,
 };
-use crate::config::{Config, StreamDecl};
 use crate::duration;
+
+pub use config::{DEFAULT_STREAM, EmbeddedConfig, StreamDecl};
 
 /// A stream of the embedded store.
 #[derive(Debug)]
@@ -32,8 +35,9 @@ pub struct EmbeddedBackend {
 impl EmbeddedBackend {
     /// Opens the store in `embedded.data_dir`, creates or updates every declared stream, and
     /// serves `embedded.stream`. Returns the recovery report of every stream found on disk.
-    pub async fn open(config: &Config) -> Result<(Self, Vec<RecoveryReport>), BackendError> {
-        let embedded = &config.embedded;
+    pub async fn open(
+        embedded: &EmbeddedConfig,
+    ) -> Result<(Self, Vec<RecoveryReport>), BackendError> {
         let options = StoreOptions {
             sync: sync_policy(&embedded.sync),
             ..StoreOptions::default()
