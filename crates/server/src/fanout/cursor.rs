@@ -69,6 +69,12 @@ impl Cursor {
         self.source.is_some() || self.opening.is_some()
     }
 
+    /// True when the cursor has read everything the ring holds and waits for the feed: the
+    /// stream's live end, not a pause while catching up.
+    pub fn is_at_live_end(&self) -> bool {
+        !self.is_catching_up() && matches!(self.feed.core.read(self.next), Read::Wait)
+    }
+
     /// The next entry if it is at hand without waiting (in the ring, or already read from the
     /// stream while catching up). Anything else — nothing yet, a subscription to open, an
     /// error — is left for [`Cursor::next`].

@@ -259,8 +259,12 @@ impl Session {
             if let Some(entry) = self.cursor.ready() {
                 return Step::Entry(entry);
             }
-            // Nothing at hand: backlog skipped by the replay window is reported before waiting.
-            if let Some(gap) = self.take_gap_frame() {
+            // Nothing at hand at the live end: backlog skipped by the replay window is reported
+            // before waiting (while catching up, the skipped run may go on: one gap for it).
+            if self.pending_gap.is_some()
+                && self.cursor.is_at_live_end()
+                && let Some(gap) = self.take_gap_frame()
+            {
                 return Step::Frame(gap);
             }
             // A cursor on the ring waits on its feed alone (one waiter list per wake-up, not
