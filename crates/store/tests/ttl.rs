@@ -11,6 +11,17 @@ fn ttl(v: &str) -> Headers {
     h
 }
 
+/// A new store in `dir` with stream `T` (subject `t`) that accepts per-message TTLs.
+fn open_ttl_stream(dir: &std::path::Path) -> (Store, StreamHandle) {
+    let (store, _) = Store::open(dir, StoreOptions::default()).unwrap();
+    let cfg = StreamConfig {
+        allow_msg_ttl: true,
+        ..StreamConfig::new("T", ["t"])
+    };
+    let stream = store.create_stream(cfg).unwrap();
+    (store, stream)
+}
+
 fn live(s: &StreamHandle, seq: u64) -> bool {
     s.get(seq).unwrap().is_some()
 }
@@ -36,13 +47,8 @@ async fn ttl_expires_in_background_and_never_survives_max_age() {
 #[tokio::test]
 async fn ttl_state_survives_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = StreamConfig {
-        allow_msg_ttl: true,
-        ..StreamConfig::new("T", ["t"])
-    };
     {
-        let (store, _) = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        let s = store.create_stream(cfg).unwrap();
+        let (store, s) = open_ttl_stream(dir.path());
         s.publish("t", ttl("2s"), "a").await.unwrap();
         s.publish("t", Headers::new(), "b").await.unwrap();
         store.close();
@@ -67,13 +73,8 @@ async fn ttl_state_survives_restart() {
 #[tokio::test]
 async fn a_refused_thw_db_expires_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = StreamConfig {
-        allow_msg_ttl: true,
-        ..StreamConfig::new("T", ["t"])
-    };
     {
-        let (store, _) = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        let s = store.create_stream(cfg).unwrap();
+        let (store, s) = open_ttl_stream(dir.path());
         s.publish("t", Headers::new(), "no ttl").await.unwrap();
         store.close();
     }
