@@ -92,7 +92,8 @@ async fn every_fires_into_target_with_scheduler_header() {
 #[tokio::test]
 async fn missed_one_shot_fires_once_after_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(2);
+    let fires = std::time::SystemTime::now() + Duration::from_secs(2);
+    let at = jiff::Timestamp::try_from(fires).unwrap();
     {
         let (store, _) = Store::open(dir.path(), StoreOptions::default()).unwrap();
         let s = store.create_stream(cfg()).unwrap();
@@ -106,9 +107,7 @@ async fn missed_one_shot_fires_once_after_restart() {
         store.close();
     }
     // Stay down past the fire time.
-    while jiff::Timestamp::now() <= at {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    sluice_test_support::wall_clock_passes(fires).await;
     let (store, reports) = Store::open(dir.path(), StoreOptions::default()).unwrap();
     assert_eq!(reports[0].path, RecoveryPath::Index);
     let s = store.stream("S").unwrap();

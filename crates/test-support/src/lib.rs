@@ -26,7 +26,7 @@ pub use sluice_sse::Frame;
 pub use sse::{DEFAULT_FRAME_TIMEOUT, SseClient};
 /// Re-exported so test crates can make temporary data directories without depending on it.
 pub use tempfile;
-pub use wait::{EVENTUALLY, eventually, eventually_async};
+pub use wait::{EVENTUALLY, eventually, eventually_async, wall_clock_passes};
 
 /// The root of the sluice repository (where `.venv` and `Cargo.toml` live).
 pub fn repo_root() -> PathBuf {

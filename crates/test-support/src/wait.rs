@@ -22,3 +22,18 @@ pub async fn eventually_async(what: &str, mut ok: impl AsyncFnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Returns once the wall clock reads past `at`. For rules about wall-clock time (a replay
+/// window, a schedule's fire time), the one case where a test waits on the clock: stored times
+/// come from the wall clock, which tokio's timer does not follow, so it sleeps until that
+/// instant, and again only if the clock lagged.
+pub async fn wall_clock_passes(at: std::time::SystemTime) {
+    loop {
+        let now = std::time::SystemTime::now();
+        if now > at {
+            return;
+        }
+        let left = at.duration_since(now).unwrap_or_default();
+        tokio::time::sleep(left + Duration::from_millis(1)).await;
+    }
+}

@@ -1,13 +1,14 @@
 //! Backend-independent scenarios: each starts its own hub from a factory, talks HTTP only,
 //! and asserts one rule. Every backend's test file runs all of them.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 use sluice_server::config::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{HubFactory, TestHub, data, expect_event, refused_until_released};
+use sluice_test_support::wall_clock_passes;
 
 fn config() -> Config {
     Config::default()
@@ -353,23 +354,6 @@ pub async fn oversized_message_becomes_gap(f: &dyn HubFactory) {
     hub.stop().await;
 }
 
-/// Returns once the wall clock has moved `by` past now. The one wait on the clock in these
-/// scenarios, for rules about wall-clock time (a replay window is measured against the times
-/// messages were stored); everything else waits for an event.
-///
-/// Stored times come from the wall clock, which tokio's timer does not follow, so it sleeps
-/// until the wall-clock instant is reached: one sleep, another only if the clock lagged.
-async fn let_wall_clock_pass(by: Duration) {
-    let until = jiff::Timestamp::now() + jiff::SignedDuration::try_from(by).expect("short wait");
-    loop {
-        let left = until.duration_since(jiff::Timestamp::now());
-        if !left.is_positive() {
-            return;
-        }
-        tokio::time::sleep(left.unsigned_abs()).await;
-    }
-}
-
 /// Backlog older than `replay.window` is skipped with one `replay_window` gap; newer backlog
 /// and live messages are delivered.
 pub async fn replay_window_skips_old_backlog(f: &dyn HubFactory) {
@@ -378,7 +362,7 @@ pub async fn replay_window_skips_old_backlog(f: &dyn HubFactory) {
     let hub = f.start(config).await;
     let old = published_ids(&hub, 2).await;
     // The two messages must be older than the window when the subscription is planned.
-    let_wall_clock_pass(Duration::from_millis(1100)).await;
+    wall_clock_passes(SystemTime::now() + Duration::from_millis(1100)).await;
     let fresh = hub.publish("t", json!("fresh")).await;
     let mut client = hub.subscribe("?topic=t&last-id=0").await;
     expect_event(&mut client, "connected").await.unwrap();
