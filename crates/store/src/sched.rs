@@ -33,10 +33,7 @@ pub fn write(path: &Path, schedules: &Schedules, stamp: u64) -> Result<()> {
 /// subject wins). The count is capped by the bytes that remain (an entry takes at least 4).
 pub fn decode(s: &Sidecar<'_>, table: &mut Table) -> Result<Schedules, String> {
     let mut r = Reader::new(s.body);
-    let n = usize::try_from(s.count)
-        .ok()
-        .filter(|n| *n <= s.body.len() / 4)
-        .ok_or("entry count exceeds the file")?;
+    let n = s.entry_count(4)?;
     let mut schedules = Schedules::default();
     for _ in 0..n {
         let len = r

@@ -23,6 +23,17 @@ pub struct Sidecar<'a> {
     pub body: &'a [u8],
 }
 
+impl Sidecar<'_> {
+    /// The entry count, refused when the body could not hold that many entries of at least
+    /// `min_entry_bytes` each: a decoder allocates nothing for a count the file cannot back.
+    pub fn entry_count(&self, min_entry_bytes: usize) -> Result<usize, &'static str> {
+        usize::try_from(self.count)
+            .ok()
+            .filter(|n| *n <= self.body.len() / min_entry_bytes)
+            .ok_or("entry count exceeds the file")
+    }
+}
+
 /// Encodes a sidecar file.
 pub fn encode(version: u8, count: u64, stamp: u64, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + body.len() + 8);

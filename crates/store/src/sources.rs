@@ -91,10 +91,7 @@ impl SourceIndex {
     /// (an entry takes at least 3 bytes), entries with sequence 0 are accepted.
     pub fn decode(s: &sidecar::Sidecar<'_>) -> Result<Self, String> {
         let mut r = Reader::new(s.body);
-        let n = usize::try_from(s.count)
-            .ok()
-            .filter(|n| *n <= s.body.len() / 3)
-            .ok_or("entry count exceeds the file")?;
+        let n = s.entry_count(3)?;
         let mut idx = Self::default();
         for _ in 0..n {
             let name = r.string().ok_or("malformed name")?;

@@ -31,10 +31,7 @@ pub fn write(path: &Path, wheel: &TtlWheel, stamp: u64) -> Result<()> {
 /// (an entry takes at least 2 bytes).
 pub fn decode(s: &Sidecar<'_>, table: &Table) -> Result<TtlWheel, String> {
     let mut r = Reader::new(s.body);
-    let n = usize::try_from(s.count)
-        .ok()
-        .filter(|n| *n <= s.body.len() / 2)
-        .ok_or("entry count exceeds the file")?;
+    let n = s.entry_count(2)?;
     let mut wheel = TtlWheel::default();
     for _ in 0..n {
         let at = r.varint().ok_or("malformed entry")?;
