@@ -100,9 +100,7 @@ impl Cursor {
     /// feed's wake-ups no longer reach it).
     pub async fn next(&mut self) -> Result<Option<Entry>, Lost> {
         loop {
-            if let Some(entry) = self.ready() {
-                return Ok(Some(entry));
-            }
+            self.rejoin_if_covered();
             if let Some(opening) = self.opening.as_mut() {
                 let source = opening.await;
                 self.opening = None;
@@ -120,7 +118,7 @@ impl Cursor {
                 continue;
             }
             match self.feed.core.read(self.next) {
-                Read::Entry(_) => continue,
+                Read::Entry(entry) => return Ok(Some(self.advance(entry))),
                 Read::Behind => {
                     let spec = self.feed.core.source_spec(SkipCheck::Always, Role::CatchUp);
                     self.opening = Some(Box::pin(Source::open(spec, self.next)));
@@ -128,10 +126,7 @@ impl Cursor {
                     return Ok(None);
                 }
                 Read::Wait => {
-                    if self.feed.core.is_closed() {
-                        return Err(Lost::Replaced);
-                    }
-                    if self.position.changed().await.is_err() {
+                    if self.feed.core.is_closed() || self.position.changed().await.is_err() {
                         return Err(Lost::Replaced);
                     }
                     return Ok(self.ready());
@@ -167,44 +162,21 @@ impl Cursor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::Backend;
     use crate::backend::embedded::EmbeddedBackend;
-    use crate::backend::{Backend, PublishRequest};
-    use crate::config::Config;
-    use crate::fanout::Encoder;
     use crate::fanout::feed::FeedStart;
+    use crate::fanout::testing::{encoder, open_backend, publish};
     use crate::metrics::Metrics;
-    use bytes::Bytes;
     use proptest::prelude::*;
-    use sluice_protocol::headers::Headers;
     use sluice_protocol::subject::FilterSet;
     use sluice_store::PurgeRequest;
-
-    async fn open_backend(dir: &std::path::Path) -> Arc<EmbeddedBackend> {
-        let mut config = Config::default();
-        config.embedded.data_dir = dir.to_owned();
-        config.embedded.sync = "never".into();
-        Arc::new(EmbeddedBackend::open(&config.embedded).await.unwrap().0)
-    }
-
-    async fn publish(backend: &dyn Backend, subject: &str) -> u64 {
-        let request = PublishRequest {
-            subject: subject.into(),
-            headers: Headers::new(),
-            payload: Bytes::from_static(b"1"),
-        };
-        backend.publish(request).await.unwrap().seq
-    }
 
     /// The feed of topic `t`, started at the stream's live end as the hub starts its feeds.
     async fn feed_at_live_end(backend: Arc<EmbeddedBackend>, ring_size: usize) -> Arc<Feed> {
         let state = backend.stream_state().await.unwrap();
         let start = FeedStart {
             filters: FilterSet::new(["t"]).unwrap(),
-            encoder: Encoder {
-                incarnation: state.incarnation,
-                topic_prefix: String::new(),
-                max_event_size: 1 << 20,
-            },
+            encoder: encoder(state.incarnation),
             start: state.last_seq + 1,
             ring_size,
         };

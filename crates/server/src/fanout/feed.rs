@@ -225,39 +225,22 @@ async fn fill(core: &FeedCore, source: &mut Source, failures: &mut u32) -> Lost 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::PublishRequest;
-    use crate::backend::embedded::EmbeddedBackend;
-    use crate::config::Config;
-    use bytes::Bytes;
-    use sluice_protocol::headers::Headers;
+    use crate::fanout::testing::{encoder, open_backend, publish};
 
     /// A burst larger than one wake-up's bound (`MAX_COALESCED`) reaches the ring whole: no
     /// message is lost between two rounds of coalescing.
     #[tokio::test]
     async fn a_burst_longer_than_one_round_loses_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
-        config.embedded.data_dir = dir.path().to_owned();
-        config.embedded.sync = "never".into();
-        let (backend, _) = EmbeddedBackend::open(&config.embedded).await.unwrap();
-        let backend: Arc<dyn Backend> = Arc::new(backend);
+        let backend: Arc<dyn Backend> = open_backend(dir.path()).await;
         let burst = (MAX_COALESCED * 3 + 7) as u64;
-        for n in 0..burst {
-            let request = PublishRequest {
-                subject: "t".into(),
-                headers: Headers::new(),
-                payload: Bytes::from(n.to_string()),
-            };
-            backend.publish(request).await.unwrap();
+        for _ in 0..burst {
+            publish(&*backend, "t").await;
         }
         // The feed starts behind every message, so all of them are ready at once.
         let start = FeedStart {
             filters: FilterSet::new(["t"]).unwrap(),
-            encoder: Encoder {
-                incarnation: backend.stream_state().await.unwrap().incarnation,
-                topic_prefix: String::new(),
-                max_event_size: 1 << 20,
-            },
+            encoder: encoder(backend.stream_state().await.unwrap().incarnation),
             start: 1,
             ring_size: 4096,
         };

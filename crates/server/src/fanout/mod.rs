@@ -24,6 +24,8 @@ mod encode;
 mod feed;
 mod ring;
 mod source;
+#[cfg(test)]
+mod testing;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};

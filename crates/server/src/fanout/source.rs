@@ -147,10 +147,9 @@ impl Source {
                 Some(Err(_)) => return Err(self.take_error()),
                 None => return Err(Lost::Ended),
             };
-            let retained = match self.skip_check_needed(seq) {
-                Some(SkipCheck::Always) => Some(self.spec.retained().await?),
-                Some(SkipCheck::InProcess) => self.spec.backend.retained_from(),
-                None => None,
+            let retained = match self.retained_in_process(seq) {
+                Ok(retained) => retained,
+                Err(NeedsRoundTrip) => Some(self.spec.retained().await?),
             };
             if let Some(entry) = self.take(seq, retained)? {
                 return Ok(entry);
@@ -169,11 +168,7 @@ impl Source {
                 Some(Ok(message)) => message.seq,
                 Some(Err(_)) | None => return None,
             };
-            let retained = match self.skip_check_needed(seq) {
-                Some(SkipCheck::Always) => Some(self.spec.backend.retained_from()?),
-                Some(SkipCheck::InProcess) => self.spec.backend.retained_from(),
-                None => None,
-            };
+            let retained = self.retained_in_process(seq).ok()?;
             match self.take(seq, retained) {
                 Ok(Some(entry)) => return Some(entry),
                 Ok(None) => {}
@@ -182,9 +177,18 @@ impl Source {
         }
     }
 
-    /// The check to make before taking the message at `seq`, if it skips positions.
-    fn skip_check_needed(&self, seq: u64) -> Option<SkipCheck> {
-        (seq > self.next).then_some(self.spec.skip_check)
+    /// What the skip check before the message at `seq` needs, as far as it is known without a
+    /// round trip: nothing (`Ok(None)`: no position skipped, or the check is in-process only
+    /// and the backend cannot answer in-process), the stream's retention, or a round trip.
+    fn retained_in_process(&self, seq: u64) -> Result<Option<Retained>, NeedsRoundTrip> {
+        if seq <= self.next {
+            return Ok(None);
+        }
+        match (self.spec.backend.retained_from(), self.spec.skip_check) {
+            (Some(retained), _) => Ok(Some(retained)),
+            (None, SkipCheck::InProcess) => Ok(None),
+            (None, SkipCheck::Always) => Err(NeedsRoundTrip),
+        }
     }
 
     /// Accounts for the peeked message at `seq`: the entry for it, or for the skipped
@@ -224,6 +228,9 @@ impl Source {
     }
 }
 
+/// The skip check needs the stream's state from the backend.
+struct NeedsRoundTrip;
+
 /// What went wrong under a source.
 enum Fault {
     /// The stream is another incarnation.
@@ -233,11 +240,8 @@ enum Fault {
 }
 
 impl SourceSpec {
-    /// The stream's first retained sequence and incarnation, from the backend.
+    /// The stream's first retained sequence and incarnation, asked of the backend.
     async fn retained(&self) -> Result<Retained, Lost> {
-        if let Some(known) = self.backend.retained_from() {
-            return Ok(known);
-        }
         match self.backend.stream_state().await {
             Ok(state) => Ok(Retained {
                 first_seq: state.first_seq,
@@ -316,28 +320,18 @@ pub fn record(metrics: &Metrics, err: &BackendError, what: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::PublishRequest;
     use crate::backend::embedded::EmbeddedBackend;
-    use crate::config::Config;
     use crate::fanout::EntryKind;
-    use bytes::Bytes;
-    use sluice_protocol::headers::Headers;
+    use crate::fanout::testing::{encoder, open_backend, publish};
     use sluice_store::PurgeRequest;
 
+    /// The default stream with `count` messages on topic `t`.
     async fn backend_with(dir: &std::path::Path, count: u64) -> Arc<EmbeddedBackend> {
-        let mut config = Config::default();
-        config.embedded.data_dir = dir.to_owned();
-        config.embedded.sync = "never".into();
-        let (backend, _) = EmbeddedBackend::open(&config.embedded).await.unwrap();
-        for n in 0..count {
-            let request = PublishRequest {
-                subject: "t".into(),
-                headers: Headers::new(),
-                payload: Bytes::from(n.to_string()),
-            };
-            backend.publish(request).await.unwrap();
+        let backend = open_backend(dir).await;
+        for _ in 0..count {
+            publish(&*backend, "t").await;
         }
-        Arc::new(backend)
+        backend
     }
 
     fn spec(backend: Arc<EmbeddedBackend>, incarnation: u64) -> SourceSpec {
@@ -345,11 +339,7 @@ mod tests {
             backend,
             metrics: Arc::new(Metrics::new()),
             filters: FilterSet::new(["t"]).unwrap(),
-            encoder: Encoder {
-                incarnation,
-                topic_prefix: String::new(),
-                max_event_size: 1 << 20,
-            },
+            encoder: encoder(incarnation),
             skip_check: SkipCheck::Always,
             role: Role::CatchUp,
         }
@@ -400,12 +390,7 @@ mod tests {
             .await
             .unwrap();
         for subject in ["other", "other", "t"] {
-            let request = PublishRequest {
-                subject: subject.into(),
-                headers: Headers::new(),
-                payload: Bytes::from_static(b"1"),
-            };
-            backend.publish(request).await.unwrap();
+            publish(&*backend, subject).await;
         }
         let stream = backend.store().unwrap().stream("sluice").unwrap();
         let purge = PurgeRequest {
