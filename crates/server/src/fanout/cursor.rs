@@ -162,17 +162,21 @@ impl Cursor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Backend;
     use crate::backend::embedded::EmbeddedBackend;
+    use crate::backend::{
+        Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, StreamState,
+    };
     use crate::fanout::feed::FeedStart;
     use crate::fanout::testing::{encoder, open_backend, publish};
     use crate::metrics::Metrics;
+    use futures::StreamExt;
     use proptest::prelude::*;
     use sluice_protocol::subject::FilterSet;
     use sluice_store::PurgeRequest;
+    use std::time::Duration;
 
     /// The feed of topic `t`, started at the stream's live end as the hub starts its feeds.
-    async fn feed_at_live_end(backend: Arc<EmbeddedBackend>, ring_size: usize) -> Arc<Feed> {
+    async fn feed_at_live_end(backend: Arc<dyn Backend>, ring_size: usize) -> Arc<Feed> {
         let state = backend.stream_state().await.unwrap();
         let start = FeedStart {
             filters: FilterSet::new(["t"]).unwrap(),
@@ -232,6 +236,103 @@ mod tests {
         assert!(!cursor.is_catching_up(), "back on the ring");
         let live = publish(&*backend, "t").await;
         assert_eq!(read(&mut cursor, 1).await[0].seq, live);
+    }
+
+    /// The real embedded backend, but every call and every message first returns `Pending`
+    /// once, as a network backend would, and with no in-process retention: so a cursor's
+    /// `next()` can be dropped while opening, reading, or checking skipped positions.
+    struct Yielding(Arc<EmbeddedBackend>);
+
+    #[async_trait::async_trait]
+    impl Backend for Yielding {
+        fn kind(&self) -> &'static str {
+            "yielding"
+        }
+        async fn publish(&self, request: PublishRequest) -> Result<PublishAck, BackendError> {
+            self.0.publish(request).await
+        }
+        async fn stream_state(&self) -> Result<StreamState, BackendError> {
+            tokio::task::yield_now().await;
+            self.0.stream_state().await
+        }
+        async fn subscribe(
+            &self,
+            filters: &[String],
+            start: u64,
+        ) -> Result<MessageStream, BackendError> {
+            tokio::task::yield_now().await;
+            let stream = self.0.subscribe(filters, start).await?;
+            Ok(stream
+                .then(|item| async {
+                    tokio::task::yield_now().await;
+                    item
+                })
+                .boxed())
+        }
+        async fn health(&self) -> Health {
+            self.0.health().await
+        }
+        async fn shutdown(&self) {
+            self.0.shutdown().await
+        }
+    }
+
+    /// Dropping `next()` wherever it waits (opening a catch-up subscription, reading the
+    /// stream, checking skipped positions, waiting on the ring) loses nothing: with every other
+    /// call polled once and dropped if not ready, the cursor still yields every message once.
+    #[tokio::test]
+    async fn next_is_cancel_safe() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend: Arc<dyn Backend> = Arc::new(Yielding(open_backend(dir.path()).await));
+        let feed = feed_at_live_end(backend.clone(), 16).await;
+        let mut expected = Vec::new();
+        for n in 0..120 {
+            let subject = if n % 4 == 0 { "other" } else { "t" };
+            let seq = publish(&*backend, subject).await;
+            if subject == "t" {
+                expected.push(seq);
+            }
+        }
+        feed_read_to(&feed, 120).await;
+        let mut cursor = Cursor::new(feed.clone(), 1);
+        let mut seen = Vec::new();
+        let mut cancelled = 0;
+        let mut call: usize = 0;
+        let read_all = async {
+            while seen.len() < expected.len() {
+                // Polled 1, 2, 3 or 4 times, then dropped if still waiting; every fifth call runs
+                // to the end, so the cursor always gets on.
+                call += 1;
+                let polls = call % 5;
+                let next = {
+                    let mut next = std::pin::pin!(cursor.next());
+                    let mut outcome = None;
+                    for _ in 0..if polls == 0 { usize::MAX } else { polls } {
+                        if let std::task::Poll::Ready(ready) = futures::poll!(next.as_mut()) {
+                            outcome = Some(ready);
+                            break;
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                    outcome
+                };
+                match next {
+                    Some(Ok(Some(entry))) => seen.push(entry.seq),
+                    Some(Ok(None)) => {}
+                    Some(Err(lost)) => panic!("cursor ended: {lost:?}"),
+                    None => cancelled += 1,
+                }
+            }
+        };
+        // A message lost by a dropped call would leave the cursor waiting for it forever.
+        let deadline = tokio::time::timeout(Duration::from_secs(20), read_all).await;
+        assert!(
+            deadline.is_ok(),
+            "the cursor stalled after {} entries",
+            seen.len()
+        );
+        assert!(cancelled > 0, "calls were dropped while waiting");
+        assert_eq!(seen, expected);
     }
 
     proptest! {
