@@ -33,6 +33,11 @@ pub enum GapReason {
     TooLarge,
     /// Backlog older than `replay.window` was skipped.
     ReplayWindow,
+    /// The stored records of these positions are damaged or missing.
+    Damaged,
+    /// After a crash or a cut block, these positions (above the last intact record) may
+    /// have been handed out: the client holds an id from inside them.
+    Unconfirmed,
 }
 
 impl GapReason {
@@ -44,6 +49,8 @@ impl GapReason {
             Self::Incarnation => "incarnation",
             Self::TooLarge => "too_large",
             Self::ReplayWindow => "replay_window",
+            Self::Damaged => "damaged",
+            Self::Unconfirmed => "unconfirmed",
         }
     }
 }

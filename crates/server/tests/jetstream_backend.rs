@@ -119,7 +119,9 @@ async fn take(feed: &mut MessageStream, count: usize) -> Vec<(u64, String, Strin
             .await
             .unwrap_or_else(|_| panic!("no message after {taken:?}"))
             .expect("the feed goes on")
-            .unwrap_or_else(|err| panic!("feed error after {taken:?}: {err}"));
+            .unwrap_or_else(|err| panic!("feed error after {taken:?}: {err}"))
+            .message()
+            .expect("JetStream reports no lost positions");
         taken.push((
             message.seq,
             message.subject,
@@ -212,6 +214,8 @@ async fn headers_pass_through_to_subscribers() {
         .await
         .unwrap()
         .unwrap()
+        .unwrap()
+        .message()
         .unwrap();
     assert_eq!(
         message.headers.get_all("X-Trace").collect::<Vec<_>>(),

@@ -84,6 +84,12 @@ async fn command(store: &Store, command: StreamCommand) -> anyhow::Result<()> {
                 "last_time": state.last_time.map(|t| t.to_string()),
                 "num_deleted": state.num_deleted,
                 "num_subjects": state.num_subjects,
+                "lost": {
+                    "msgs": state.lost.msgs,
+                    "bytes": state.lost.bytes,
+                    "damaged": state.lost.damaged,
+                    "unconfirmed": state.lost.unconfirmed,
+                },
                 "config": info.config,
             });
             println!("{}", serde_json::to_string_pretty(&report)?);

@@ -214,7 +214,10 @@ fn replay_and_open(c: &mut Criterion) {
         g.bench_function("filtered_replay_time_to_first", |b| {
             b.iter(|| {
                 rt.block_on(async {
-                    let mut sub = Box::pin(s.subscribe(from, rare.clone()));
+                    let mut sub = Box::pin(
+                        s.subscribe(from, rare.clone())
+                            .map(|d| d.map(|d| d.message().expect("nothing lost"))),
+                    );
                     sub.next().await.unwrap().unwrap().seq
                 })
             })
@@ -235,7 +238,10 @@ fn replay_and_open(c: &mut Criterion) {
             g.bench_function(name, |b| {
                 b.iter(|| {
                     rt.block_on(async {
-                        let sub = s.subscribe(1, filter.clone()).take(count as usize);
+                        let sub = s
+                            .subscribe(1, filter.clone())
+                            .map(|d| d.map(|d| d.message().expect("nothing lost")))
+                            .take(count as usize);
                         sub.fold(0u64, |n, m| async move { n + u64::from(m.is_ok()) })
                             .await
                     })

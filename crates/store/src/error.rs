@@ -41,6 +41,15 @@ pub enum StoreError {
         /// The file holding it.
         path: PathBuf,
     },
+    /// Positions before the next match cannot be delivered (damaged records, or an
+    /// unconfirmed run after a crash); a reader resumes after `lost.last`.
+    #[error("stream {stream:?}: sequences {}..={} cannot be delivered ({:?})", lost.first, lost.last, lost.cause)]
+    Lost {
+        /// The stream.
+        stream: String,
+        /// The positions.
+        lost: crate::Lost,
+    },
     /// An I/O failure, with the path it concerned.
     #[error("{path}: {source}")]
     Io {

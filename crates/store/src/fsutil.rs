@@ -20,6 +20,15 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// `<path>.damaged-<ns>`: where bytes or a file that recovery cannot use are kept for
+/// inspection. The name ends in neither `.blk` nor `.db`, so no later open mistakes it for a
+/// block or a sidecar.
+pub fn damaged_name(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".damaged-{}", crate::time::now_ns()));
+    name.into()
+}
+
 /// fsyncs a directory so that entries created or renamed in it survive a crash.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)

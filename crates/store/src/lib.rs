@@ -23,7 +23,9 @@ mod fsutil;
 #[doc(hidden)]
 pub mod fuzzing;
 mod index;
+mod lease;
 mod limits;
+mod losses;
 mod meta;
 mod persist;
 mod proto;
@@ -53,11 +55,13 @@ pub use config::{
     validate_stream_name,
 };
 pub use error::{ApiError, Result, StoreError};
+pub use losses::{LossCause, Lost};
 pub use proto::{FilterSet, Headers};
 pub use sources::SourcePosition;
 pub use store::{Store, StoreOptions};
 pub use stream::StreamHandle;
 pub use types::{
-    PubAck, PurgeRequest, RecoveryPath, RecoveryReport, Retained, SidecarRecovery, SourceResume,
-    SourceStatus, StoredMessage, StreamInfo, StreamState, Truncation, WriteStats,
+    Delivery, LostState, PubAck, PurgeRequest, RecoveryPath, RecoveryReport, Retained,
+    SidecarRecovery, SourceResume, SourceStatus, StoredMessage, StreamInfo, StreamState,
+    Truncation, WriteStats,
 };

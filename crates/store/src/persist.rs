@@ -6,6 +6,7 @@
 use crate::error::Result;
 use crate::fsutil;
 use crate::index;
+use crate::losses;
 use crate::sched;
 use crate::sources;
 use crate::state::State;
@@ -29,9 +30,18 @@ pub fn write_state(st: &mut State) -> Result<()> {
         st.last_msg_id.as_deref(),
     );
     fsutil::atomic_write(&msgs.join(index::FILE), &idx)?;
+    // After index.db: it names the last sequence exactly, so the lease is no longer needed
+    // beyond it.
+    st.settle_lease()?;
+    // Runs below the first retained message are told to readers as no longer retained.
+    let first = st.table.first_seq();
+    if st.table.losses.forget_below(first) {
+        let path = msgs.join(losses::FILE);
+        st.table.losses.write(&path, stamp_after(st))?;
+    }
     // Each sidecar's stamp says which sequences it covers; recovery rescans from there, so a
     // crash between any two of these writes loses nothing.
-    let stamp = st.table.last_seq + 1;
+    let stamp = stamp_after(st);
     thw::write(&msgs.join(thw::FILE), &st.ttl, stamp)?;
     sched::write(&msgs.join(sched::FILE), &st.schedules, stamp)?;
     let sources = dir.join(sources::FILE);
@@ -40,6 +50,11 @@ pub fn write_state(st: &mut State) -> Result<()> {
     }
     st.dirty = false;
     Ok(())
+}
+
+/// A sidecar's stamp: the sequences it covers are below it.
+fn stamp_after(st: &State) -> u64 {
+    st.table.last_seq + 1
 }
 
 /// Removes every block that holds nothing needed any more: forgets them, then (for a file

@@ -424,8 +424,17 @@ impl Task {
             let mut batch = Vec::new();
             let mut seqs = Vec::new();
             while batch.len() < BATCH {
-                let Some(m) = origin.next_matching(next, &self.src.read_filter)? else {
-                    break;
+                let m = match origin.next_matching(next, &self.src.read_filter) {
+                    Ok(Some(m)) => m,
+                    Ok(None) => break,
+                    Err(StoreError::Lost { lost, .. }) => {
+                        // Damaged origin records cannot be copied; they count as dropped.
+                        tracing::warn!(stream = %self.target.name(), source = %self.src.index_name, first = lost.first, last = lost.last, "origin positions cannot be read; not sourced");
+                        self.status(|s| s.dropped += lost.last - lost.first + 1);
+                        next = lost.last + 1;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
                 };
                 next = m.seq + 1;
                 if let Some(p) = self.src.publish(&m, &origin_ident) {

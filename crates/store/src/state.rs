@@ -9,11 +9,13 @@ use crate::block::{Blocks, RecordSource};
 use crate::config::StreamConfig;
 use crate::dedupe::Dedupe;
 use crate::error::{Result, StoreError};
+use crate::lease;
+use crate::losses::Lost;
 use crate::proto::{self, FilterSet};
 use crate::record::{self, Kind, RecordRef};
 use crate::schedule::Schedules;
 use crate::sources::SourceIndex;
-use crate::table::{MsgMeta, Table};
+use crate::table::{Found, MsgMeta, Table};
 use crate::time::{now_ns, timestamp};
 use crate::ttl::TtlWheel;
 use crate::types::{StoredMessage, StreamInfo, StreamState, WriteStats};
@@ -52,6 +54,8 @@ pub struct State {
     pub purge_to: Option<u64>,
     /// Changed since index.db and the sidecars were last written.
     pub dirty: bool,
+    /// The sequence lease on disk: every sequence handed out is below it (file streams).
+    pub lease: u64,
 }
 
 impl State {
@@ -166,7 +170,29 @@ impl State {
         if let Some(first) = self.purge_to.take() {
             self.append_marker(Kind::PurgeTo, first)?;
         }
+        // IMPORTANT: the lease covers the batch's sequences before any of its records reaches
+        // a block: whatever is later cut from the block, they are never handed out again.
+        if let Some(dir) = &self.dir
+            && self.table.last_seq >= self.lease
+        {
+            let bound = self.table.last_seq + 1 + lease::STRIDE;
+            lease::write(&dir.join("msgs"), bound)?;
+            self.lease = bound;
+        }
         self.blocks.flush()
+    }
+
+    /// Sets the lease back to exactly the last sequence + 1 (with a snapshot): after a clean
+    /// close nothing is unconfirmed.
+    pub fn settle_lease(&mut self) -> Result<()> {
+        let exact = self.table.last_seq + 1;
+        if let Some(dir) = &self.dir
+            && self.lease != exact
+        {
+            lease::write(&dir.join("msgs"), exact)?;
+            self.lease = exact;
+        }
+        Ok(())
     }
 
     /// Forgets every block that holds nothing needed any more (in memory only: their files are
@@ -212,12 +238,22 @@ impl State {
         self.prepare_any(seq)?.map(PendingRead::finish).transpose()
     }
 
-    /// Locates the first visible message at or after `from` matching `filter`.
-    pub fn next_matching(&mut self, from: u64, filter: &FilterSet) -> Result<Option<PendingRead>> {
-        match self.table.next_matching(from, self.visible, filter)? {
-            Some(seq) => self.prepare(seq),
-            None => Ok(None),
-        }
+    /// What a reader of `filter` meets first at or after `from` among the visible positions:
+    /// a message (read it with [`PendingRead::finish`] after unlocking) or positions it cannot
+    /// be given.
+    pub fn next_matching(&mut self, from: u64, filter: &FilterSet) -> Result<Option<Next>> {
+        Ok(
+            match self.table.next_matching(from, self.visible, filter)? {
+                Some(Found::Msg(seq)) => self.prepare(seq)?.map(Next::Read),
+                Some(Found::Lost(lost)) => Some(Next::Lost(lost)),
+                None => None,
+            },
+        )
+    }
+
+    /// For a reader that last saw `last_seen`: the rest of the unconfirmed run it is inside of.
+    pub fn unconfirmed_after(&self, last_seen: u64) -> Option<Lost> {
+        self.table.losses.unconfirmed_after(last_seen, self.visible)
     }
 
     /// The first and last sequence readers may see (first = last + 1 when none is retained).
@@ -253,10 +289,19 @@ impl State {
                 num_deleted: (last + 1 - first).saturating_sub(t.count()),
                 num_subjects: t.num_subjects(),
                 subjects: subjects.map(|f| t.subject_counts(Some(f))),
+                lost: t.lost_state(),
             },
             stats: self.stats,
         }
     }
+}
+
+/// What a reader meets next.
+pub enum Next {
+    /// A message, to read without the lock held.
+    Read(PendingRead),
+    /// Positions that cannot be delivered.
+    Lost(Lost),
 }
 
 /// A located message, read and decoded without the stream's lock held.

@@ -420,6 +420,7 @@ fn empty_in_memory(block_size: u64) -> Recovered {
         sources: Default::default(),
         dedupe: Default::default(),
         index_current: true,
+        lease: 0,
     }
 }
 
@@ -442,6 +443,7 @@ fn stream_state(meta: Meta, dir: Option<PathBuf>, r: Recovered) -> State {
         stats: Default::default(),
         dirty: !r.index_current,
         purge_to: None,
+        lease: r.lease,
     }
 }
 

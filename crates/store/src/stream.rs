@@ -129,17 +129,6 @@ impl StreamHandle {
         pending.map(PendingRead::finish).transpose()
     }
 
-    /// The first message with sequence ≥ `from_seq` whose subject matches `filter`, found through
-    /// the per-subject index.
-    pub fn next_matching(
-        &self,
-        from_seq: u64,
-        filter: &FilterSet,
-    ) -> Result<Option<StoredMessage>> {
-        let pending = self.shared.lock().next_matching(from_seq, filter)?;
-        pending.map(PendingRead::finish).transpose()
-    }
-
     /// The source index: source index name (`<origin> <filter or '>'> <dest or '>'>`) → last
     /// origin sequence stored and the origin's ident.
     pub fn source_positions(

@@ -1,50 +1,102 @@
-//! Subscriptions: replay from a position, then follow live, paced by the consumer.
+//! Subscriptions: replay from a position, then follow live, paced by the consumer; positions
+//! that cannot be delivered are reported in order, never skipped in silence.
 
 use futures::Stream;
 
 use crate::error::{Result, StoreError};
+use crate::losses::{LossCause, Lost};
 use crate::proto::FilterSet;
+use crate::state::Next;
 use crate::stream::StreamHandle;
-use crate::types::StoredMessage;
+use crate::types::{Delivery, StoredMessage};
+use crate::writer::Shared;
 
 impl StreamHandle {
     /// Every message with sequence ≥ `start_seq` matching `filter`: what is stored, then new
     /// messages as they become durable, with no gap and no duplicate between the two. Nothing
-    /// is read ahead: each message is read from the store when the consumer polls for it. The
-    /// stream ends with an error when the stream is closed or deleted.
+    /// is read ahead: each message is read from the store when the consumer polls for it.
+    ///
+    /// Positions the stream cannot deliver come as [`Delivery::Lost`], in sequence order: a
+    /// damaged run the reader's range covers (whatever its filter — a damaged record's subject
+    /// cannot be read), and first of all, for a reader resuming from inside an unconfirmed run
+    /// (`start_seq - 1` is one of its positions), the rest of that run. The stream ends with
+    /// an error when the stream is closed or deleted.
     pub fn subscribe(
         &self,
         start_seq: u64,
         filter: FilterSet,
-    ) -> impl Stream<Item = Result<StoredMessage>> + Send + 'static {
+    ) -> impl Stream<Item = Result<Delivery>> + Send + 'static {
         let shared = self.shared.clone();
         let rx = shared.visible.subscribe();
         let start = start_seq.max(1);
-        futures::stream::unfold(Some((shared, rx, start, filter)), |cursor| async move {
-            let (shared, mut rx, next, filter) = cursor?;
-            loop {
-                rx.borrow_and_update();
-                let found = {
-                    let mut st = shared.lock();
-                    if st.closed {
-                        Err(StoreError::Closed(shared.name.clone()))
-                    } else {
-                        st.next_matching(next, &filter)
+        let unconfirmed = shared.lock().unconfirmed_after(start - 1);
+        let first = unconfirmed.map(|lost| Ok(Delivery::Lost(lost)));
+        let after = unconfirmed.map_or(start, |lost| lost.last + 1);
+        let rest =
+            futures::stream::unfold(Some((shared, rx, after, filter)), |cursor| async move {
+                let (shared, mut rx, next, filter) = cursor?;
+                loop {
+                    rx.borrow_and_update();
+                    match read_next(&shared, next, &filter) {
+                        Ok(Some(d)) => {
+                            let after = d.last_seq() + 1;
+                            return Some((Ok(d), Some((shared, rx, after, filter))));
+                        }
+                        Ok(None) => {}
+                        Err(e) => return Some((Err(e), None)),
+                    }
+                    if rx.changed().await.is_err() {
+                        return Some((Err(StoreError::Closed(shared.name.clone())), None));
                     }
                 }
-                .and_then(|pending| pending.map(|p| p.finish()).transpose());
-                match found {
-                    Ok(Some(m)) => {
-                        let after = m.seq + 1;
-                        return Some((Ok(m), Some((shared, rx, after, filter))));
-                    }
-                    Ok(None) => {}
-                    Err(e) => return Some((Err(e), None)),
-                }
-                if rx.changed().await.is_err() {
-                    return Some((Err(StoreError::Closed(shared.name.clone())), None));
-                }
-            }
-        })
+            });
+        futures::StreamExt::chain(futures::stream::iter(first), rest)
     }
+
+    /// The first message with sequence ≥ `from_seq` whose subject matches `filter`, found
+    /// through the per-subject index. Positions before it that cannot be delivered give
+    /// [`StoreError::Lost`]; the reader resumes after them.
+    pub fn next_matching(
+        &self,
+        from_seq: u64,
+        filter: &FilterSet,
+    ) -> Result<Option<StoredMessage>> {
+        match read_next(&self.shared, from_seq, filter)? {
+            Some(Delivery::Message(m)) => Ok(Some(m)),
+            Some(Delivery::Lost(lost)) => Err(StoreError::Lost {
+                stream: self.shared.name.clone(),
+                lost,
+            }),
+            None => Ok(None),
+        }
+    }
+}
+
+/// What a reader of `filter` meets first at or after `from`: a message, or positions it
+/// cannot be given. A record found damaged only now (it changed on disk after its block was
+/// read) is reported as a lost position of its own.
+fn read_next(shared: &Shared, from: u64, filter: &FilterSet) -> Result<Option<Delivery>> {
+    let next = {
+        let mut st = shared.lock();
+        if st.closed {
+            return Err(StoreError::Closed(shared.name.clone()));
+        }
+        st.next_matching(from, filter)?
+    };
+    Ok(match next {
+        Some(Next::Read(pending)) => Some(match pending.finish() {
+            Ok(m) => Delivery::Message(m),
+            Err(StoreError::Corrupt { seq, path }) => {
+                tracing::error!(stream = %shared.name, seq, path = %path.display(), "damaged record: reported to the reader as lost");
+                Delivery::Lost(Lost {
+                    first: seq,
+                    last: seq,
+                    cause: LossCause::Damaged,
+                })
+            }
+            Err(e) => return Err(e),
+        }),
+        Some(Next::Lost(lost)) => Some(Delivery::Lost(lost)),
+        None => None,
+    })
 }

@@ -33,6 +33,33 @@ pub struct StoredMessage {
     pub payload: Bytes,
 }
 
+/// What a subscription yields, in sequence order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delivery {
+    /// A stored message.
+    Message(StoredMessage),
+    /// Positions the stream cannot deliver (see [`crate::LossCause`]).
+    Lost(crate::Lost),
+}
+
+impl Delivery {
+    /// The message, if this is one.
+    pub fn message(self) -> Option<StoredMessage> {
+        match self {
+            Self::Message(m) => Some(m),
+            Self::Lost(_) => None,
+        }
+    }
+
+    /// The last position this delivery accounts for: a reader goes on after it.
+    pub fn last_seq(&self) -> u64 {
+        match self {
+            Self::Message(m) => m.seq,
+            Self::Lost(lost) => lost.last,
+        }
+    }
+}
+
 /// What a purge removes. All fields empty = every message.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PurgeRequest {
@@ -75,6 +102,22 @@ pub struct StreamState {
     pub num_subjects: u64,
     /// Per-subject live counts, when asked for.
     pub subjects: Option<BTreeMap<String, u64>>,
+    /// What the stream knows it lost (JetStream's `lost`).
+    pub lost: LostState,
+}
+
+/// The positions a stream knows it cannot deliver: damaged records found by recovery or by
+/// reading a block, and unconfirmed positions after a crash.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LostState {
+    /// Damaged messages (found so far: a block's damage is found when it is read).
+    pub msgs: u64,
+    /// Bytes of damaged records recovery stepped over or cut.
+    pub bytes: u64,
+    /// The damaged positions, as inclusive ranges, ascending.
+    pub damaged: Vec<(u64, u64)>,
+    /// The unconfirmed positions, as inclusive ranges, ascending.
+    pub unconfirmed: Vec<(u64, u64)>,
 }
 
 /// Write-path counters, to observe group commit.
@@ -131,9 +174,9 @@ pub enum SidecarRecovery {
 pub struct Truncation {
     /// The block file.
     pub path: PathBuf,
-    /// Offset of the first bad byte (the new file length).
+    /// Offset of the first bad byte (for a cut tail, the new file length).
     pub offset: u64,
-    /// Bytes removed.
+    /// Bytes cut, or stepped over.
     pub bytes_dropped: u64,
 }
 
@@ -144,12 +187,18 @@ pub struct RecoveryReport {
     pub stream: String,
     /// How its state was rebuilt.
     pub path: RecoveryPath,
-    /// Block files cut at their first bad record.
+    /// Block tails cut because no valid record followed their first bad one; the cut bytes
+    /// are kept in `<block>.damaged-<ns>`.
     pub truncated: Vec<Truncation>,
+    /// Damaged byte ranges inside blocks that recovery stepped over (left in place).
+    pub damaged: Vec<Truncation>,
     /// Sequences that existed (by the evidence that survived) but are gone: in a region that was
     /// cut, or in a block that lost its end. A torn record at the tail after a crash appears here
     /// too, even though it was never acknowledged. These sequences are never reused.
     pub lost: Vec<RangeInclusive<u64>>,
+    /// Positions between the last intact record and the sequence lease after a crash or a cut
+    /// tail: handed out and lost, or never used. The last sequence is raised past them.
+    pub unconfirmed: Option<RangeInclusive<u64>>,
     /// Blocks read by the per-message (TTL, schedule, source) recovery scan; blocks whose
     /// counters show nothing to recover, or that lie below the sidecar stamps, are skipped.
     pub per_message_blocks_scanned: u64,
@@ -166,7 +215,9 @@ impl RecoveryReport {
             stream,
             path: RecoveryPath::Rebuild,
             truncated: vec![],
+            damaged: vec![],
             lost: vec![],
+            unconfirmed: None,
             per_message_blocks_scanned: 0,
             sources: SidecarRecovery::default(),
             warnings: vec![],
@@ -181,7 +232,11 @@ impl RecoveryReport {
 
     /// True when nothing was lost or repaired.
     pub fn is_clean(&self) -> bool {
-        self.truncated.is_empty() && self.lost.is_empty() && self.warnings.is_empty()
+        self.truncated.is_empty()
+            && self.damaged.is_empty()
+            && self.lost.is_empty()
+            && self.unconfirmed.is_none()
+            && self.warnings.is_empty()
     }
 }
 

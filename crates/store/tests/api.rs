@@ -78,7 +78,10 @@ async fn subscribe_replays_then_follows_live() {
             .await
             .unwrap();
     }
-    let mut sub = Box::pin(s.subscribe(1, FilterSet::new(["a.x"]).unwrap()));
+    let mut sub = Box::pin(
+        s.subscribe(1, FilterSet::new(["a.x"]).unwrap())
+            .map(|d| d.map(|d| d.message().expect("nothing lost"))),
+    );
     assert_eq!(sub.next().await.unwrap().unwrap().seq, 1);
     assert_eq!(sub.next().await.unwrap().unwrap().seq, 3);
     let s2 = s.clone();

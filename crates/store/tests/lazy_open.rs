@@ -7,8 +7,8 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use sluice_store::{
-    FilterSet, Headers, PurgeRequest, RecoveryPath, Store, StoreError, StoreOptions, StreamConfig,
-    StreamHandle,
+    FilterSet, Headers, LossCause, Lost, PurgeRequest, RecoveryPath, Store, StoreError,
+    StoreOptions, StreamConfig, StreamHandle,
 };
 
 fn opts(block_size: u64) -> StoreOptions {
@@ -258,7 +258,14 @@ fn a_damaged_sealed_block_fails_only_the_reads_of_what_it_lost() {
     ));
     assert!(matches!(
         s.next_matching(150, &everything),
-        Err(StoreError::Corrupt { seq: 150, .. })
+        Err(StoreError::Lost {
+            lost: Lost {
+                first: 150,
+                last: 150,
+                cause: LossCause::Damaged
+            },
+            ..
+        })
     ));
     assert_eq!(s.next_matching(151, &everything).unwrap().unwrap().seq, 151);
     // The stream still takes writes and deletes, including of the unreadable message.
@@ -357,10 +364,16 @@ fn blocks_started_or_deleted_after_index_db_are_all_accounted_for_after_a_crash(
     store.close();
     let (store, reports) = Store::open(copy.path(), opts(1024)).unwrap();
     assert_eq!(reports[0].path, RecoveryPath::Index, "{:?}", reports[0]);
-    assert!(reports[0].is_clean(), "{:?}", reports[0]);
+    let r = &reports[0];
+    assert!(
+        r.truncated.is_empty() && r.damaged.is_empty() && r.lost.is_empty(),
+        "{r:?}"
+    );
     let s = store.stream("D").unwrap();
     let info = s.info(None).state;
-    assert_eq!((info.first_seq, info.last_seq, info.msgs), (40, 150, 111));
+    // After a crash the positions up to the sequence lease are unconfirmed, never reused.
+    assert_eq!(r.unconfirmed, Some(151..=info.last_seq), "{r:?}");
+    assert_eq!((info.first_seq, info.msgs), (40, 111));
     for seq in 40..=150 {
         let m = s
             .get(seq)

@@ -73,7 +73,10 @@ async fn interval_sync_fsyncs_in_the_background() {
 async fn deleting_a_stream_ends_its_subscriptions_with_an_error() {
     let store = Store::in_memory(StoreOptions::default());
     let s = store.create_stream(StreamConfig::new("R", ["r"])).unwrap();
-    let mut sub = Box::pin(s.subscribe(1, FilterSet::new(["r"]).unwrap()));
+    let mut sub = Box::pin(
+        s.subscribe(1, FilterSet::new(["r"]).unwrap())
+            .map(|d| d.map(|d| d.message().expect("nothing lost"))),
+    );
     s.publish("r", Headers::new(), "x").await.unwrap();
     assert_eq!(sub.next().await.unwrap().unwrap().seq, 1);
     store.delete_stream("R").unwrap();

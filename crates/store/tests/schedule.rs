@@ -72,7 +72,10 @@ async fn every_fires_into_target_with_scheduler_header() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = Store::open(dir.path(), StoreOptions::default()).unwrap();
     let s = store.create_stream(cfg()).unwrap();
-    let mut sub = Box::pin(s.subscribe(1, FilterSet::new(["out.a"]).unwrap()));
+    let mut sub = Box::pin(
+        s.subscribe(1, FilterSet::new(["out.a"]).unwrap())
+            .map(|d| d.map(|d| d.message().expect("nothing lost"))),
+    );
     s.publish("sched.a", sched("@every 1s", "out.a"), "tick")
         .await
         .unwrap();
@@ -111,7 +114,10 @@ async fn missed_one_shot_fires_once_after_restart() {
     let (store, reports) = Store::open(dir.path(), StoreOptions::default()).unwrap();
     assert_eq!(reports[0].path, RecoveryPath::Index);
     let s = store.stream("S").unwrap();
-    let mut sub = Box::pin(s.subscribe(1, FilterSet::new(["out.once"]).unwrap()));
+    let mut sub = Box::pin(
+        s.subscribe(1, FilterSet::new(["out.once"]).unwrap())
+            .map(|d| d.map(|d| d.message().expect("nothing lost"))),
+    );
     let m = tokio::time::timeout(Duration::from_secs(20), sub.next())
         .await
         .unwrap()

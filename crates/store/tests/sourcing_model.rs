@@ -84,7 +84,10 @@ impl Seen {
     /// Follows what `all` stores, as it is stored, until every origin seq in `want` has
     /// arrived (deadline).
     fn catch_up(&mut self, rt: &Runtime, all: &StreamHandle, want: &[u64]) {
-        let mut stored = Box::pin(all.subscribe(self.read_to + 1, FilterSet::new([">"]).unwrap()));
+        let mut stored = Box::pin(
+            all.subscribe(self.read_to + 1, FilterSet::new([">"]).unwrap())
+                .map(|d| d.map(|d| d.message().expect("nothing lost"))),
+        );
         let until_all_arrived = async {
             while !want.iter().all(|s| self.count.contains_key(s)) {
                 let m = stored.next().await.expect("the stream is open").unwrap();

@@ -32,6 +32,38 @@ pub struct BackendMessage {
     pub payload: Bytes,
 }
 
+/// What a subscription yields, in sequence order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delivery {
+    /// A stored message.
+    Message(BackendMessage),
+    /// Positions the stream cannot deliver (only the embedded store reports them; JetStream
+    /// keeps what it lost to itself, in its stream info).
+    Lost(LostRange),
+}
+
+impl Delivery {
+    /// The message, if this is one.
+    pub fn message(self) -> Option<BackendMessage> {
+        match self {
+            Self::Message(message) => Some(message),
+            Self::Lost(_) => None,
+        }
+    }
+}
+
+/// Positions `first..=last` the stream cannot deliver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostRange {
+    /// First position.
+    pub first: u64,
+    /// Last position (inclusive).
+    pub last: u64,
+    /// Damaged records (`true`), or positions unconfirmed after a crash (`false`): the
+    /// sequences above the last intact record that may have been handed out.
+    pub damaged: bool,
+}
+
 /// The stream's state at one moment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamState {
@@ -96,8 +128,8 @@ pub struct Retained {
     pub incarnation: u64,
 }
 
-/// An ordered, back-pressured sequence of messages.
-pub type MessageStream = BoxStream<'static, Result<BackendMessage, BackendError>>;
+/// An ordered, back-pressured sequence of messages and lost positions.
+pub type MessageStream = BoxStream<'static, Result<Delivery, BackendError>>;
 
 impl std::fmt::Debug for dyn Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -128,7 +160,8 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Every message with `seq >= start` whose subject matches any of `filters`, in sequence
     /// order: first what is stored, then live messages as they arrive, with no gap and no
-    /// duplicate between the two. Reading is paced by the consumer: nothing is buffered beyond
+    /// duplicate between the two. Positions the stream knows it cannot deliver come as
+    /// [`Delivery::Lost`] in their place. Reading is paced by the consumer: nothing is buffered beyond
     /// a small bound. The stream ends with an error when the feed is lost and cannot be
     /// recovered; the caller resumes from the last sequence it saw.
     async fn subscribe(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::feed::Feed;
-use super::ring::{Entry, EntryKind, Read};
+use super::ring::{Entry, Read};
 use super::source::{Lost, Role, SkipCheck, Source};
 
 /// A subscription being opened to catch up (kept across cancellation of [`Cursor::next`]).
@@ -138,7 +138,7 @@ impl Cursor {
     /// An entry read from the cursor's own source, unless the ring covers its position now:
     /// then the cursor rejoins the ring there (the ring holds it, or will).
     fn take_from_source(&mut self, entry: Entry) -> Option<Entry> {
-        if entry.kind != EntryKind::Lost && entry.seq >= self.feed.core.low() {
+        if !entry.kind.is_lost() && entry.seq >= self.feed.core.low() {
             self.source = None;
             self.next = entry.seq;
             return None;
@@ -166,8 +166,10 @@ mod tests {
     use crate::backend::{
         Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, StreamState,
     };
+    use crate::fanout::EntryKind;
     use crate::fanout::feed::FeedStart;
     use crate::fanout::testing::{encoder, open_backend, publish};
+    use crate::frames::GapReason;
     use crate::metrics::Metrics;
     use futures::StreamExt;
     use proptest::prelude::*;
@@ -380,7 +382,7 @@ mod tests {
                 let mut seen = entries.iter();
                 if let Some((from, to)) = lost {
                     let gap = seen.next().unwrap();
-                    prop_assert_eq!(gap.kind, EntryKind::Lost);
+                    prop_assert_eq!(gap.kind, EntryKind::Lost(GapReason::Expired));
                     prop_assert_eq!(gap.seq, to);
                     let text = String::from_utf8_lossy(&gap.frame).into_owned();
                     prop_assert!(text.contains(&format!("\"from\":{from},")), "{}", text);

@@ -56,8 +56,8 @@ impl Encoder {
         })
     }
 
-    /// A `gap` entry for positions `from..=to` that expired before they could be read.
-    pub fn lost(&self, from: u64, to: u64) -> Entry {
+    /// A `gap` entry for positions `from..=to` that cannot be delivered, for `reason`.
+    pub fn lost(&self, from: u64, to: u64, reason: GapReason) -> Entry {
         let id = EventId {
             seq: to,
             incarnation: Some(self.incarnation),
@@ -65,8 +65,8 @@ impl Encoder {
         Entry {
             seq: to,
             time: jiff::Timestamp::now(),
-            kind: EntryKind::Lost,
-            frame: frames::gap(id, &Gap::range(GapReason::Expired, from, to)),
+            kind: EntryKind::Lost(reason),
+            frame: frames::gap(id, &Gap::range(reason, from, to)),
         }
     }
 

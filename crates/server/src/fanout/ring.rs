@@ -5,6 +5,8 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use jiff::Timestamp;
 
+use crate::frames::GapReason;
+
 /// What an entry stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryKind {
@@ -12,8 +14,16 @@ pub enum EntryKind {
     Message,
     /// A `gap` frame replacing a message larger than `sse.max_event_size`.
     TooLarge,
-    /// A `gap` frame for positions that expired before they could be read.
-    Lost,
+    /// A `gap` frame for positions that cannot be delivered, and why: expired (removed
+    /// from the stream's front) before they could be read, damaged, or unconfirmed.
+    Lost(GapReason),
+}
+
+impl EntryKind {
+    /// A `gap` frame for positions that cannot be delivered.
+    pub fn is_lost(self) -> bool {
+        matches!(self, Self::Lost(_))
+    }
 }
 
 /// One encoded frame for one stream message.

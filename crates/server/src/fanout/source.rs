@@ -13,7 +13,8 @@ use sluice_protocol::subject::FilterSet;
 
 use super::encode::Encoder;
 use super::ring::Entry;
-use crate::backend::{Backend, BackendError, MessageStream, Retained};
+use crate::backend::{Backend, BackendError, Delivery, MessageStream, Retained};
+use crate::frames::GapReason;
 use crate::metrics::Metrics;
 
 /// Why a source could not go on.
@@ -121,7 +122,7 @@ impl Source {
         let lost_at_start = lost.map(|(from, to)| {
             tracing::warn!(filters = %spec.filters, from, to, role = spec.role.label(), "subscription began after positions expired");
             next = to + 1;
-            spec.encoder.lost(from, to)
+            spec.encoder.lost(from, to, GapReason::Expired)
         });
         Ok(Self {
             spec,
@@ -143,7 +144,7 @@ impl Source {
                 return Ok(lost);
             }
             let seq = match Pin::new(&mut self.stream).peek().await {
-                Some(Ok(message)) => message.seq,
+                Some(Ok(delivery)) => first_position(delivery, self.next),
                 Some(Err(_)) => return Err(self.take_error()),
                 None => return Err(Lost::Ended),
             };
@@ -165,7 +166,7 @@ impl Source {
                 return Some(lost);
             }
             let seq = match Pin::new(&mut self.stream).peek().now_or_never()? {
-                Some(Ok(message)) => message.seq,
+                Some(Ok(delivery)) => first_position(delivery, self.next),
                 Some(Err(_)) | None => return None,
             };
             let retained = self.retained_in_process(seq).ok()?;
@@ -191,10 +192,10 @@ impl Source {
         }
     }
 
-    /// Accounts for the peeked message at `seq`: the entry for it, or for the skipped
-    /// positions before it that `retained` shows were removed from the stream's front (the
-    /// message then stays peeked, for the next call). `None` for a message that yields no
-    /// entry (a control message, or one already accounted for).
+    /// Accounts for the peeked delivery starting at `seq`: the entry for it, or for the
+    /// skipped positions before it that `retained` shows were removed from the stream's front
+    /// (the delivery then stays peeked, for the next call). `None` for a delivery that yields
+    /// no entry (a control message, or one already accounted for).
     fn take(&mut self, seq: u64, retained: Option<Retained>) -> Result<Option<Entry>, Lost> {
         if seq < self.next {
             self.stream.next().now_or_never();
@@ -208,15 +209,29 @@ impl Source {
             self.next = seq;
             if let Some((from, to)) = removed {
                 tracing::warn!(filters = %self.spec.filters, from, to, role = self.spec.role.label(), "positions removed before they were read");
-                return Ok(Some(self.spec.encoder.lost(from, to)));
+                return Ok(Some(self.spec.encoder.lost(from, to, GapReason::Expired)));
             }
         }
         // Peeked by the caller, so it is there.
-        let Some(Some(Ok(message))) = self.stream.next().now_or_never() else {
+        let Some(Some(Ok(delivery))) = self.stream.next().now_or_never() else {
             return Ok(None);
         };
-        self.next = seq + 1;
-        Ok(self.spec.encoder.entry(&message))
+        match delivery {
+            Delivery::Message(message) => {
+                self.next = seq + 1;
+                Ok(self.spec.encoder.entry(&message))
+            }
+            Delivery::Lost(lost) => {
+                self.next = lost.last + 1;
+                let reason = if lost.damaged {
+                    GapReason::Damaged
+                } else {
+                    GapReason::Unconfirmed
+                };
+                tracing::warn!(filters = %self.spec.filters, from = seq, to = lost.last, reason = reason.label(), role = self.spec.role.label(), "positions the stream cannot deliver");
+                Ok(Some(self.spec.encoder.lost(seq, lost.last, reason)))
+            }
+        }
     }
 
     /// Takes the peeked error out of the subscription and records it.
@@ -225,6 +240,16 @@ impl Source {
             Some(Some(Err(err))) => self.spec.failed(Fault::Backend(err), "read failed"),
             _ => Lost::Failed,
         }
+    }
+}
+
+/// The first position of `delivery` not accounted for yet, when `next` is the next one
+/// (below `next` when none is).
+fn first_position(delivery: &Delivery, next: u64) -> u64 {
+    match delivery {
+        Delivery::Message(message) => message.seq,
+        Delivery::Lost(lost) if lost.last >= next => lost.first.max(next),
+        Delivery::Lost(lost) => lost.first,
     }
 }
 
@@ -365,7 +390,10 @@ mod tests {
             .await
             .unwrap();
         let lost = expired.next().await.unwrap();
-        assert_eq!((lost.kind, lost.seq), (EntryKind::Lost, first - 1));
+        assert_eq!(
+            (lost.kind, lost.seq),
+            (EntryKind::Lost(GapReason::Expired), first - 1)
+        );
         assert!(String::from_utf8_lossy(&lost.frame).contains("\"from\":2"));
         assert_eq!(expired.next().await.unwrap().seq, first);
 
@@ -399,7 +427,10 @@ mod tests {
         };
         stream.purge(purge).await.unwrap();
         let lost = source.next().await.unwrap();
-        assert_eq!((lost.kind, lost.seq), (EntryKind::Lost, 2));
+        assert_eq!(
+            (lost.kind, lost.seq),
+            (EntryKind::Lost(GapReason::Expired), 2)
+        );
         let message = source.ready().expect("the message is at hand");
         assert_eq!((message.kind, message.seq), (EntryKind::Message, 3));
         assert_eq!(source.position(), 4);

@@ -181,7 +181,7 @@ impl Session {
 
     /// Applies the plan's backlog rules to an entry and returns the frame to send, if any.
     fn admit(&mut self, entry: Entry) -> Option<Bytes> {
-        if entry.kind != EntryKind::Lost && entry.seq <= self.backlog_end {
+        if !entry.kind.is_lost() && entry.seq <= self.backlog_end {
             if self.window_cutoff.is_some_and(|cutoff| entry.time < cutoff) {
                 let from = self.pending_gap.map_or(entry.seq, |(from, _)| from);
                 self.pending_gap = Some((from, entry.seq));
@@ -202,8 +202,8 @@ impl Session {
             EntryKind::Message => {
                 self.ctx.metrics.delivered.inc();
             }
-            EntryKind::Lost => {
-                Metrics::count(&self.ctx.metrics.gaps, "reason", GapReason::Expired.label());
+            EntryKind::Lost(reason) => {
+                Metrics::count(&self.ctx.metrics.gaps, "reason", reason.label());
             }
             EntryKind::TooLarge => {
                 Metrics::count(

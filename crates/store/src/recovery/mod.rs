@@ -12,11 +12,11 @@
 
 mod baseline;
 mod dedupe;
+mod losses;
 mod per_message;
 mod scan;
 
 use std::fs;
-use std::ops::RangeInclusive;
 use std::path::Path;
 use std::time::Duration;
 
@@ -30,7 +30,7 @@ use crate::ttl::TtlWheel;
 use crate::types::{RecoveryPath, RecoveryReport, SidecarRecovery};
 
 use self::per_message::PerMessage;
-use self::scan::{Evidence, Scanned};
+use self::scan::Scanned;
 
 /// The recovered parts of a file stream.
 pub struct Recovered {
@@ -50,6 +50,8 @@ pub struct Recovered {
     pub dedupe: Dedupe,
     /// index.db and the sidecars describe the stream exactly (nothing to rewrite on close).
     pub index_current: bool,
+    /// The sequence lease on disk (0: none).
+    pub lease: u64,
 }
 
 /// What recovery needs to know of the stream's configuration.
@@ -76,11 +78,12 @@ pub fn recover(
         last_checksum,
         evidence,
         bytes_scanned,
+        damaged_bytes,
     } = scan::scan(msgs_dir, base, report)?;
-    // IMPORTANT: the lost sequences raise the table's last sequence before the sidecars are
-    // judged against it (a sidecar is current when its stamp is above it) and before anything
-    // is appended, so a lost sequence is never reused.
-    report.lost = settle_lost(&report.stream, &evidence, &mut table);
+    // IMPORTANT: the lost and unconfirmed sequences raise the table's last sequence before the
+    // sidecars are judged against it (a sidecar is current when its stamp is above it) and
+    // before anything is appended, so no sequence is handed out twice.
+    let lease = losses::settle(msgs_dir, &evidence, damaged_bytes, &mut table, report)?;
     // Judged before the later phases add their warnings: a refused sidecar is accounted for
     // below, a dedupe window that could not be rebuilt changes nothing on disk.
     let blocks_current =
@@ -111,20 +114,6 @@ pub fn recover(
         sources,
         dedupe,
         index_current,
+        lease,
     })
-}
-
-/// Phase 3: the sequences the evidence shows existed but are gone, logged; the table's last
-/// sequence is raised past them.
-fn settle_lost(name: &str, evidence: &Evidence, table: &mut Table) -> Vec<RangeInclusive<u64>> {
-    let lost = evidence.lost(table);
-    for r in &lost {
-        tracing::warn!(
-            stream = name,
-            first = r.start(),
-            last = r.end(),
-            "sequences lost to a damaged block"
-        );
-    }
-    lost
 }

@@ -1,6 +1,8 @@
 //! Phase 2 of recovery: the forward scan of what index.db does not cover (what was appended
-//! after it, or every block), verifying every record. A bad record cuts its block there; what
-//! the surviving records prove about the sequences beyond the cut is gathered as [`Evidence`].
+//! after it, or every block), verifying every record. A bad record costs only itself: the
+//! walk steps over it to the next record that verifies (bounded by the block), and only a
+//! tail with nothing valid behind it is cut, after being set aside. What the surviving
+//! records prove about the sequences in the damage is gathered as [`Evidence`].
 
 use std::collections::BTreeSet;
 use std::fs::{self, OpenOptions};
@@ -30,6 +32,8 @@ pub struct Scanned {
     pub evidence: Evidence,
     /// Bytes of records read (0: index.db covered everything).
     pub bytes_scanned: u64,
+    /// Damaged bytes stepped over or cut.
+    pub damaged_bytes: u64,
 }
 
 /// What recovery learnt about sequences that existed: claims (from records beyond a cut, a torn
@@ -42,6 +46,8 @@ pub struct Evidence {
     purged_below: u64,
     /// A block (or part of one) was read before the current one.
     after_another: bool,
+    /// The first sequence of damage no message has been found after yet.
+    open_damage: Option<u64>,
 }
 
 /// Scans the blocks from `base.scan_from` on, applying every valid record to the baseline's
@@ -54,6 +60,7 @@ pub fn scan(msgs_dir: &Path, base: Baseline, report: &mut RecoveryReport) -> Res
         last_checksum: base.last_checksum,
         evidence: Evidence::default(),
         bytes_scanned: 0,
+        damaged_bytes: 0,
     };
     if let Some(from) = base.scan_from {
         out.sizes.retain(|(id, _)| *id < from.block);
@@ -81,7 +88,10 @@ struct BlockScan {
     last_checksum: Option<u64>,
 }
 
-/// Applies every valid record of block `id` from `start`; cuts the file at the first bad one.
+/// Applies every valid record of block `id` from `start`. A bad record (torn, failing its
+/// checksum, or contradicting what came before) does not end the block: the walk resumes at
+/// the next record that verifies and fits, and the bytes in between stay in place, reported.
+/// Only a tail with no valid record behind it is cut, after being set aside.
 fn scan_block(
     msgs_dir: &Path,
     id: u32,
@@ -94,10 +104,11 @@ fn scan_block(
     let base = start as usize;
     let mut off = 0;
     let mut last_checksum = None;
+    let mut bad: Option<(usize, &str)> = None;
     while off < data.len() {
         let reason = match record::decode(&data[off..]) {
             Ok((rec, len, sum)) => {
-                out.evidence.note(&rec, base + off == 0, out.table.last_seq);
+                let last_seq = out.table.last_seq;
                 if apply(
                     &mut out.table,
                     &mut out.last_msg_id,
@@ -106,6 +117,10 @@ fn scan_block(
                     len,
                     &rec,
                 )? {
+                    out.evidence.note(&rec, base + off == 0, last_seq);
+                    if let Some((from, reason)) = bad.take() {
+                        step_over(&path, base, from, off, reason, out, report);
+                    }
                     off += len;
                     last_checksum = Some(sum);
                     continue;
@@ -115,17 +130,59 @@ fn scan_block(
             Err(DecodeError::Incomplete) => "torn record",
             Err(DecodeError::Corrupt) => "corrupt record",
         };
-        out.evidence
-            .claim_beyond_cut(&data[off..], out.table.last_seq + 1);
-        let dropped = (data.len() - off) as u64;
-        cut(&path, (base + off) as u64, dropped, reason, report)?;
-        break;
+        if bad.is_none() {
+            out.evidence.damage_at(&data[off..], out.table.last_seq + 1);
+            bad = Some((off, reason));
+        }
+        // The bounded search: the next offset where a record verifies, if any.
+        match record::resync(&data[off + 1..]).next() {
+            Some((at, _, _)) => off += 1 + at,
+            None => {
+                off = data.len();
+                break;
+            }
+        }
     }
+    let valid_end = match bad {
+        Some((from, reason)) => {
+            let dropped = &data[from..];
+            cut(&path, (base + from) as u64, dropped, reason, report)?;
+            out.damaged_bytes += dropped.len() as u64;
+            from
+        }
+        None => off,
+    };
     out.evidence.after_another = true;
     Ok(BlockScan {
-        valid_end: (base + off) as u64,
+        valid_end: (base + valid_end) as u64,
         last_checksum,
     })
+}
+
+/// Records the damaged bytes `[from, to)` of a block (offsets in `data`, which starts at
+/// `base` in the file) that the walk stepped over; they stay in the file.
+fn step_over(
+    path: &Path,
+    base: usize,
+    from: usize,
+    to: usize,
+    reason: &str,
+    out: &mut Scanned,
+    report: &mut RecoveryReport,
+) {
+    let (offset, bytes) = ((base + from) as u64, (to - from) as u64);
+    let msg = format!(
+        "{}: {reason} at offset {offset}; stepped over {bytes} damaged bytes to the next valid record (left in place)",
+        path.display()
+    );
+    tracing::warn!("{msg}");
+    report.warnings.push(msg);
+    report.damaged.push(Truncation {
+        path: path.to_path_buf(),
+        offset,
+        bytes_dropped: bytes,
+    });
+    out.damaged_bytes += bytes;
 }
 
 /// The bytes of `path` from `start` on (with index.db, just what was appended after it).
@@ -138,33 +195,39 @@ fn read_from(path: &Path, start: u64) -> Result<Vec<u8>> {
     Ok(data)
 }
 
-/// Cuts the block file at `offset` (dropping `dropped` bytes) and records it in `report`.
+/// Sets the bytes `dropped` from `offset` of the block aside (`<n>.blk.damaged-<ns>`), then
+/// cuts the block file there, and records both in `report`.
 fn cut(
     path: &Path,
     offset: u64,
-    dropped: u64,
+    dropped: &[u8],
     reason: &str,
     report: &mut RecoveryReport,
 ) -> Result<()> {
+    let aside = crate::fsutil::damaged_name(path);
+    crate::fsutil::atomic_write(&aside, dropped)?;
     let f = OpenOptions::new()
         .write(true)
         .open(path)
         .map_err(StoreError::io(path))?;
     // IMPORTANT: the cut is synced before recovery goes on: from here the block's size is its
     // valid end, where appends continue, so the bad bytes must not come back after a crash.
+    // They were set aside (and synced) first, so a crash in between loses nothing.
     f.set_len(offset)
         .and_then(|_| f.sync_all())
         .map_err(StoreError::io(path))?;
     let msg = format!(
-        "{}: {reason} at offset {offset}; cut {dropped} bytes",
-        path.display()
+        "{}: {reason} at offset {offset} with no valid record after it; cut {} bytes, kept in {}",
+        path.display(),
+        dropped.len(),
+        aside.display()
     );
     tracing::warn!("{msg}");
     report.warnings.push(msg);
     report.truncated.push(Truncation {
         path: path.to_path_buf(),
         offset,
-        bytes_dropped: dropped,
+        bytes_dropped: dropped.len() as u64,
     });
     Ok(())
 }
@@ -240,22 +303,31 @@ impl Evidence {
                 self.deleted.insert(rec.seq);
             }
             Kind::PurgeTo => self.purged_below = self.purged_below.max(rec.seq),
-            Kind::Msg | Kind::LastSeq => {}
+            Kind::Msg => self.message_after_damage(rec.seq),
+            Kind::LastSeq => {}
         }
     }
 
-    /// Notes what the bytes from a cut on prove: records beyond the damage, and the header of
-    /// a torn record naming the next sequence (`first_lost`), show which sequences existed.
-    fn claim_beyond_cut(&mut self, rest: &[u8], first_lost: u64) {
+    /// Notes damage at the start of `rest`, where the next sequence was `first_lost`: the
+    /// sequences from there up to the next message found after the damage existed. The header
+    /// of a torn record naming that next sequence proves it existed too.
+    fn damage_at(&mut self, rest: &[u8], first_lost: u64) {
+        self.open_damage.get_or_insert(first_lost);
         let torn = rest.get(6..14).filter(|_| rest.get(4) == Some(&0));
         let torn_seq = torn
             .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
             .filter(|s| *s == first_lost);
-        if let Some(max) = resync_max_seq(&rest[1..])
-            .max(torn_seq)
-            .filter(|m| *m >= first_lost)
+        if let Some(seq) = torn_seq {
+            self.claims.push((first_lost, seq));
+        }
+    }
+
+    /// Notes a message applied after damage: the sequences between them existed.
+    fn message_after_damage(&mut self, seq: u64) {
+        if let Some(from) = self.open_damage.take()
+            && seq > from
         {
-            self.claims.push((first_lost, max));
+            self.claims.push((from, seq - 1));
         }
     }
 
@@ -280,12 +352,4 @@ impl Evidence {
         }
         lost
     }
-}
-
-/// The highest message sequence among valid records found at any offset of `data`.
-fn resync_max_seq(data: &[u8]) -> Option<u64> {
-    record::resync(data)
-        .filter(|(_, rec, _)| rec.kind != Kind::PurgeTo)
-        .map(|(_, rec, _)| rec.seq)
-        .max()
 }

@@ -94,14 +94,16 @@ impl BlockEntry {
         self.unreadable.contains(seq) && !self.deleted.contains(seq)
     }
 
-    /// The first unreadable live sequence in `[from, upto]`.
-    pub fn first_unreadable(&self, from: u64, upto: u64) -> Option<u64> {
+    /// The first run of unreadable live sequences in `[from, upto]`, as `(first, last)`: from
+    /// the first such sequence to the end of its unreadable range (sequences deleted inside it
+    /// are not messages, so a reader passing over them misses nothing more).
+    pub fn unreadable_run(&self, from: u64, upto: u64) -> Option<(u64, u64)> {
         for (start, end) in self.unreadable.ranges() {
             let (mut seq, end) = (start.max(from), end.min(upto));
             while seq <= end {
                 let next = self.deleted.next_absent(seq);
                 if next == seq {
-                    return Some(seq);
+                    return Some((seq, end));
                 }
                 seq = next;
             }

@@ -1,7 +1,9 @@
 //! Reading a block's live messages into the table on first need, verifying every record as
 //! the rebuild does. A damaged block is read as far as it verifies, then past the damage from
 //! the next valid record; the live messages it cannot give back are marked unreadable (a read
-//! of one is an error), and the damage is logged naming the block and offset.
+//! of one is an error, a reader passing over them is told they are lost), and the damage is
+//! logged naming the block and offset. A missing block file makes all of its live messages
+//! unreadable.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
@@ -26,7 +28,17 @@ pub fn load(
         return Ok(());
     };
     let path = block_path(msgs_dir, id);
-    let file = std::fs::File::open(&path).map_err(StoreError::io(&path))?;
+    let file = match std::fs::File::open(&path) {
+        Ok(file) => file,
+        // A block index.db names is gone: every live message of it is unreadable.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            entry.unread = None;
+            let missing = entry.mark_unreadable();
+            tracing::error!(path = %path.display(), unreadable = missing, "damaged stream: a block file is missing; its messages are reported as lost");
+            return Ok(());
+        }
+        Err(e) => return Err(StoreError::io(&path)(e)),
+    };
     let len = file.metadata().map_err(StoreError::io(&path))?.len();
     let mut damage = None;
     if len < unread.end {
@@ -88,7 +100,7 @@ pub fn load(
             path = %path.display(),
             offset,
             unreadable = missing,
-            "damaged block: {why}; its unreadable messages fail when read"
+            "damaged block: {why}; its unreadable messages are reported as lost"
         );
     }
     Ok(())

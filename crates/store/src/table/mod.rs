@@ -18,7 +18,9 @@ pub use msg_meta::MsgMeta;
 pub use ranges::RangeSet;
 
 use crate::error::Result;
+use crate::losses::{LossCause, Losses, Lost};
 use crate::proto::{self, FilterSet};
+use crate::types::LostState;
 
 /// A subject's live count and the blocks that may hold it: no block outside
 /// `[first_block, last_block]` does; blocks inside may not (bounds are tightened by reads).
@@ -50,6 +52,18 @@ pub struct Table {
     /// The first live message's time, valid while that message is first.
     first_time: Option<(u64, i64)>,
     blocks_loaded: u64,
+    /// Positions known lost (from lost.db and recovery); readers are told of them.
+    pub losses: Losses,
+}
+
+/// What a reader finds next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// A live message that matches.
+    Msg(u64),
+    /// Positions that cannot be delivered, before any later match: damaged records recovery
+    /// found, or live records of a block that could not be read back.
+    Lost(Lost),
 }
 
 impl Table {
@@ -214,6 +228,30 @@ impl Table {
             .map(|d| crate::block::block_path(d, id))
             .unwrap_or_default();
         Err(crate::error::StoreError::Corrupt { seq, path })
+    }
+
+    /// What is known lost: lost.db's runs and the unreadable messages of the blocks read.
+    pub fn lost_state(&self) -> LostState {
+        let mut damaged = RangeSet::default();
+        for (first, last) in self.losses.damaged() {
+            damaged.insert(first, last);
+        }
+        for block in self.blocks.values() {
+            let mut from = 0;
+            while let Some((first, last)) = block.unreadable_run(from, u64::MAX) {
+                damaged.insert(first, last);
+                from = last.saturating_add(1);
+                if last == u64::MAX {
+                    break;
+                }
+            }
+        }
+        LostState {
+            msgs: damaged.len(),
+            bytes: self.losses.bytes(),
+            damaged: damaged.ranges().collect(),
+            unconfirmed: self.losses.unconfirmed().collect(),
+        }
     }
 
     /// Records a marker written to `block`.
@@ -447,16 +485,31 @@ impl Table {
         Ok(None)
     }
 
-    /// The first live sequence in `[from, upto]` whose subject matches `filter`. Only blocks
-    /// that may hold a matching subject are read; within a block a literal filter is one range
-    /// lookup, and a wildcard walks at most as many messages as the block has subjects, then
-    /// does one lookup per matching subject.
+    /// What a reader of `filter` from `from` meets first in `[from, upto]`: the first live
+    /// matching message, or positions before it that cannot be delivered (a damaged run, or
+    /// unreadable records of a block the filter may match: their subjects cannot be read, so
+    /// they are reported whatever the filter). Only blocks that may hold a matching subject
+    /// are read; within a block a literal filter is one range lookup, and a wildcard walks at
+    /// most as many messages as the block has subjects, then does one lookup per matching
+    /// subject.
     pub fn next_matching(
         &mut self,
         from: u64,
         upto: u64,
         filter: &FilterSet,
-    ) -> Result<Option<u64>> {
+    ) -> Result<Option<Found>> {
+        let damaged = self.losses.damaged_in(from, upto);
+        if let Some(lost) = damaged.filter(|l| l.first == from) {
+            return Ok(Some(Found::Lost(lost)));
+        }
+        let before_damage = damaged.map_or(upto, |l| l.first - 1);
+        Ok(self
+            .next_readable(from, before_damage, filter)?
+            .or(damaged.map(Found::Lost)))
+    }
+
+    /// [`Self::next_matching`] over the blocks alone.
+    fn next_readable(&mut self, from: u64, upto: u64, filter: &FilterSet) -> Result<Option<Found>> {
         if from > upto {
             return Ok(None);
         }
@@ -490,11 +543,16 @@ impl Table {
                 None => first_match_in(block, from, upto, filter),
             };
             // An unreadable message before the match might have matched: say so.
-            if let Some(seq) = block.first_unreadable(from, found.unwrap_or(upto)) {
-                self.readable(id, seq)?;
+            let before = found.map_or(upto, |seq| seq - 1);
+            if let Some((first, last)) = block.unreadable_run(from, before) {
+                return Ok(Some(Found::Lost(Lost {
+                    first,
+                    last,
+                    cause: LossCause::Damaged,
+                })));
             }
-            if found.is_some() {
-                return Ok(found);
+            if let Some(seq) = found {
+                return Ok(Some(Found::Msg(seq)));
             }
             if let Some(subject) = literal {
                 self.tighten(subject, id);
@@ -650,7 +708,7 @@ mod tests {
                 .map(|(seq, _)| *seq);
             assert_eq!(
                 t.next_matching(from, t.last_seq, &filter).unwrap(),
-                want,
+                want.map(Found::Msg),
                 "from {from}"
             );
         }
@@ -676,7 +734,7 @@ mod tests {
             let live = all(&mut t);
             let f = FilterSet::new([filter]).unwrap();
             let want = live.iter().find(|(s, m)| *s >= from && f.matches(&m.subject)).map(|(s, _)| *s);
-            prop_assert_eq!(t.next_matching(from, t.last_seq, &f).unwrap(), want);
+            prop_assert_eq!(t.next_matching(from, t.last_seq, &f).unwrap(), want.map(Found::Msg));
             let want = live.iter().find(|(_, m)| m.ts >= ts).map_or(t.last_seq + 1, |(s, _)| *s);
             prop_assert_eq!(t.first_at_or_after(ts).unwrap(), want);
             prop_assert_eq!(t.first_seq(), live.first().map_or(t.last_seq + 1, |(s, _)| *s));

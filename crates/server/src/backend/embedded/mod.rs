@@ -13,13 +13,14 @@ use futures::StreamExt;
 use sluice_protocol::error::ApiError;
 use sluice_protocol::subject::FilterSet;
 use sluice_store::{
-    RecoveryReport, Store, StoreOptions, StoredMessage, StreamConfig, StreamHandle, SyncPolicy,
+    LossCause, RecoveryReport, Store, StoreOptions, StoredMessage, StreamConfig, StreamHandle,
+    SyncPolicy,
 };
 
 use super::error::stream_not_found;
 use super::{
-    Backend, BackendError, BackendMessage, Health, MessageStream, PublishAck, PublishRequest,
-    Retained, StreamState, Unavailable,
+    Backend, BackendError, BackendMessage, Delivery, Health, LostRange, MessageStream, PublishAck,
+    PublishRequest, Retained, StreamState, Unavailable,
 };
 use crate::duration;
 
@@ -130,6 +131,17 @@ async fn declare(store: &Store, config: StreamConfig) -> Result<(), BackendError
     })
 }
 
+fn convert(delivery: sluice_store::Delivery) -> Delivery {
+    match delivery {
+        sluice_store::Delivery::Message(message) => Delivery::Message(convert_message(message)),
+        sluice_store::Delivery::Lost(lost) => Delivery::Lost(LostRange {
+            first: lost.first,
+            last: lost.last,
+            damaged: lost.cause == LossCause::Damaged,
+        }),
+    }
+}
+
 fn convert_message(message: StoredMessage) -> BackendMessage {
     BackendMessage {
         seq: message.seq,
@@ -203,7 +215,7 @@ impl Backend for EmbeddedBackend {
             .map_err(|err| ApiError::bad_request().described(err.to_string()))?;
         let stream = self.handle()?.subscribe(start, filters);
         Ok(stream
-            .map(|item| item.map(convert_message).map_err(BackendError::from))
+            .map(|item| item.map(convert).map_err(BackendError::from))
             .boxed())
     }
 

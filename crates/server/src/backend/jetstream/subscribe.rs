@@ -23,7 +23,9 @@ use super::error::{api_error, bounded, from_nats, is_permanent};
 use super::filters::{FilterPlan, ServerVersion};
 use super::info;
 use super::publish::from_nats_headers;
-use crate::backend::{ApiError, BackendError, BackendMessage, MessageStream, Unavailable};
+use crate::backend::{
+    ApiError, BackendError, BackendMessage, Delivery, MessageStream, Unavailable,
+};
 
 /// How long a consumer may sit idle before the server deletes it, unless the stream sets a
 /// shorter limit. Live pulls keep it active, so this only matters once the feed is gone.
@@ -68,7 +70,7 @@ pub(super) async fn subscribe(
     feed.current = Some(feed.open(Opening::First).await?);
     Ok(futures::stream::unfold(feed, |mut feed| async move {
         let item = feed.next().await?;
-        Some((item, feed))
+        Some((item.map(Delivery::Message), feed))
     })
     .boxed())
 }

@@ -1,0 +1,103 @@
+//! Phase 3 of recovery: what is lost, and the last sequence past everything handed out.
+//!
+//! The sequences the scan's evidence shows existed but are gone are added to lost.db's
+//! damaged runs; the sequence lease ([`crate::lease`]) raises the last sequence past
+//! anything that may have been handed out, the positions above the last intact record
+//! becoming an unconfirmed run. lost.db is written before anything else happens when either
+//! grew: the evidence of a cut tail is gone once it is set aside.
+
+use std::fs;
+use std::path::Path;
+
+use super::scan::Evidence;
+use crate::error::{Result, StoreError};
+use crate::lease;
+use crate::losses::{self, LossCause, Losses};
+use crate::table::Table;
+use crate::types::RecoveryReport;
+
+/// Works out the lost sequences into `table.losses` and `report`; returns the lease on disk.
+pub fn settle(
+    msgs_dir: &Path,
+    evidence: &Evidence,
+    damaged_bytes: u64,
+    table: &mut Table,
+    report: &mut RecoveryReport,
+) -> Result<u64> {
+    let mut found = read_losses(msgs_dir, report);
+    let before = found.clone();
+    report.lost = evidence.lost(table);
+    for r in &report.lost {
+        tracing::warn!(
+            stream = report.stream,
+            first = r.start(),
+            last = r.end(),
+            "sequences lost to damage"
+        );
+        found.add(LossCause::Damaged, *r.start(), *r.end());
+    }
+    found.add_bytes(damaged_bytes);
+    let bound = read_lease(msgs_dir, report);
+    if bound > table.last_seq + 1 {
+        let (first, last) = (table.last_seq + 1, bound - 1);
+        report.warn(format!(
+            "sequences {first}..={last} are above the last intact record but within the sequence lease: reported as unconfirmed, never handed out again"
+        ));
+        found.add(LossCause::Unconfirmed, first, last);
+        report.unconfirmed = Some(first..=last);
+        table.raise_last(last);
+    }
+    if found != before {
+        found.write(&msgs_dir.join(losses::FILE), table.last_seq + 1)?;
+    }
+    table.losses = found;
+    Ok(bound)
+}
+
+/// lost.db, or nothing; one that does not verify is set aside with a warning.
+fn read_losses(msgs_dir: &Path, report: &mut RecoveryReport) -> Losses {
+    let path = msgs_dir.join(losses::FILE);
+    match fs::read(&path) {
+        Ok(bytes) => Losses::decode(&bytes).unwrap_or_else(|why| {
+            set_aside(&path, &why, report);
+            Losses::default()
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Losses::default(),
+        Err(e) => {
+            report.warn(format!(
+                "{}: {e}; lost positions recorded there are not known",
+                path.display()
+            ));
+            Losses::default()
+        }
+    }
+}
+
+/// The lease's bound, or 0; one that does not verify is set aside with a warning.
+fn read_lease(msgs_dir: &Path, report: &mut RecoveryReport) -> u64 {
+    let path = msgs_dir.join(lease::FILE);
+    match fs::read(&path) {
+        Ok(bytes) => lease::decode(&bytes).unwrap_or_else(|why| {
+            set_aside(&path, &why, report);
+            0
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => {
+            report.warn(format!(
+                "{}: {e}; the sequence lease is not known",
+                path.display()
+            ));
+            0
+        }
+    }
+}
+
+/// Renames a file that does not verify to `<name>.damaged-<ns>`, never deleting it.
+fn set_aside(path: &Path, why: &str, report: &mut RecoveryReport) {
+    let aside = crate::fsutil::damaged_name(path);
+    let kept = match fs::rename(path, &aside).map_err(StoreError::io(path)) {
+        Ok(()) => format!("kept as {}", aside.display()),
+        Err(e) => format!("could not be set aside: {e}"),
+    };
+    report.warn(format!("{}: {why}; {kept}", path.display()));
+}
