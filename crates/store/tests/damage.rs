@@ -1,0 +1,411 @@
+//! Damage to block files costs exactly the damaged records, and every reader whose range
+//! covers them is told: one test per case an operator meets (a flipped byte, a broken length
+//! field, a block cut in half or deleted, a torn tail, a tail cut after a crash), with and
+//! without a current index.db.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::StreamExt;
+use sluice_store::{
+    Delivery, FilterSet, Headers, LossCause, Lost, RecoveryPath, Store, StoreOptions, StreamConfig,
+    StreamHandle,
+};
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn opts(block_size: u64) -> StoreOptions {
+    StoreOptions {
+        block_size,
+        ..StoreOptions::default()
+    }
+}
+
+fn payload(seq: u64) -> String {
+    format!("payload-{seq:04}")
+}
+
+/// `n` messages on topics `d.a` / `d.b` alternating (odd seqs on `d.a`); the store is closed
+/// cleanly when `clean`, else left as a crash would leave it (copied while open).
+fn stream_of(n: u64, block_size: u64, clean: bool) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(dir.path(), opts(block_size)).unwrap();
+    let s = store
+        .create_stream(StreamConfig::new("D", ["d.*"]))
+        .unwrap();
+    rt().block_on(async {
+        for seq in 1..=n {
+            let topic = if seq % 2 == 1 { "d.a" } else { "d.b" };
+            let ack = s
+                .publish(topic, Headers::new(), payload(seq))
+                .await
+                .unwrap();
+            assert_eq!(ack.seq, seq);
+        }
+    });
+    if clean {
+        store.close();
+        return dir;
+    }
+    let copy = tempfile::tempdir().unwrap();
+    copy_files(dir.path(), copy.path());
+    store.close();
+    copy
+}
+
+/// Copies a data directory's files (without the lock): with the store open, what a kill -9
+/// at this moment leaves, as the page cache holds every write.
+fn copy_files(from: &Path, to: &Path) {
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            fs::create_dir_all(&target).unwrap();
+            copy_files(&e.path(), &target);
+        } else if e.file_name() != "LOCK" {
+            fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+fn msgs_dir(dir: &Path) -> PathBuf {
+    dir.join("streams/D/msgs")
+}
+
+/// A record of a pristine block: its offset, length, kind and sequence.
+#[derive(Debug, Clone, Copy)]
+struct Rec {
+    offset: usize,
+    len: usize,
+    kind: u8,
+    seq: u64,
+}
+
+/// Walks a pristine block's records by their length fields.
+fn records(block: &Path) -> Vec<Rec> {
+    let data = fs::read(block).unwrap();
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off + 14 <= data.len() {
+        let len = 4 + u32::from_le_bytes(data[off..off + 4].try_into().unwrap()) as usize;
+        let seq = u64::from_le_bytes(data[off + 6..off + 14].try_into().unwrap());
+        out.push(Rec {
+            offset: off,
+            len,
+            kind: data[off + 4],
+            seq,
+        });
+        off += len;
+    }
+    out
+}
+
+/// The block holding message `seq`, and its record there.
+fn find(dir: &Path, seq: u64) -> (PathBuf, Rec) {
+    for id in 1.. {
+        let block = msgs_dir(dir).join(format!("{id}.blk"));
+        if !block.exists() {
+            break;
+        }
+        if let Some(rec) = records(&block)
+            .into_iter()
+            .find(|r| r.kind == 0 && r.seq == seq)
+        {
+            return (block, rec);
+        }
+    }
+    panic!("message {seq} not found");
+}
+
+fn edit(path: &Path, change: impl FnOnce(&mut Vec<u8>)) {
+    let mut data = fs::read(path).unwrap();
+    change(&mut data);
+    fs::write(path, data).unwrap();
+}
+
+fn flip_payload_byte(dir: &Path, seq: u64) {
+    let (block, rec) = find(dir, seq);
+    edit(&block, |d| d[rec.offset + rec.len - 9] ^= 0x20);
+}
+
+fn damaged(first: u64, last: u64) -> Lost {
+    Lost {
+        first,
+        last,
+        cause: LossCause::Damaged,
+    }
+}
+
+/// What a subscriber of `filter` from `start` is given up to position `upto`: the message
+/// seqs, and the lost runs in between.
+fn read(s: &StreamHandle, filter: &str, start: u64, upto: u64) -> (Vec<u64>, Vec<Lost>) {
+    let filter = FilterSet::new([filter]).unwrap();
+    let mut sub = Box::pin(s.subscribe(start, filter));
+    let (mut seqs, mut lost) = (Vec::new(), Vec::new());
+    rt().block_on(async {
+        while seqs.last().max(lost.last().map(|l: &Lost| &l.last)) < Some(&upto) {
+            let next = tokio::time::timeout(DEADLINE, sub.next()).await;
+            let next = next
+                .unwrap_or_else(|_| panic!("the subscription went quiet after {seqs:?} {lost:?}"));
+            match next.unwrap().unwrap() {
+                Delivery::Message(m) => {
+                    assert_eq!(m.payload, payload(m.seq), "message {} changed", m.seq);
+                    seqs.push(m.seq);
+                }
+                Delivery::Lost(l) => lost.push(l),
+            }
+        }
+    });
+    (seqs, lost)
+}
+
+fn odd(range: std::ops::RangeInclusive<u64>) -> Vec<u64> {
+    range.filter(|s| s % 2 == 1).collect()
+}
+
+fn even(range: std::ops::RangeInclusive<u64>) -> Vec<u64> {
+    range.filter(|s| s % 2 == 0).collect()
+}
+
+fn except(range: std::ops::RangeInclusive<u64>, gone: &[u64]) -> Vec<u64> {
+    range.filter(|s| !gone.contains(s)).collect()
+}
+
+/// Asserts that every filter's reader gets every intact message of its topics and is told of
+/// `lost`, on this open and after a restart.
+fn assert_readers_step_over(dir: &Path, block_size: u64, n: u64, lost: Lost) {
+    let gone: Vec<u64> = (lost.first..=lost.last).collect();
+    for round in 0..2 {
+        let (store, _) = Store::open(dir, opts(block_size)).unwrap();
+        let s = store.stream("D").unwrap();
+        let (all, told) = read(&s, ">", 1, n);
+        assert_eq!(all, except(1..=n, &gone), "round {round}");
+        assert_eq!(told, [lost], "round {round}");
+        // Filtered readers are told too: a damaged record's topic cannot be read.
+        for (filter, seqs) in [("d.a", odd(1..=n)), ("d.b", even(1..=n))] {
+            let want: Vec<u64> = seqs.into_iter().filter(|s| !gone.contains(s)).collect();
+            let upto = want.last().copied().unwrap_or(0).max(lost.last);
+            let (got, told) = read(&s, filter, 1, upto);
+            assert_eq!(got, want, "round {round} {filter}");
+            assert_eq!(told, [lost], "round {round} {filter}");
+        }
+        let info = s.info(None).state;
+        assert_eq!(info.lost.msgs, gone.len() as u64, "round {round}");
+        store.close();
+    }
+}
+
+#[test]
+fn one_flipped_byte_costs_its_record_alone_and_every_reader_is_told() {
+    let dir = stream_of(10, 1 << 20, true);
+    flip_payload_byte(dir.path(), 5);
+    assert_readers_step_over(dir.path(), 1 << 20, 10, damaged(5, 5));
+}
+
+#[test]
+fn a_broken_length_field_costs_its_record_alone() {
+    let dir = stream_of(10, 1 << 20, true);
+    let (block, rec) = find(dir.path(), 5);
+    edit(&block, |d| {
+        d[rec.offset..rec.offset + 4].copy_from_slice(&7_000u32.to_le_bytes())
+    });
+    assert_readers_step_over(dir.path(), 1 << 20, 10, damaged(5, 5));
+}
+
+#[test]
+fn a_middle_block_cut_in_half_costs_only_what_was_cut() {
+    // About three messages per block.
+    let dir = stream_of(24, 200, true);
+    let (block, rec) = find(dir.path(), 11);
+    let records = records(&block);
+    let last = records.last().unwrap();
+    assert!(
+        last.seq > rec.seq,
+        "the test needs a message after 11 in its block"
+    );
+    edit(&block, |d| d.truncate(rec.offset + rec.len / 2));
+    assert_readers_step_over(dir.path(), 200, 24, damaged(11, last.seq));
+}
+
+#[test]
+fn a_deleted_middle_block_costs_only_its_records() {
+    let dir = stream_of(24, 200, true);
+    let (block, _) = find(dir.path(), 11);
+    let seqs: Vec<u64> = records(&block)
+        .iter()
+        .filter(|r| r.kind == 0)
+        .map(|r| r.seq)
+        .collect();
+    fs::remove_file(&block).unwrap();
+    let (first, last) = (seqs[0], *seqs.last().unwrap());
+    assert_readers_step_over(dir.path(), 200, 24, damaged(first, last));
+}
+
+#[test]
+fn a_rebuild_keeps_every_intact_record_after_a_bad_one() {
+    let dir = stream_of(10, 1 << 20, true);
+    fs::remove_file(msgs_dir(dir.path()).join("index.db")).unwrap();
+    let (block, _) = find(dir.path(), 5);
+    let size = fs::metadata(&block).unwrap().len();
+    flip_payload_byte(dir.path(), 5);
+
+    let (store, reports) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    let r = &reports[0];
+    assert_eq!(r.path, RecoveryPath::Rebuild);
+    assert_eq!(r.lost, [5..=5], "{r:?}");
+    assert_eq!(r.damaged.len(), 1, "{r:?}");
+    assert!(r.truncated.is_empty(), "nothing is cut: {r:?}");
+    // The damaged bytes stay in place, for inspection; nothing intact was removed.
+    assert_eq!(fs::metadata(&block).unwrap().len(), size);
+    let s = store.stream("D").unwrap();
+    for seq in except(1..=10, &[5]) {
+        assert_eq!(s.get(seq).unwrap().unwrap().payload, payload(seq));
+    }
+    assert_eq!(
+        read(&s, ">", 1, 10),
+        (except(1..=10, &[5]), vec![damaged(5, 5)])
+    );
+    store.close();
+    // The loss is remembered (lost.db) once index.db is current again.
+    assert_readers_step_over(dir.path(), 1 << 20, 10, damaged(5, 5));
+}
+
+#[test]
+fn a_torn_tail_is_cut_and_set_aside_and_its_sequence_reported() {
+    let dir = stream_of(10, 1 << 20, true);
+    fs::remove_file(msgs_dir(dir.path()).join("index.db")).unwrap();
+    let (block, rec) = find(dir.path(), 10);
+    let torn = fs::read(&block).unwrap()[rec.offset..rec.offset + rec.len / 2].to_vec();
+    edit(&block, |d| d.truncate(rec.offset + rec.len / 2));
+
+    let (store, reports) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    let r = &reports[0];
+    assert_eq!(r.truncated.len(), 1, "{r:?}");
+    assert_eq!(r.lost, [10..=10], "the torn header names seq 10: {r:?}");
+    let aside: Vec<PathBuf> = fs::read_dir(msgs_dir(dir.path()))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("1.blk.damaged-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "the cut bytes are kept: {aside:?}");
+    assert_eq!(fs::read(&aside[0]).unwrap(), torn);
+    let s = store.stream("D").unwrap();
+    assert_eq!(
+        read(&s, ">", 1, 10),
+        ((1..=9).collect(), vec![damaged(10, 10)])
+    );
+    let ack = rt()
+        .block_on(s.publish("d.a", Headers::new(), "new"))
+        .unwrap();
+    assert_eq!(ack.seq, 11);
+    store.close();
+}
+
+#[test]
+fn sequences_are_never_handed_out_twice_after_a_tail_is_cut() {
+    // Killed with 10 acknowledged messages; then the last block is cut at the end of record 7
+    // and there is no index.db to tell.
+    let dir = stream_of(10, 1 << 20, false);
+    let _ = fs::remove_file(msgs_dir(dir.path()).join("index.db"));
+    let (block, rec) = find(dir.path(), 7);
+    edit(&block, |d| d.truncate(rec.offset + rec.len));
+
+    let (store, reports) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    let r = &reports[0];
+    let s = store.stream("D").unwrap();
+    let last = s.info(None).state.last_seq;
+    assert!(
+        last >= 10,
+        "the lease covers every acknowledged sequence: {r:?}"
+    );
+    assert_eq!(r.unconfirmed, Some(8..=last), "{r:?}");
+    let acks: Vec<u64> = rt().block_on(async {
+        let mut acks = Vec::new();
+        for i in 0..3 {
+            acks.push(
+                s.publish("d.a", Headers::new(), format!("new-{i}"))
+                    .await
+                    .unwrap()
+                    .seq,
+            );
+        }
+        acks
+    });
+    assert_eq!(acks, [last + 1, last + 2, last + 3]);
+    let unconfirmed = |first, last| Lost {
+        first,
+        last,
+        cause: LossCause::Unconfirmed,
+    };
+    // A client holding id 10 is told the rest of the unconfirmed run, then gets the new ones.
+    let mut sub = Box::pin(s.subscribe(11, FilterSet::new([">"]).unwrap()));
+    rt().block_on(async {
+        let first = sub.next().await.unwrap().unwrap();
+        assert_eq!(first, Delivery::Lost(unconfirmed(11, last)));
+        let next = sub.next().await.unwrap().unwrap().message().unwrap();
+        assert_eq!(next.seq, last + 1);
+    });
+    // A client holding id 7, the last intact one, resumes with nothing to be told.
+    let mut sub = Box::pin(s.subscribe(8, FilterSet::new([">"]).unwrap()));
+    rt().block_on(async {
+        let next = sub.next().await.unwrap().unwrap().message().unwrap();
+        assert_eq!(next.seq, last + 1);
+    });
+    store.close();
+    // After a clean close nothing new is unconfirmed, and the run is still told.
+    let (store, reports) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    assert_eq!(reports[0].unconfirmed, None, "{:?}", reports[0]);
+    let s = store.stream("D").unwrap();
+    assert_eq!(s.info(None).state.last_seq, last + 3);
+    assert_eq!(s.info(None).state.lost.unconfirmed, [(8, last)]);
+    store.close();
+}
+
+#[test]
+fn a_clean_close_leaves_nothing_unconfirmed() {
+    let dir = stream_of(10, 1 << 20, true);
+    let (store, reports) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    assert!(reports[0].is_clean(), "{:?}", reports[0]);
+    assert_eq!(store.stream("D").unwrap().info(None).state.last_seq, 10);
+    store.close();
+}
+
+#[test]
+fn a_lost_db_that_does_not_verify_is_set_aside_not_deleted() {
+    let dir = stream_of(10, 1 << 20, true);
+    fs::remove_file(msgs_dir(dir.path()).join("index.db")).unwrap();
+    flip_payload_byte(dir.path(), 5);
+    let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    store.close();
+    let lost_db = msgs_dir(dir.path()).join("lost.db");
+    edit(&lost_db, |d| d[2] ^= 1);
+    let (store, reports) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    assert!(
+        reports[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("lost.db") && w.contains("kept as")),
+        "{:?}",
+        reports[0]
+    );
+    let kept = fs::read_dir(msgs_dir(dir.path()))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("lost.db.damaged-")
+        })
+        .count();
+    assert_eq!(kept, 1);
+    store.close();
+}
