@@ -53,6 +53,7 @@ pub use config::{
     validate_stream_name,
 };
 pub use error::{ApiError, Result, StoreError};
+pub use meta::{MetaDefect, MetaFile, MetaProblem, MetaRefusal, MetaRepair};
 pub use proto::{FilterSet, Headers};
 pub use sources::SourcePosition;
 pub use store::{Store, StoreOptions};
