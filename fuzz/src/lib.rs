@@ -160,3 +160,13 @@ pub fn stream_name_grammar(name: &str) -> bool {
             c.is_whitespace() || c.is_control() || matches!(c, '.' | '*' | '>' | '/' | '\\')
         })
 }
+
+/// The checksum of the store's metadata files (`meta.sum`, the first line of `meta.bak`): 16
+/// lowercase hex digits of xxh3-64 of the bytes, seeded by xxh3-64 of the stream name.
+pub fn meta_checksum(name: &str, bytes: &[u8]) -> String {
+    use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
+    format!(
+        "{:016x}",
+        xxh3_64_with_seed(bytes, xxh3_64(name.as_bytes()))
+    )
+}

@@ -276,3 +276,33 @@ async fn positions_removed_before_the_feed_read_them_are_reported() {
     assert_eq!(hub.metric("sluice_gaps_total{reason=\"expired\"}"), 1);
     hub.stop().await;
 }
+
+/// A stream none of whose metadata files verifies keeps the hub from starting, declared or
+/// not: serving on would hide its messages (docs/OPERATIONS.md, "Damaged stream metadata").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_undeclared_stream_keeps_the_backend_from_opening() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = sluice_store::Store::open(dir.path(), Default::default()).unwrap();
+    store
+        .create_stream(sluice_store::StreamConfig::new("OTHER", ["other.>"]))
+        .unwrap();
+    store.close();
+    let stream_dir = dir.path().join("streams/OTHER");
+    std::fs::remove_file(stream_dir.join("meta.inf")).unwrap();
+    std::fs::remove_file(stream_dir.join("meta.bak")).unwrap();
+    let mut config = Config::default();
+    config.embedded.data_dir = dir.path().to_owned();
+    let err = sluice_server::backend::embedded::EmbeddedBackend::open(&config.embedded)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("meta.inf is missing") && err.contains("sluice stream repair OTHER"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("streams/sluice").exists(),
+        "nothing served"
+    );
+    assert!(stream_dir.join("meta.sum").exists(), "files left in place");
+}

@@ -35,7 +35,7 @@ enum Command {
     Pub(client::PubArgs),
     /// Print the events of topics from a running hub, resuming after disconnects.
     Sub(client::SubArgs),
-    /// Administer the embedded store (ls, info, purge).
+    /// Administer the embedded store (ls, info, purge, repair).
     Stream(stream_cmd::StreamArgs),
     /// Load a running hub with SSE clients and publishes; report throughput, latency, losses
     /// and the hub's memory per connection.

@@ -1,4 +1,4 @@
-//! `sluice stream ls|info|purge`: administration of the embedded store's data directory.
+//! `sluice stream ls|info|purge|repair`: administration of the embedded store's data directory.
 //!
 //! Run these while no hub has the directory open.
 
@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::json;
-use sluice_store::{PurgeRequest, Store, StoreOptions, StreamHandle};
+use sluice_server::backend::embedded::stream_config;
+use sluice_server::config::{self, Overrides};
+use sluice_store::{MetaRepair, PurgeRequest, Store, StoreOptions, StreamConfig, StreamHandle};
 
 /// `sluice stream …`.
 #[derive(Debug, Args)]
@@ -42,6 +44,18 @@ enum StreamCommand {
         #[arg(long)]
         up_to_seq: Option<u64>,
     },
+    /// Rebuild the metadata files (meta.inf, meta.sum, meta.bak) of a stream refused because
+    /// none of them verifies, then load it; message files are never touched. The configuration
+    /// is the declared one, else that of a verified file; the incarnation is kept from a
+    /// verified file, else a new one is picked (and said so on stderr).
+    Repair {
+        /// The stream.
+        name: String,
+        /// The hub's configuration file declaring the stream; without one, the declarations of
+        /// `sluice serve` with no file (the `sluice` stream capturing every subject).
+        #[arg(long, env = "SLUICE_CONFIG")]
+        config: Option<PathBuf>,
+    },
 }
 
 /// Runs a stream command.
@@ -57,6 +71,13 @@ pub async fn run(args: StreamArgs) -> anyhow::Result<()> {
 }
 
 fn stream(store: &Store, name: &str) -> anyhow::Result<StreamHandle> {
+    if let Some(refusal) = store
+        .refused_streams()
+        .into_iter()
+        .find(|r| r.stream == name)
+    {
+        return Err(refusal.into());
+    }
     store
         .stream(name)
         .with_context(|| format!("no stream {name:?}; streams: {:?}", store.list()))
@@ -108,6 +129,70 @@ async fn command(store: &Store, command: StreamCommand) -> anyhow::Result<()> {
             let purged = stream(store, &name)?.purge(request).await?;
             println!("{}", json!({ "purged": purged }));
         }
+        StreamCommand::Repair { name, config } => repair(store, name, config).await?,
     }
     Ok(())
+}
+
+/// The configuration the hub declares for stream `name`: from `file`, the environment and the
+/// defaults, as `sluice serve` loads it. `None` when the stream is not declared there.
+fn declared_config(
+    file: Option<&std::path::Path>,
+    name: &str,
+) -> anyhow::Result<Option<StreamConfig>> {
+    let (config, _) = config::load(file, std::env::vars(), &Overrides::default())?;
+    Ok(config
+        .embedded
+        .streams
+        .iter()
+        .find(|decl| decl.name == name)
+        .map(stream_config))
+}
+
+/// `sluice stream repair`: rebuilds a refused stream's metadata and prints what it did.
+async fn repair(store: &Store, name: String, file: Option<PathBuf>) -> anyhow::Result<()> {
+    let declared = declared_config(file.as_deref(), &name)?;
+    let repairing = store.clone();
+    let stream_name = name.clone();
+    let repaired =
+        tokio::task::spawn_blocking(move || repairing.repair_stream(&stream_name, declared))
+            .await?
+            .with_context(|| format!("cannot repair stream {name:?}"))?;
+    let Some(repair) = repaired else {
+        eprintln!("stream {name:?}: its metadata verifies; nothing to repair");
+        println!("{}", json!({ "stream": name, "repaired": false }));
+        return Ok(());
+    };
+    if repair.kept_from.is_none() {
+        eprintln!(
+            "stream {name:?}: no verified metadata survived, so it has a new incarnation {:x}; clients resuming with ids of the old one see an incarnation gap",
+            repair.incarnation
+        );
+    }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&repair_report(store, &repair)?)?
+    );
+    Ok(())
+}
+
+/// What `sluice stream repair` prints: the repair and the stream's state after it.
+fn repair_report(store: &Store, repair: &MetaRepair) -> anyhow::Result<serde_json::Value> {
+    let info = stream(store, &repair.stream)?.info(None);
+    let kept_from = repair.kept_from.map(|file| file.to_string());
+    let config_from = if repair.declared_config {
+        Some("declaration".to_owned())
+    } else {
+        kept_from.clone()
+    };
+    Ok(json!({
+        "stream": repair.stream,
+        "repaired": true,
+        "incarnation": format!("{:x}", repair.incarnation),
+        "incarnation_kept_from": kept_from,
+        "config_from": config_from,
+        "messages": info.state.msgs,
+        "first_seq": info.state.first_seq,
+        "last_seq": info.state.last_seq,
+    }))
 }

@@ -268,7 +268,7 @@ impl Fixture {
         let to = tmp.path().join("streams").join(STREAM);
         std::fs::create_dir_all(to.join("msgs")).unwrap();
         let from = self.stream_dir();
-        for f in ["meta.inf", "meta.sum"] {
+        for f in ["meta.inf", "meta.sum", "meta.bak"] {
             std::fs::hard_link(from.join(f), to.join(f)).unwrap();
         }
         for e in std::fs::read_dir(from.join("msgs")).unwrap() {

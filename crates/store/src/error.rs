@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::meta::MetaRefusal;
 pub use crate::proto::ApiError;
 
 /// Everything a store operation can fail with.
@@ -50,6 +51,26 @@ pub enum StoreError {
         /// The positions.
         lost: crate::Lost,
     },
+    /// The stream's directory is on disk but no metadata file of it verifies: it is not loaded,
+    /// and cannot be created again over its files.
+    #[error(transparent)]
+    Refused(#[from] MetaRefusal),
+    /// A stream would be created where a directory this store did not load already is.
+    #[error(
+        "stream {name:?}: {} exists but holds no stream this store loaded; it is left in place — run `sluice stream repair {name}`, or move it away",
+        dir.display()
+    )]
+    DirectoryInUse {
+        /// The stream.
+        name: String,
+        /// Its directory.
+        dir: PathBuf,
+    },
+    /// `sluice stream repair` found no verified configuration and was given none.
+    #[error(
+        "stream {0:?}: no verified copy of its configuration survives; give the configuration that declares it (`sluice stream repair {0} --config <file>`)"
+    )]
+    RepairNeedsConfig(String),
     /// An I/O failure, with the path it concerned.
     #[error("{path}: {source}")]
     Io {

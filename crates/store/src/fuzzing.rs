@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 pub use crate::fsutil::{put_uvarint, put_varint};
 pub use crate::index::{BlockClaim, Snapshot, decode as decode_index, encode as encode_index};
-pub use crate::meta::Meta;
+pub use crate::meta::{
+    Meta, MetaDefect, checksum as meta_checksum, decode_copy, decode_primary, encode_copy,
+};
 pub use crate::record::{DecodeError, Kind, RecordRef, decode as decode_record};
 pub use crate::sched::SCHED_VERSION;
 pub use crate::sidecar::{Sidecar, decode as decode_sidecar};

@@ -56,6 +56,7 @@ pub use config::{
 };
 pub use error::{ApiError, Result, StoreError};
 pub use losses::{LossCause, Lost};
+pub use meta::{MetaDefect, MetaFile, MetaProblem, MetaRefusal, MetaRepair};
 pub use proto::{FilterSet, Headers};
 pub use sources::SourcePosition;
 pub use store::{Store, StoreOptions};

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use crate::block::{Blocks, DEFAULT_BLOCK_SIZE};
 use crate::config::{StorageType, StreamConfig, SyncPolicy, validate_stream_name};
 use crate::error::{ApiError, Result, StoreError};
-use crate::meta::{self, Meta};
+use crate::meta::{self, Meta, MetaRefusal, MetaRepair};
 use crate::recovery::{self, Recovered};
 use crate::sourcing::{self, Catalog, Sourcing};
 use crate::state::State;
@@ -50,6 +50,8 @@ struct Inner {
     catalog: Arc<Catalog>,
     /// The sourcing threads of each stream with sources.
     sourcing: Mutex<BTreeMap<String, Sourcing>>,
+    /// The streams on disk left unloaded because no metadata file of theirs verifies.
+    refused: Mutex<BTreeMap<String, MetaRefusal>>,
 }
 
 impl Inner {
@@ -139,25 +141,70 @@ impl Store {
                 opts,
                 catalog: Arc::new(Catalog::new()),
                 sourcing: Mutex::new(BTreeMap::new()),
+                refused: Mutex::new(BTreeMap::new()),
             }),
         }
     }
 
-    /// Loads the stream in `path` from its meta files and recovers it. A stream whose meta
-    /// files cannot be read is left unloaded, and its report says why.
+    /// Loads the stream in `path` from its meta files and recovers it. A stream none of whose
+    /// meta files verifies is refused: left unloaded with every file in place, remembered (so
+    /// that it is not created again over its files), and its report says why.
     fn load(&self, name: String, path: &Path) -> Result<RecoveryReport> {
-        let meta = match meta::read(path, &name) {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::warn!(stream = %name, error = %e, "stream not loaded: unreadable meta");
-                let mut report = RecoveryReport::new(name);
-                report.warnings.push(format!("not loaded: {e}"));
+        let opened = match meta::open(path, &name) {
+            Ok(opened) => opened,
+            Err(refusal) => {
+                let mut report = RecoveryReport::new(name.clone());
+                report.warn(refusal.to_string());
+                self.refused().insert(name, refusal);
                 return Ok(report);
             }
         };
-        let Started { handle, report } = self.start(meta, false)?;
+        let Started { handle, mut report } = self.start(opened.meta, false)?;
+        opened.warnings.into_iter().rev().for_each(|warning| {
+            tracing::warn!(stream = %name, "{warning}");
+            report.warnings.insert(0, warning);
+        });
+        self.refused().remove(&name);
         self.streams().insert(name, handle);
         Ok(report)
+    }
+
+    fn refused(&self) -> MutexGuard<'_, BTreeMap<String, MetaRefusal>> {
+        self.inner.refused.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The streams found on disk but not loaded because none of their metadata files
+    /// verifies, by name. Creating one fails until `sluice stream repair` rebuilds its meta.
+    pub fn refused_streams(&self) -> Vec<MetaRefusal> {
+        self.refused().values().cloned().collect()
+    }
+
+    /// Rebuilds the metadata files of stream `name`, whose directory is on disk but not loaded
+    /// (refused), then loads it: the configuration is `declared` when given, else that of a
+    /// verified meta.inf or meta.bak; the incarnation is kept from a verified file, else a new
+    /// one is picked. No message file is touched. `None` when the stream is loaded already
+    /// (nothing to repair).
+    pub fn repair_stream(
+        &self,
+        name: &str,
+        declared: Option<StreamConfig>,
+    ) -> Result<Option<MetaRepair>> {
+        validate_stream_name(name)?;
+        if self.stream(name).is_some() {
+            return Ok(None);
+        }
+        let dir = self
+            .stream_dir(name)
+            .filter(|dir| dir.is_dir())
+            .ok_or_else(|| StoreError::StreamNotFound(name.to_owned()))?;
+        let repair = meta::repair(&dir, name, declared)?;
+        self.load(name.to_owned(), &dir)?;
+        if let Some(refusal) = self.refused().get(name) {
+            return Err(refusal.clone().into());
+        }
+        self.inner.catalog.bump();
+        self.restart_sourcing(name)?;
+        Ok(Some(repair))
     }
 
     /// Starts the sourcing threads of every stream; a stream whose sources cannot start gets
@@ -222,6 +269,9 @@ impl Store {
             } else {
                 Err(ApiError::stream_name_in_use().into())
             };
+        }
+        if let Some(refusal) = self.refused().get(&config.name) {
+            return Err(refusal.clone().into());
         }
         check_sources_and_subjects(&streams, &config)?;
         let created = timestamp(now_ns());
@@ -393,17 +443,23 @@ fn stream_dirs(streams_dir: &Path) -> Result<Vec<(String, PathBuf)>> {
     Ok(dirs)
 }
 
-/// Makes the directory of a new stream and writes its meta files.
+/// Makes the directory of a new stream and writes its meta files. A directory already there
+/// (one that appeared after the store opened, or a delete cut short) is refused, never moved or
+/// written over: it may hold messages.
 fn make_stream_dir(dir: &Path, meta: &Meta) -> Result<()> {
-    if dir.exists() {
-        // Left by a stream that could not be loaded (or a delete cut short): keep it for the
-        // operator under a name no stream can have, never delete it.
-        let name = &meta.config.name;
-        let aside = dir.with_file_name(format!("{name}.unloaded-{}", now_ns()));
-        tracing::warn!(stream = %name, from = %dir.display(), to = %aside.display(), "moving an unloadable stream directory aside");
-        fs::rename(dir, &aside).map_err(StoreError::io(dir))?;
+    if let Some(parent) = dir.parent() {
+        fs::create_dir_all(parent).map_err(StoreError::io(parent))?;
     }
-    fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
+    fs::create_dir(dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => StoreError::DirectoryInUse {
+            name: meta.config.name.clone(),
+            dir: dir.to_path_buf(),
+        },
+        _ => StoreError::Io {
+            path: dir.to_path_buf(),
+            source: e,
+        },
+    })?;
     // The meta files come before anything else: open loads a directory as a stream only
     // through them.
     meta::write(dir, &meta.config, meta.created, meta.incarnation)

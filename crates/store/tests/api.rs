@@ -284,33 +284,6 @@ async fn oversized_headers_are_rejected_before_they_reach_a_block() {
 }
 
 #[tokio::test]
-async fn an_unloadable_stream_is_kept_aside_not_overwritten() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, _) = Store::open(dir.path(), opts()).unwrap();
-    let s = store.create_stream(StreamConfig::new("K", ["k"])).unwrap();
-    s.publish("k", Headers::new(), "precious").await.unwrap();
-    store.close();
-    std::fs::write(dir.path().join("streams/K/meta.sum"), "0000000000000000").unwrap();
-    let (store, reports) = Store::open(dir.path(), opts()).unwrap();
-    assert!(reports[0].warnings[0].contains("not loaded"), "{reports:?}");
-    assert!(store.stream("K").is_none());
-    store.create_stream(StreamConfig::new("K", ["k"])).unwrap();
-    let aside: Vec<_> = std::fs::read_dir(dir.path().join("streams"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("K.unloaded-"))
-        .collect();
-    assert_eq!(aside.len(), 1);
-    assert!(
-        dir.path()
-            .join("streams")
-            .join(&aside[0])
-            .join("msgs/1.blk")
-            .exists()
-    );
-}
-
-#[tokio::test]
 async fn overlapping_subjects_are_refused_and_a_subject_finds_its_stream() {
     let store = Store::in_memory(opts());
     store

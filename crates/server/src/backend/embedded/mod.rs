@@ -36,6 +36,7 @@ pub struct EmbeddedBackend {
 impl EmbeddedBackend {
     /// Opens the store in `embedded.data_dir`, creates or updates every declared stream, and
     /// serves `embedded.stream`. Returns the recovery report of every stream found on disk.
+    /// Fails when the store refused a stream whose metadata no file verifies.
     pub async fn open(
         embedded: &EmbeddedConfig,
     ) -> Result<(Self, Vec<RecoveryReport>), BackendError> {
@@ -51,6 +52,7 @@ impl EmbeddedBackend {
                 path: embedded.data_dir.clone(),
                 source,
             })?;
+        refuse_damaged_streams(&store)?;
         for decl in &embedded.streams {
             declare(&store, stream_config(decl)).await?;
         }
@@ -75,6 +77,16 @@ impl EmbeddedBackend {
         store
             .stream(&self.stream)
             .ok_or_else(|| stream_not_found(&self.stream).into())
+    }
+}
+
+/// Fails when the store left a stream unloaded because none of its metadata files verifies:
+/// serving on would hide its messages (a declared one would even be refused creation), so the
+/// hub does not start until `sluice stream repair` has rebuilt its metadata.
+fn refuse_damaged_streams(store: &Store) -> Result<(), BackendError> {
+    match store.refused_streams().into_iter().next() {
+        Some(refusal) => Err(BackendError::Store(refusal.into())),
+        None => Ok(()),
     }
 }
 
