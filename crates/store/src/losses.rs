@@ -50,16 +50,26 @@ pub struct Lost {
 }
 
 /// The lost positions of one stream.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Losses {
     damaged: RangeSet,
     unconfirmed: RangeSet,
     bytes: u64,
+    /// Changed since lost.db was written or read.
+    unsaved: bool,
+}
+
+impl PartialEq for Losses {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.damaged, &self.unconfirmed, self.bytes)
+            == (&other.damaged, &other.unconfirmed, other.bytes)
+    }
 }
 
 impl Losses {
     /// Records `first..=last` as lost for `cause`.
     pub fn add(&mut self, cause: LossCause, first: u64, last: u64) {
+        self.unsaved = true;
         match cause {
             LossCause::Damaged => self.damaged.insert(first, last),
             LossCause::Unconfirmed => self.unconfirmed.insert(first, last),
@@ -68,7 +78,13 @@ impl Losses {
 
     /// Adds to the bytes known lost (damaged records, a cut tail).
     pub fn add_bytes(&mut self, bytes: u64) {
+        self.unsaved |= bytes > 0;
         self.bytes = self.bytes.saturating_add(bytes);
+    }
+
+    /// Changed since lost.db was last written or read.
+    pub fn is_unsaved(&self) -> bool {
+        self.unsaved
     }
 
     /// Nothing lost.
@@ -124,17 +140,17 @@ impl Losses {
         })
     }
 
-    /// Forgets the runs wholly below `first_seq`: a reader from there is told those positions
-    /// are no longer retained.
+    /// Forgets the runs wholly below `first_seq` (a reader from there is told those positions
+    /// are no longer retained); true when lost.db is to be written.
     pub fn forget_below(&mut self, first_seq: u64) -> bool {
         let keep = |set: &RangeSet| {
             RangeSet::from_sorted(set.ranges().filter(|(_, end)| *end >= first_seq).collect())
         };
         let (damaged, unconfirmed) = (keep(&self.damaged), keep(&self.unconfirmed));
-        let changed = damaged != self.damaged || unconfirmed != self.unconfirmed;
+        self.unsaved |= damaged != self.damaged || unconfirmed != self.unconfirmed;
         self.damaged = damaged;
         self.unconfirmed = unconfirmed;
-        changed
+        self.unsaved
     }
 
     /// Encodes lost.db.
@@ -174,12 +190,15 @@ impl Losses {
             };
             losses.add(cause, first, last);
         }
+        losses.unsaved = false;
         Ok(losses)
     }
 
     /// Writes lost.db atomically.
-    pub fn write(&self, path: &Path, stamp: u64) -> Result<()> {
-        crate::fsutil::atomic_write(path, &self.encode(stamp))
+    pub fn write(&mut self, path: &Path, stamp: u64) -> Result<()> {
+        crate::fsutil::atomic_write(path, &self.encode(stamp))?;
+        self.unsaved = false;
+        Ok(())
     }
 }
 

@@ -37,7 +37,8 @@ pub fn write_state(st: &mut State) -> Result<()> {
     let first = st.table.first_seq();
     if st.table.losses.forget_below(first) {
         let path = msgs.join(losses::FILE);
-        st.table.losses.write(&path, stamp_after(st))?;
+        let stamp = stamp_after(st);
+        st.table.losses.write(&path, stamp)?;
     }
     // Each sidecar's stamp says which sequences it covers; recovery rescans from there, so a
     // crash between any two of these writes loses nothing.

@@ -224,12 +224,14 @@ impl State {
 
     /// Locates a live message whether or not it is visible yet (for the writer).
     pub fn prepare_any(&mut self, seq: u64) -> Result<Option<PendingRead>> {
-        let Some(meta) = self.table.get(seq)? else {
+        let loc = self.table.get(seq).map(|meta| meta.map(|m| m.loc));
+        self.note_damage_found();
+        let Some(loc) = loc? else {
             return Ok(None);
         };
         Ok(Some(PendingRead {
             seq,
-            source: self.blocks.source(meta.loc)?,
+            source: self.blocks.source(loc)?,
         }))
     }
 
@@ -242,13 +244,18 @@ impl State {
     /// a message (read it with [`PendingRead::finish`] after unlocking) or positions it cannot
     /// be given.
     pub fn next_matching(&mut self, from: u64, filter: &FilterSet) -> Result<Option<Next>> {
-        Ok(
-            match self.table.next_matching(from, self.visible, filter)? {
-                Some(Found::Msg(seq)) => self.prepare(seq)?.map(Next::Read),
-                Some(Found::Lost(lost)) => Some(Next::Lost(lost)),
-                None => None,
-            },
-        )
+        let found = self.table.next_matching(from, self.visible, filter);
+        self.note_damage_found();
+        Ok(match found? {
+            Some(Found::Msg(seq)) => self.prepare(seq)?.map(Next::Read),
+            Some(Found::Lost(lost)) => Some(Next::Lost(lost)),
+            None => None,
+        })
+    }
+
+    /// Damage a read found makes the next snapshot write lost.db.
+    fn note_damage_found(&mut self) {
+        self.dirty |= self.table.losses.is_unsaved();
     }
 
     /// For a reader that last saw `last_seen`: the rest of the unconfirmed run it is inside of.

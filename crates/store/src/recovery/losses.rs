@@ -25,7 +25,6 @@ pub fn settle(
     report: &mut RecoveryReport,
 ) -> Result<u64> {
     let mut found = read_losses(msgs_dir, report);
-    let before = found.clone();
     report.lost = evidence.lost(table);
     for r in &report.lost {
         tracing::warn!(
@@ -47,7 +46,7 @@ pub fn settle(
         report.unconfirmed = Some(first..=last);
         table.raise_last(last);
     }
-    if found != before {
+    if found.is_unsaved() {
         found.write(&msgs_dir.join(losses::FILE), table.last_seq + 1)?;
     }
     table.losses = found;

@@ -195,6 +195,15 @@ impl Table {
                 return Err(e);
             }
             self.blocks_loaded += 1;
+            // Damage found by reading is remembered (lost.db), like damage recovery finds.
+            let mut from = 0;
+            while let Some((first, last)) = entry.unreadable_run(from, u64::MAX) {
+                self.losses.add(LossCause::Damaged, first, last);
+                match last.checked_add(1) {
+                    Some(next) => from = next,
+                    None => break,
+                }
+            }
         }
         Ok(entry)
     }
@@ -230,26 +239,13 @@ impl Table {
         Err(crate::error::StoreError::Corrupt { seq, path })
     }
 
-    /// What is known lost: lost.db's runs and the unreadable messages of the blocks read.
+    /// What is known lost (lost.db's runs, with the damage found by reading blocks).
     pub fn lost_state(&self) -> LostState {
-        let mut damaged = RangeSet::default();
-        for (first, last) in self.losses.damaged() {
-            damaged.insert(first, last);
-        }
-        for block in self.blocks.values() {
-            let mut from = 0;
-            while let Some((first, last)) = block.unreadable_run(from, u64::MAX) {
-                damaged.insert(first, last);
-                from = last.saturating_add(1);
-                if last == u64::MAX {
-                    break;
-                }
-            }
-        }
+        let damaged: Vec<(u64, u64)> = self.losses.damaged().collect();
         LostState {
-            msgs: damaged.len(),
+            msgs: self.losses.damaged_msgs(),
             bytes: self.losses.bytes(),
-            damaged: damaged.ranges().collect(),
+            damaged,
             unconfirmed: self.losses.unconfirmed().collect(),
         }
     }

@@ -4,8 +4,9 @@
 //! (a new incarnation) is picked up, and its old subscribers end with an error.
 
 mod config;
+mod losses;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -29,7 +30,7 @@ pub use config::{DEFAULT_STREAM, EmbeddedConfig, StreamDecl};
 /// A stream of the embedded store.
 #[derive(Debug)]
 pub struct EmbeddedBackend {
-    store: Mutex<Option<Store>>,
+    store: Arc<Mutex<Option<Store>>>,
     stream: String,
 }
 
@@ -62,7 +63,7 @@ impl EmbeddedBackend {
     /// Serves `stream` of an already open store.
     fn new(store: Store, stream: &str) -> Self {
         Self {
-            store: Mutex::new(Some(store)),
+            store: Arc::new(Mutex::new(Some(store))),
             stream: stream.to_owned(),
         }
     }
@@ -243,6 +244,13 @@ impl Backend for EmbeddedBackend {
                 detail: err.to_string(),
             },
         }
+    }
+
+    fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        registry.register_collector(Box::new(losses::LossCollector {
+            store: self.store.clone(),
+            stream: self.stream.clone(),
+        }));
     }
 
     async fn shutdown(&self) {
