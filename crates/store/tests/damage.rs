@@ -409,3 +409,138 @@ fn a_lost_db_that_does_not_verify_is_set_aside_not_deleted() {
     assert_eq!(kept, 1);
     store.close();
 }
+
+#[test]
+fn a_block_deleted_before_a_rebuild_is_reported_from_the_next_blocks_marker() {
+    let dir = stream_of(24, 200, true);
+    fs::remove_file(msgs_dir(dir.path()).join("index.db")).unwrap();
+    let (block, _) = find(dir.path(), 11);
+    let seqs: Vec<u64> = records(&block)
+        .iter()
+        .filter(|r| r.kind == 0)
+        .map(|r| r.seq)
+        .collect();
+    fs::remove_file(&block).unwrap();
+    let (first, last) = (seqs[0], *seqs.last().unwrap());
+    let (store, reports) = Store::open(dir.path(), opts(200)).unwrap();
+    assert_eq!(reports[0].lost, [first..=last], "{:?}", reports[0]);
+    store.close();
+    assert_readers_step_over(dir.path(), 200, 24, damaged(first, last));
+}
+
+#[test]
+fn stream_info_counts_the_bytes_stepped_over() {
+    let dir = stream_of(10, 1 << 20, true);
+    fs::remove_file(msgs_dir(dir.path()).join("index.db")).unwrap();
+    let (_, rec) = find(dir.path(), 5);
+    flip_payload_byte(dir.path(), 5);
+    let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    let lost = store.stream("D").unwrap().info(None).state.lost;
+    assert_eq!((lost.msgs, lost.damaged), (1, vec![(5, 5)]));
+    // The walk resynchronises at the next record: the damaged record's bytes, no more.
+    assert_eq!(lost.bytes, rec.len as u64);
+    store.close();
+}
+
+#[test]
+fn lost_runs_below_the_first_retained_message_are_forgotten() {
+    let dir = stream_of(10, 1 << 20, true);
+    fs::remove_file(msgs_dir(dir.path()).join("index.db")).unwrap();
+    flip_payload_byte(dir.path(), 5);
+    let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    let s = store.stream("D").unwrap();
+    assert_eq!(read(&s, ">", 1, 10).1, [damaged(5, 5)]);
+    rt().block_on(s.purge(sluice_store::PurgeRequest {
+        up_to_seq: Some(7),
+        ..Default::default()
+    }))
+    .unwrap();
+    rt().block_on(s.flush()).unwrap();
+    assert_eq!(s.info(None).state.lost.damaged, []);
+    store.close();
+    let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    let s = store.stream("D").unwrap();
+    assert_eq!(s.info(None).state.lost.msgs, 0);
+    assert_eq!(read(&s, ">", 7, 10), (vec![7, 8, 9, 10], vec![]));
+    store.close();
+}
+
+#[test]
+fn a_literal_topic_never_in_the_damaged_block_is_not_told() {
+    // Topic d.c only in the first block; the damage is in a later one.
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(dir.path(), opts(200)).unwrap();
+    let s = store
+        .create_stream(StreamConfig::new("D", ["d.*"]))
+        .unwrap();
+    rt().block_on(async {
+        s.publish("d.c", Headers::new(), payload(1)).await.unwrap();
+        for seq in 2..=20 {
+            s.publish("d.a", Headers::new(), payload(seq))
+                .await
+                .unwrap();
+        }
+    });
+    store.close();
+    let (block, _) = find(dir.path(), 15);
+    assert_ne!(
+        block,
+        find(dir.path(), 1).0,
+        "the test needs 15 in a later block"
+    );
+    flip_payload_byte(dir.path(), 15);
+    let (store, _) = Store::open(dir.path(), opts(200)).unwrap();
+    let s = store.stream("D").unwrap();
+    // A d.c reader reads only the first block: it finds its message and nothing to be told.
+    let c = FilterSet::new(["d.c"]).unwrap();
+    assert_eq!(s.next_matching(1, &c).unwrap().map(|m| m.seq), Some(1));
+    assert!(matches!(s.next_matching(2, &c), Ok(None)));
+    // A wildcard reader is told.
+    assert_eq!(read(&s, "d.*", 1, 20).1, [damaged(15, 15)]);
+    store.close();
+}
+
+#[test]
+fn a_damaged_origin_record_is_counted_as_dropped_by_a_sourcing_stream() {
+    let dir = stream_of(10, 1 << 20, true);
+    flip_payload_byte(dir.path(), 5);
+    let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    let source = sluice_store::SourceConfig {
+        name: "D".into(),
+        opt_start_seq: None,
+        opt_start_time: None,
+        filter_subject: None,
+        subject_transforms: vec![],
+    };
+    let all = store
+        .create_stream(StreamConfig {
+            sources: vec![source],
+            ..StreamConfig::new("ALL", Vec::<String>::new())
+        })
+        .unwrap();
+    // Every intact origin message arrives, in order, then the status says what was dropped.
+    let mut sub = Box::pin(all.subscribe(1, FilterSet::new([">"]).unwrap()));
+    let payloads: Vec<String> = rt().block_on(async {
+        let mut out = Vec::new();
+        while out.len() < 9 {
+            let next = tokio::time::timeout(DEADLINE, sub.next()).await.unwrap();
+            let m = next
+                .unwrap()
+                .unwrap()
+                .message()
+                .expect("nothing lost in ALL");
+            out.push(String::from_utf8(m.payload.to_vec()).unwrap());
+        }
+        out
+    });
+    let want: Vec<String> = except(1..=10, &[5]).into_iter().map(payload).collect();
+    assert_eq!(payloads, want);
+    rt().block_on(sluice_test_support::eventually(
+        "the source status counts every origin position",
+        || {
+            let status = all.source_status();
+            (status[0].sourced, status[0].dropped) == (9, 1)
+        },
+    ));
+    store.close();
+}
