@@ -114,11 +114,7 @@ impl Losses {
 
     /// The first damaged run overlapping `[from, upto]`, clipped to it.
     pub fn damaged_in(&self, from: u64, upto: u64) -> Option<Lost> {
-        let (first, last) = self
-            .damaged
-            .ranges()
-            .find(|(_, end)| *end >= from)
-            .filter(|(start, _)| *start <= upto)?;
+        let (first, last) = self.damaged.first_overlapping(from, upto)?;
         Some(Lost {
             first: first.max(from),
             last: last.min(upto),
@@ -129,11 +125,8 @@ impl Losses {
     /// For a reader that last saw `last_seen`: the rest of the unconfirmed run it is inside of,
     /// up to `upto`.
     pub fn unconfirmed_after(&self, last_seen: u64, upto: u64) -> Option<Lost> {
-        let (_, end) = self
-            .unconfirmed
-            .ranges()
-            .find(|(start, end)| (*start..*end).contains(&last_seen))?;
-        (last_seen < upto).then(|| Lost {
+        let (_, end) = self.unconfirmed.first_overlapping(last_seen, last_seen)?;
+        (last_seen < end && last_seen < upto).then(|| Lost {
             first: last_seen + 1,
             last: end.min(upto),
             cause: LossCause::Unconfirmed,

@@ -59,6 +59,17 @@ impl RangeSet {
         }
     }
 
+    /// The first range with a sequence in `[from, upto]` (unclipped).
+    pub fn first_overlapping(&self, from: u64, upto: u64) -> Option<(u64, u64)> {
+        if let Some((&start, &end)) = self.ranges.range(..=from).next_back()
+            && end >= from
+        {
+            return Some((start, end));
+        }
+        let (&start, &end) = self.ranges.range(from..=upto).next()?;
+        Some((start, end))
+    }
+
     /// Number of sequences in the set.
     pub fn len(&self) -> u64 {
         self.ranges.iter().map(|(s, e)| e - s + 1).sum()
@@ -101,6 +112,13 @@ mod tests {
             prop_assert_eq!(set.len(), model.len() as u64);
             let next = (probe..).find(|s| !model.contains(s)).unwrap();
             prop_assert_eq!(set.next_absent(probe), next);
+            let upto = probe + 3;
+            let overlap = set.first_overlapping(probe, upto);
+            let first_in = (probe..=upto).find(|s| model.contains(s));
+            prop_assert_eq!(overlap.map(|(a, _)| probe.max(a)), first_in);
+            if let Some((a, b)) = overlap {
+                prop_assert!((a..=b).all(|s| model.contains(&s)));
+            }
             let ranges: Vec<_> = set.ranges().collect();
             for w in ranges.windows(2) {
                 prop_assert!(w[0].1 + 1 < w[1].0);
