@@ -544,3 +544,56 @@ fn a_damaged_origin_record_is_counted_as_dropped_by_a_sourcing_stream() {
     ));
     store.close();
 }
+
+#[test]
+fn a_sourcing_streams_lost_record_is_reported_and_copied_again_when_its_position_is_rebuilt() {
+    let dir = stream_of(10, 1 << 20, true);
+    let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    let source = sluice_store::SourceConfig {
+        name: "D".into(),
+        opt_start_seq: None,
+        opt_start_time: None,
+        filter_subject: None,
+        subject_transforms: vec![],
+    };
+    let all = store
+        .create_stream(StreamConfig {
+            sources: vec![source],
+            ..StreamConfig::new("ALL", Vec::<String>::new())
+        })
+        .unwrap();
+    rt().block_on(sluice_test_support::eventually(
+        "ALL holds every message",
+        || all.info(None).state.msgs == 10,
+    ));
+    store.close();
+    // ALL's newest record damaged, with its index.db and sources.db gone.
+    let all_msgs = dir.path().join("streams/ALL/msgs");
+    fs::remove_file(all_msgs.join("index.db")).unwrap();
+    fs::remove_file(dir.path().join("streams/ALL/sources.db")).unwrap();
+    let block = all_msgs.join("1.blk");
+    let last = *records(&block).last().unwrap();
+    assert_eq!((last.kind, last.seq), (0, 10));
+    edit(&block, |d| d[last.offset + last.len - 9] ^= 0x20);
+
+    let (store, reports) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    let report = reports.iter().find(|r| r.stream == "ALL").unwrap();
+    assert_eq!(report.lost, [10..=10], "{report:?}");
+    let all = store.stream("ALL").unwrap();
+    let mut sub = Box::pin(all.subscribe(1, FilterSet::new([">"]).unwrap()));
+    rt().block_on(async {
+        for seq in 1..=9 {
+            let m = sub.next().await.unwrap().unwrap().message().unwrap();
+            assert_eq!((m.seq, m.payload), (seq, payload(seq).into()));
+        }
+        assert_eq!(
+            sub.next().await.unwrap().unwrap(),
+            Delivery::Lost(damaged(10, 10))
+        );
+        // The origin's message 10 is sourced again, under a new sequence.
+        let next = tokio::time::timeout(DEADLINE, sub.next()).await.unwrap();
+        let again = next.unwrap().unwrap().message().unwrap();
+        assert_eq!((again.seq, again.payload), (11, payload(10).into()));
+    });
+    store.close();
+}
