@@ -500,11 +500,8 @@ fn a_literal_topic_never_in_the_damaged_block_is_not_told() {
     store.close();
 }
 
-#[test]
-fn a_damaged_origin_record_is_counted_as_dropped_by_a_sourcing_stream() {
-    let dir = stream_of(10, 1 << 20, true);
-    flip_payload_byte(dir.path(), 5);
-    let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+/// Creates stream `ALL`, sourcing every message of `D`.
+fn sourcing_all_of_d(store: &Store) -> StreamHandle {
     let source = sluice_store::SourceConfig {
         name: "D".into(),
         opt_start_seq: None,
@@ -512,12 +509,20 @@ fn a_damaged_origin_record_is_counted_as_dropped_by_a_sourcing_stream() {
         filter_subject: None,
         subject_transforms: vec![],
     };
-    let all = store
+    store
         .create_stream(StreamConfig {
             sources: vec![source],
             ..StreamConfig::new("ALL", Vec::<String>::new())
         })
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_damaged_origin_record_is_counted_as_dropped_by_a_sourcing_stream() {
+    let dir = stream_of(10, 1 << 20, true);
+    flip_payload_byte(dir.path(), 5);
+    let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    let all = sourcing_all_of_d(&store);
     // Every intact origin message arrives, in order, then the status says what was dropped.
     let mut sub = Box::pin(all.subscribe(1, FilterSet::new([">"]).unwrap()));
     let payloads: Vec<String> = rt().block_on(async {
@@ -549,19 +554,7 @@ fn a_damaged_origin_record_is_counted_as_dropped_by_a_sourcing_stream() {
 fn a_sourcing_streams_lost_record_is_reported_and_copied_again_when_its_position_is_rebuilt() {
     let dir = stream_of(10, 1 << 20, true);
     let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
-    let source = sluice_store::SourceConfig {
-        name: "D".into(),
-        opt_start_seq: None,
-        opt_start_time: None,
-        filter_subject: None,
-        subject_transforms: vec![],
-    };
-    let all = store
-        .create_stream(StreamConfig {
-            sources: vec![source],
-            ..StreamConfig::new("ALL", Vec::<String>::new())
-        })
-        .unwrap();
+    let all = sourcing_all_of_d(&store);
     rt().block_on(sluice_test_support::eventually(
         "ALL holds every message",
         || all.info(None).state.msgs == 10,
