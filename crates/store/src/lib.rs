@@ -22,6 +22,7 @@ mod fsutil;
 /// The on-disk decoders, exposed only for the fuzz targets in `fuzz/` (see `fuzz/README.md`).
 #[doc(hidden)]
 pub mod fuzzing;
+mod health;
 mod index;
 mod limits;
 mod meta;
@@ -30,6 +31,7 @@ mod proto;
 mod purge;
 mod record;
 mod recovery;
+mod rollback;
 mod rules;
 mod sched;
 mod schedule;
@@ -59,5 +61,5 @@ pub use store::{Store, StoreOptions};
 pub use stream::StreamHandle;
 pub use types::{
     PubAck, PurgeRequest, RecoveryPath, RecoveryReport, Retained, SidecarRecovery, SourceResume,
-    SourceStatus, StoredMessage, StreamInfo, StreamState, Truncation, WriteStats,
+    SourceStatus, StoredMessage, StreamInfo, StreamState, Truncation, WriteHealth, WriteStats,
 };

@@ -439,6 +439,7 @@ fn stream_state(meta: Meta, dir: Option<PathBuf>, r: Recovered) -> State {
         schedules: r.schedules,
         sources: r.sources,
         closed: false,
+        health: Default::default(),
         stats: Default::default(),
         dirty: !r.index_current,
         purge_to: None,
