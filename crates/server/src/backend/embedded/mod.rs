@@ -4,8 +4,9 @@
 //! (a new incarnation) is picked up, and its old subscribers end with an error.
 
 mod config;
+mod metrics;
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -28,7 +29,8 @@ pub use config::{DEFAULT_STREAM, EmbeddedConfig, StreamDecl};
 /// A stream of the embedded store.
 #[derive(Debug)]
 pub struct EmbeddedBackend {
-    store: Mutex<Option<Store>>,
+    /// The store until shutdown; shared with the metrics collector.
+    store: Arc<Mutex<Option<Store>>>,
     stream: String,
 }
 
@@ -59,7 +61,7 @@ impl EmbeddedBackend {
     /// Serves `stream` of an already open store.
     fn new(store: Store, stream: &str) -> Self {
         Self {
-            store: Mutex::new(Some(store)),
+            store: Arc::new(Mutex::new(Some(store))),
             stream: stream.to_owned(),
         }
     }
@@ -67,6 +69,16 @@ impl EmbeddedBackend {
     /// The store, for administration (and tests that delete or recreate the stream).
     pub fn store(&self) -> Option<Store> {
         self.store.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// While a stream of the store cannot write (a full disk): which, and the latest error.
+    /// Publishes to the served stream may land in any stream of the store (its sources' origins).
+    fn failing_writes(&self) -> Option<String> {
+        let store = self.store()?;
+        store.list().into_iter().find_map(|name| {
+            let failing = store.stream(&name)?.write_health().failing?;
+            Some(format!("writes to stream {name:?} fail: {failing}"))
+        })
     }
 
     fn handle(&self) -> Result<StreamHandle, BackendError> {
@@ -209,7 +221,13 @@ impl Backend for EmbeddedBackend {
 
     async fn health(&self) -> Health {
         match self.handle() {
-            Ok(_) => Health::Ready,
+            Ok(_) => match self.failing_writes() {
+                Some(detail) => Health::Unavailable {
+                    cause: "storage",
+                    detail,
+                },
+                None => Health::Ready,
+            },
             Err(BackendError::Unavailable(reason)) => Health::Unavailable {
                 cause: "backend_closed",
                 detail: reason.to_string(),
@@ -219,6 +237,10 @@ impl Backend for EmbeddedBackend {
                 detail: err.to_string(),
             },
         }
+    }
+
+    fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        registry.register_collector(Box::new(metrics::StoreWriteErrors::new(self.store.clone())));
     }
 
     async fn shutdown(&self) {
