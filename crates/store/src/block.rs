@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use crate::error::{Result, StoreError};
+use crate::error::{Result, StoreError, copy_io_error};
 use crate::record::{Kind, RecordRef};
 
 /// Default block size before rollover.
@@ -98,11 +98,42 @@ pub struct Blocks {
     max_size: u64,
     /// Checksum of the last record appended.
     last_sum: u64,
+    /// The first write of this batch that failed: the batch can no longer be completed, so
+    /// every later flush fails with it until [`Blocks::undo_since`].
+    failed: Option<(PathBuf, std::io::Error)>,
+}
+
+/// Where the block files ended when a batch began: what [`Blocks::undo_since`] goes back to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlocksEnd {
+    /// The active block then (`None`: there was none).
+    active: Option<u32>,
+    /// Its size then.
+    size: u64,
 }
 
 /// The path of block `id` in `msgs_dir`.
 pub fn block_path(msgs_dir: &Path, id: u32) -> PathBuf {
     msgs_dir.join(format!("{id}.blk"))
+}
+
+/// Creates the file of a new block `id` in `dir` and makes its directory entry durable (acks
+/// come to depend on it); a file whose entry could not be synced is removed again, so the id
+/// stays free for the next try.
+fn create_block_file(dir: &Path, id: u32) -> Result<File> {
+    let path = block_path(dir, id);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(StoreError::write_failed(&path))?;
+    if let Err(e) = crate::fsutil::sync_dir(dir) {
+        // Nothing was written to it: removing it cannot lose anything.
+        let _ = fs::remove_file(&path);
+        return Err(e.into_write_failure());
+    }
+    Ok(file)
 }
 
 /// The block ids present in `msgs_dir`, ascending; files not named `<n>.blk` are ignored.
@@ -132,6 +163,7 @@ impl Blocks {
             pending: Vec::new(),
             max_size,
             last_sum: 0,
+            failed: None,
         }
     }
 
@@ -156,6 +188,7 @@ impl Blocks {
             pending: Vec::new(),
             max_size,
             last_sum: 0,
+            failed: None,
         })
     }
 
@@ -177,6 +210,16 @@ impl Blocks {
     /// Sets the last checksum after recovery.
     pub fn set_last_checksum(&mut self, sum: u64) {
         self.last_sum = sum;
+    }
+
+    /// Block size before rollover.
+    pub fn max_size(&self) -> u64 {
+        self.max_size
+    }
+
+    /// Whether records were appended that are not written yet.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
     }
 
     /// Flushed size of a block.
@@ -222,19 +265,9 @@ impl Blocks {
     pub fn roll(&mut self, last_seq: u64, ts: i64) -> Result<Loc> {
         self.flush()?;
         let id = self.active().map_or(1, |id| id + 1);
-        let body = match &self.dir {
-            Some(dir) => {
-                let path = block_path(dir, id);
-                let file = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .open(&path)
-                    .map_err(StoreError::io(&path))?;
-                // The new file's directory entry must be durable before acks depend on it.
-                crate::fsutil::sync_dir(dir)?;
-                Body::File(OnceLock::from(Arc::new(file)))
-            }
+        let created = self.dir.as_deref().map(|dir| create_block_file(dir, id));
+        let body = match created.transpose().inspect_err(|e| self.note_failure(e))? {
+            Some(file) => Body::File(OnceLock::from(Arc::new(file))),
             None => Body::Memory(Vec::new()),
         };
         self.blocks.insert(
@@ -257,25 +290,125 @@ impl Blocks {
         Ok(self.push(&marker))
     }
 
-    /// Writes the pending batch to the active block (one write call).
+    /// Writes the pending batch to the active block (one write call). Once a write of the batch
+    /// failed, fails with that error without writing.
     pub fn flush(&mut self) -> Result<()> {
+        if let Some((path, source)) = &self.failed {
+            return Err(StoreError::WriteFailed {
+                path: path.clone(),
+                source: copy_io_error(source),
+            });
+        }
         if self.pending.is_empty() {
             return Ok(());
         }
         let Some(id) = self.active() else {
             return Ok(());
         };
-        let dir = self.dir.as_deref().unwrap_or(Path::new(""));
+        self.write_pending(id)
+            .inspect_err(|e| self.note_failure(e))?;
         let block = self.blocks.get_mut(&id).expect("active block exists");
-        match &mut block.body {
-            Body::File(cell) => handle(dir, id, cell)?
-                .write_all_at(&self.pending, block.size)
-                .map_err(StoreError::io(block_path(dir, id)))?,
-            Body::Memory(v) => v.extend_from_slice(&self.pending),
-        }
         block.size += self.pending.len() as u64;
         block.dirty = true;
         self.pending.clear();
+        Ok(())
+    }
+
+    /// Writes the pending bytes at the end of block `id` (one write call).
+    fn write_pending(&mut self, id: u32) -> Result<()> {
+        let dir = self.dir.as_deref().unwrap_or(Path::new(""));
+        let block = self.blocks.get_mut(&id).expect("active block exists");
+        match &mut block.body {
+            Body::File(cell) => {
+                let file = handle(dir, id, cell).map_err(StoreError::into_write_failure)?;
+                file.write_all_at(&self.pending, block.size)
+                    .map_err(StoreError::write_failed(block_path(dir, id)))
+            }
+            Body::Memory(v) => {
+                v.extend_from_slice(&self.pending);
+                Ok(())
+            }
+        }
+    }
+
+    /// Records the batch's first failed write (see [`Blocks::flush`]).
+    fn note_failure(&mut self, e: &StoreError) {
+        if let (None, StoreError::WriteFailed { path, source }) = (&self.failed, e) {
+            self.failed = Some((path.clone(), copy_io_error(source)));
+        }
+    }
+
+    /// Where the block files end now (call between batches, when nothing is pending).
+    pub fn end(&self) -> BlocksEnd {
+        let active = self.active();
+        BlocksEnd {
+            active,
+            size: active.and_then(|id| self.size(id)).unwrap_or(0),
+        }
+    }
+
+    /// Undoes every write since `end`: drops the pending bytes, deletes the blocks started
+    /// since, and cuts the block that was active back to its size then, so the bytes a failed
+    /// write left past it (whole records among them) can never be read, and the next record is
+    /// written where the last durable one ended.
+    pub fn undo_since(&mut self, end: BlocksEnd) -> Result<()> {
+        self.pending.clear();
+        self.failed = None;
+        let started: Vec<u32> = self
+            .blocks
+            .keys()
+            .copied()
+            .filter(|id| end.active.is_none_or(|active| *id > active))
+            .collect();
+        for id in started {
+            self.delete_started(id)?;
+        }
+        match end.active {
+            Some(id) => self.cut(id, end.size),
+            None => Ok(()),
+        }
+    }
+
+    /// Deletes block `id`, started by a batch being undone.
+    fn delete_started(&mut self, id: u32) -> Result<()> {
+        self.blocks.remove(&id);
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let path = block_path(dir, id);
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(StoreError::Io { path, source: e });
+            }
+            _ => {}
+        }
+        // Should the removal not be durable, a crash brings back a block whose records recovery
+        // would find: make it so now, or at least say so.
+        if let Err(e) = crate::fsutil::sync_dir(dir) {
+            tracing::warn!(path = %path.display(), error = %e, "syncing the removal of a block failed");
+        }
+        Ok(())
+    }
+
+    /// Cuts block `id` back to `size` bytes, syncing the cut (a later sync of the block does
+    /// that too, should this one fail: the next batch writes and syncs the same block).
+    fn cut(&mut self, id: u32, size: u64) -> Result<()> {
+        let path = self.path(id);
+        let dir = self.dir.as_deref().unwrap_or(Path::new(""));
+        let Some(block) = self.blocks.get_mut(&id) else {
+            return Ok(());
+        };
+        block.size = size;
+        match &mut block.body {
+            Body::Memory(v) => v.truncate(size as usize),
+            Body::File(cell) => {
+                let file = handle(dir, id, cell)?;
+                file.set_len(size).map_err(StoreError::io(&path))?;
+                if let Err(e) = file.sync_all() {
+                    tracing::warn!(path = %path.display(), error = %e, "syncing a cut block failed");
+                }
+            }
+        }
         Ok(())
     }
 

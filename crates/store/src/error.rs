@@ -28,9 +28,20 @@ pub enum StoreError {
     /// The stream does not exist (any more).
     #[error("stream {0:?} not found")]
     StreamNotFound(String),
-    /// The stream is closed or failed on a write; reopen the store.
+    /// The stream was closed (or deleted), or a failed write could not be undone; reopen the
+    /// store.
     #[error("stream {0:?} is closed")]
     Closed(String),
+    /// Writing the stream's block files failed — the disk is full, a quota is exhausted, or
+    /// another I/O error. Nothing of the request was stored and the stream stays open: a later
+    /// request is tried again (see [`StoreError::is_storage_full`]).
+    #[error("writing {path} failed: {source}")]
+    WriteFailed {
+        /// The file being written or synced.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// Another store (in this or another process) has the data directory open.
     #[error("data directory {0} is in use by another sluice store")]
     Locked(PathBuf),
@@ -90,9 +101,58 @@ impl StoreError {
         }
     }
 
+    /// Whether this is an I/O error for want of space: a full disk (`ENOSPC`) or an exhausted
+    /// quota (`EDQUOT`).
+    pub fn is_storage_full(&self) -> bool {
+        let (Self::WriteFailed { source, .. } | Self::Io { source, .. }) = self else {
+            return false;
+        };
+        matches!(
+            source.kind(),
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+        )
+    }
+
+    pub(crate) fn write_failed(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| Self::WriteFailed { path, source }
+    }
+
+    /// An I/O error met on the write path as a [`StoreError::WriteFailed`]; others unchanged.
+    pub(crate) fn into_write_failure(self) -> Self {
+        match self {
+            Self::Io { path, source } => Self::WriteFailed { path, source },
+            other => other,
+        }
+    }
+
+    /// This error as the failure of a write batch, copied for each request the batch failed: the
+    /// OS error code is kept, so [`StoreError::is_storage_full`] holds for every copy. (A batch
+    /// fails only on writing or syncing a file; anything else is copied as its message.)
+    pub(crate) fn copy_as_write_failure(&self) -> Self {
+        match self {
+            Self::WriteFailed { path, source } | Self::Io { path, source } => Self::WriteFailed {
+                path: path.clone(),
+                source: copy_io_error(source),
+            },
+            other => Self::WriteFailed {
+                path: PathBuf::new(),
+                source: std::io::Error::other(other.to_string()),
+            },
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
         move |source| Self::Io { path, source }
+    }
+}
+
+/// A copy of an I/O error with its OS error code (or its kind and message when it has none).
+pub(crate) fn copy_io_error(e: &std::io::Error) -> std::io::Error {
+    match e.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => std::io::Error::new(e.kind(), e.to_string()),
     }
 }
 

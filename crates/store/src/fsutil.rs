@@ -7,12 +7,13 @@ use std::path::Path;
 use crate::error::{Result, StoreError};
 
 /// Replaces `path` with `bytes` atomically: write a temp file, fsync it, rename it over the
-/// target, fsync the directory.
+/// target, fsync the directory. A temp file that fails to be written is removed, so a full disk is not left fuller.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
-    let mut f = File::create(&tmp).map_err(StoreError::io(&tmp))?;
-    f.write_all(bytes).map_err(StoreError::io(&tmp))?;
-    f.sync_all().map_err(StoreError::io(&tmp))?;
+    if let Err(e) = write_synced(&tmp, bytes) {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
     fs::rename(&tmp, path).map_err(StoreError::io(path))?;
     if let Some(dir) = path.parent() {
         sync_dir(dir)?;
@@ -27,6 +28,13 @@ pub fn damaged_name(path: &Path) -> std::path::PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(format!(".damaged-{}", crate::time::now_ns()));
     name.into()
+}
+
+/// Creates (or replaces) `path` with `bytes` and fsyncs it.
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = File::create(path).map_err(StoreError::io(path))?;
+    f.write_all(bytes).map_err(StoreError::io(path))?;
+    f.sync_all().map_err(StoreError::io(path))
 }
 
 /// fsyncs a directory so that entries created or renamed in it survive a crash.

@@ -22,6 +22,7 @@ mod fsutil;
 /// The on-disk decoders, exposed only for the fuzz targets in `fuzz/` (see `fuzz/README.md`).
 #[doc(hidden)]
 pub mod fuzzing;
+mod health;
 mod index;
 mod lease;
 mod limits;
@@ -32,6 +33,7 @@ mod proto;
 mod purge;
 mod record;
 mod recovery;
+mod rollback;
 mod rules;
 mod sched;
 mod schedule;
@@ -64,5 +66,5 @@ pub use stream::StreamHandle;
 pub use types::{
     Delivery, LostState, PubAck, PurgeRequest, RecoveryPath, RecoveryReport, Retained,
     SidecarRecovery, SourceResume, SourceStatus, StoredMessage, StreamInfo, StreamState,
-    Truncation, WriteStats,
+    Truncation, WriteHealth, WriteStats,
 };

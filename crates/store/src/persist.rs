@@ -3,7 +3,7 @@
 //! format ([`crate::index`], [`crate::thw`], [`crate::sched`], [`crate::sources`]), and removes
 //! the block files a snapshot no longer names.
 
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::fsutil;
 use crate::index;
 use crate::losses;
@@ -58,8 +58,16 @@ fn stamp_after(st: &State) -> u64 {
     st.table.last_seq + 1
 }
 
+/// Writes index.db and the sidecars, then deletes the block files they no longer name: those
+/// a removal forgot but could not delete because its index.db write failed (a full disk).
+pub fn write_snapshots(st: &mut State) -> Result<()> {
+    write_state(st)?;
+    st.blocks.remove_stray_files()
+}
+
 /// Removes every block that holds nothing needed any more: forgets them, then (for a file
-/// stream) deletes their files once a snapshot that no longer names them is on disk.
+/// stream) deletes their files once a snapshot that no longer names them is on disk. Called
+/// after a batch is written: nothing a failed batch did is ever deleted.
 pub fn drop_empty_blocks(st: &mut State) -> Result<()> {
     if !st.forget_empty_blocks() || st.dir.is_none() {
         return Ok(());
@@ -67,9 +75,21 @@ pub fn drop_empty_blocks(st: &mut State) -> Result<()> {
     // IMPORTANT: index.db records the last record's checksum, so the batch must be in the
     // active block's file before index.db is written.
     st.flush()?;
+    // IMPORTANT: the records that made the blocks removable (a purge marker, tombstones) are
+    // synced before any block goes, under every sync policy: a deleted block cannot come back.
+    sync_written_blocks(st)?;
     // IMPORTANT: index.db first, the files after. The index.db on disk then never names a block
     // file that is gone, and open can trust it without listing the directory (FORMAT.md); a
-    // crash in between leaves files that the next removal deletes as strays.
+    // crash in between leaves files that the next removal (or snapshot) deletes as strays.
     write_state(st)?;
     st.blocks.remove_stray_files()
+}
+
+/// fsyncs every block written since its last fsync.
+fn sync_written_blocks(st: &mut State) -> Result<()> {
+    for (path, f) in st.blocks.take_unsynced() {
+        f.sync_data().map_err(StoreError::write_failed(path))?;
+        st.stats.fsyncs += 1;
+    }
+    Ok(())
 }

@@ -1,7 +1,6 @@
 //! Purge and single-message delete.
 
 use crate::error::{ApiError, Result, StoreError};
-use crate::persist;
 use crate::proto::{self, FilterSet};
 use crate::state::State;
 use crate::types::PurgeRequest;
@@ -35,26 +34,18 @@ pub fn purge(st: &mut State, req: &PurgeRequest) -> Result<u64> {
         && req.keep.is_none()
         && upto >= st.table.last_seq
         && st.table.count() > 0;
-    let (n, everything) = if all {
-        // Start a fresh block so every old one can go once the purge marker is durable.
+    // Purging everything starts a fresh block, so that every old one can go once the purge
+    // marker is durable: the writer deletes them after the batch is written, synced first
+    // (`persist::drop_empty_blocks`).
+    if all {
         st.roll()?;
-        (st.remove_all(), true)
-    } else {
-        let doomed = doomed(st, &filter, upto, req)?;
-        let everything = doomed.len() as u64 == st.table.count();
-        if everything && !doomed.is_empty() {
-            st.roll()?;
-        }
-        (st.remove(&doomed)?.len() as u64, everything)
-    };
-    if everything {
-        st.flush()?;
-        for (path, f) in st.blocks.take_unsynced() {
-            f.sync_data().map_err(StoreError::io(path))?;
-        }
+        return Ok(st.remove_all());
     }
-    persist::drop_empty_blocks(st)?;
-    Ok(n)
+    let doomed = doomed(st, &filter, upto, req)?;
+    if !doomed.is_empty() && doomed.len() as u64 == st.table.count() {
+        st.roll()?;
+    }
+    Ok(st.remove(&doomed)?.len() as u64)
 }
 
 /// The live sequences a purge of `filter` up to `upto` (keeping `req.keep`) removes.

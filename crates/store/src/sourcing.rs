@@ -19,6 +19,8 @@
 //!   catalogue watch and starts when a stream of that name is created. An origin whose
 //!   incarnation differs from the recorded ident was deleted and recreated: the position
 //!   resets (warning logged, `resets` counted) and the start rule applies.
+//! - A batch the sourcing stream cannot write (a full disk) is not dropped: the source stops
+//!   and copies it again from its recorded position when the origin next changes.
 
 use std::collections::BTreeMap;
 use std::pin::pin;
@@ -453,6 +455,9 @@ impl Task {
                     Ok(a) if a.duplicate => self.status(|s| s.duplicates += 1),
                     Ok(_) => self.status(|s| s.sourced += 1),
                     Err(StoreError::Closed(n)) => return Err(StoreError::Closed(n)),
+                    // Nothing of the batch was stored (a full disk): copied again from the
+                    // last position recorded, not dropped.
+                    Err(e @ StoreError::WriteFailed { .. }) => return Err(e),
                     Err(e) => {
                         tracing::warn!(stream = %self.target.name(), source = %self.src.index_name, origin_seq = seq, error = %e, "sourced message rejected by the sourcing stream; dropped");
                         self.status(|s| s.dropped += 1);

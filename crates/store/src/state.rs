@@ -9,10 +9,12 @@ use crate::block::{Blocks, RecordSource};
 use crate::config::StreamConfig;
 use crate::dedupe::Dedupe;
 use crate::error::{Result, StoreError};
+use crate::health::Health;
 use crate::lease;
 use crate::losses::Lost;
 use crate::proto::{self, FilterSet};
 use crate::record::{self, Kind, RecordRef};
+use crate::recovery::Recovered;
 use crate::schedule::Schedules;
 use crate::sources::SourceIndex;
 use crate::table::{Found, MsgMeta, Table};
@@ -46,8 +48,10 @@ pub struct State {
     pub schedules: Schedules,
     /// Source positions.
     pub sources: SourceIndex,
-    /// Set after a failed write or on close: every further operation fails.
+    /// Set on close, or when a failed write could not be undone: every further operation fails.
     pub closed: bool,
+    /// Whether writes fail now, and the log of their failures.
+    pub health: Health,
     /// Write-path counters.
     pub stats: WriteStats,
     /// Front removals of this batch not yet recorded: a purge marker for this first sequence.
@@ -163,6 +167,29 @@ impl State {
         self.purge_to = Some(self.table.last_seq + 1);
         self.dirty = true;
         n
+    }
+
+    /// Whether the batch holds records not written yet (what [`State::flush`] writes).
+    pub fn has_unwritten(&self) -> bool {
+        self.blocks.has_pending() || self.purge_to.is_some()
+    }
+
+    /// Replaces what the stream holds with what recovery found in its files (undoing a failed
+    /// batch, see `rollback`); the configuration, identity, write health and counters stay.
+    pub fn restore(&mut self, r: Recovered) {
+        self.table = r.table;
+        self.blocks = r.blocks;
+        self.dedupe = r.dedupe;
+        self.last_msg_id = r.last_msg_id;
+        self.ttl = r.ttl;
+        self.schedules = r.schedules;
+        self.sources = r.sources;
+        self.purge_to = None;
+        self.dirty = !r.index_current;
+        self.lease = r.lease;
+        // Never above the last sequence: the next one appended must not be visible before it
+        // is written.
+        self.visible = self.visible.min(self.table.last_seq);
     }
 
     /// Writes the batch's front-removal marker (if any) and the batch to the active block.

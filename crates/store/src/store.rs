@@ -403,6 +403,7 @@ impl Store {
                 let settings = recovery::Settings {
                     block_size: opts.block_size,
                     dedupe_window: meta.config.dedupe_window(),
+                    raise_to_lease: true,
                 };
                 recovery::recover(&dir.join("msgs"), &settings, &mut report)?
             }
@@ -496,6 +497,7 @@ fn stream_state(meta: Meta, dir: Option<PathBuf>, r: Recovered) -> State {
         schedules: r.schedules,
         sources: r.sources,
         closed: false,
+        health: Default::default(),
         stats: Default::default(),
         dirty: !r.index_current,
         purge_to: None,

@@ -13,7 +13,7 @@ use crate::error::{Result, StoreError};
 use crate::proto::{FilterSet, Headers};
 use crate::rules::Publish;
 use crate::state::PendingRead;
-use crate::types::{PubAck, PurgeRequest, Retained, StoredMessage, StreamInfo};
+use crate::types::{PubAck, PurgeRequest, Retained, StoredMessage, StreamInfo, WriteHealth};
 use crate::writer::{Op, Shared};
 
 /// A handle to one stream; cheap to clone, usable from any thread or runtime.
@@ -173,6 +173,12 @@ impl StreamHandle {
                 .table
                 .blocks()
                 .any(|(_, b)| b.stats.sourced > 0 && b.stats.msgs > 0)
+    }
+
+    /// How the stream's writes are going: whether they fail now (a full disk, say) and how many
+    /// failed since open. Cheap: no I/O.
+    pub fn write_health(&self) -> WriteHealth {
+        self.shared.lock().health.report()
     }
 
     /// Whether the stream was closed or deleted.

@@ -131,6 +131,19 @@ pub struct WriteStats {
     pub msgs_stored: u64,
 }
 
+/// How a stream's writes are going: what `/readyz` and the metrics of the hub report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteHealth {
+    /// While writes of messages to the block files fail (a full disk, say): the latest error.
+    /// `None` again once a write succeeds.
+    pub failing: Option<String>,
+    /// Failed writes of message batches since open (each batch counts once, however many
+    /// requests it answered).
+    pub write_errors: u64,
+    /// Failed writes of index.db or a sidecar since open.
+    pub snapshot_errors: u64,
+}
+
 /// Everything known about a stream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamInfo {

@@ -1,6 +1,8 @@
 //! The writer thread of a stream: the only code that mutates it. Requests queue on a channel;
 //! the thread takes everything queued, applies it, writes the batch with one write call, syncs
 //! once per policy (group commit), then makes the batch visible and answers every request.
+//! A batch whose write or sync fails is answered with the error and undone ([`rollback`]); the
+//! stream stays open and the next batch is tried again.
 //! No tokio runtime is needed: answers go through `tokio::sync::oneshot`, which works anywhere.
 
 use std::fs::File;
@@ -16,6 +18,7 @@ use crate::error::{Result, StoreError};
 use crate::limits;
 use crate::persist;
 use crate::purge;
+use crate::rollback::{self, BatchStart};
 use crate::rules::{self, Publish};
 use crate::state::State;
 use crate::time::now_ns;
@@ -27,6 +30,9 @@ const MAX_BATCH: usize = 4096;
 const MAX_LINGER: Duration = Duration::from_millis(2);
 /// Longest sleep between housekeeping passes.
 const MAX_IDLE: Duration = Duration::from_millis(500);
+/// While writes fail: the shortest time between tries no request asked for (an expiry due, the
+/// index.db write that finds out whether the disk takes writes again).
+const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A request to the writer.
 pub enum Op {
@@ -79,14 +85,9 @@ enum Reply {
 }
 
 impl Reply {
-    fn fail(self, e: &StoreError, name: &str) -> Self {
-        let err = || match e {
-            StoreError::Io { path, source } => StoreError::Io {
-                path: path.clone(),
-                source: std::io::Error::new(source.kind(), source.to_string()),
-            },
-            _ => StoreError::Closed(name.to_string()),
-        };
+    /// This answer of a batch whose write failed with `e`: every success becomes `e`.
+    fn fail(self, e: &StoreError) -> Self {
+        let err = || e.copy_as_write_failure();
         match self {
             Reply::Ack(tx, Ok(_)) => Reply::Ack(tx, Err(err())),
             Reply::Batch(tx, acks) => {
@@ -152,10 +153,16 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
         let mut flush_now = false;
         let mut unsynced: Vec<(PathBuf, Arc<File>)>;
         let write_result;
+        let start;
+        let writes;
         {
             let mut st = shared.lock();
+            start = BatchStart::of(&st);
             for op in ops {
                 if st.closed {
+                    if let Op::Stop { persist } = op {
+                        stop = Some(persist);
+                    }
                     fail_op(op, &shared.name);
                     continue;
                 }
@@ -181,11 +188,8 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
             }
             if !st.closed {
                 housekeeping(&mut st);
-                // Limits may have emptied whole blocks during the batch.
-                if let Err(e) = persist::drop_empty_blocks(&mut st) {
-                    tracing::warn!(stream = %shared.name, error = %e, "removing empty blocks failed");
-                }
             }
+            writes = st.has_unwritten();
             write_result = st.flush();
             st.stats.batches += u64::from(!replies.is_empty());
             let sync_due = match shared.sync {
@@ -204,7 +208,7 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
             let started = Instant::now();
             for (path, f) in unsynced.drain(..) {
                 if let Err(e) = f.sync_data() {
-                    result = Err(StoreError::Io { path, source: e });
+                    result = Err(StoreError::WriteFailed { path, source: e });
                     break;
                 }
                 shared.lock().stats.fsyncs += 1;
@@ -214,23 +218,20 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
         }
         let visible = {
             let mut st = shared.lock();
-            if let Err(e) = &result {
-                tracing::error!(stream = %shared.name, error = %e, "write failed; stream closed until reopen");
-                st.closed = true;
-                replies = replies
-                    .into_iter()
-                    .map(|r| r.fail(e, &shared.name))
-                    .collect();
-            } else {
-                st.visible = st.table.last_seq;
+            match &result {
+                Ok(()) => commit(&mut st, writes),
+                Err(e) => {
+                    replies = replies.into_iter().map(|r| r.fail(e)).collect();
+                    abandon(&mut st, start, e, stop.is_none());
+                }
             }
-            if flush_now
+            let snapshot_due = flush_now
                 || (st.dirty && last_flush.elapsed() >= flush_every)
                 || (stop == Some(true) && st.dirty)
-            {
-                if let Err(e) = persist::write_state(&mut st) {
-                    tracing::warn!(stream = %shared.name, error = %e, "writing index.db failed");
-                }
+                || (st.health.blocks.failing().is_some() && last_flush.elapsed() >= RETRY_INTERVAL);
+            // A failed batch left the state as it was only once rebuilt: not when stopping.
+            if snapshot_due && !st.closed && (result.is_ok() || stop.is_none()) {
+                write_snapshots(&mut st);
                 last_flush = Instant::now();
             }
             if stop.is_some() {
@@ -243,6 +244,40 @@ pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
         if stop.is_some() {
             return;
         }
+    }
+}
+
+/// Makes a written batch visible, then removes the blocks it emptied (only now: a block is
+/// never deleted for a batch that might yet fail).
+fn commit(st: &mut State, wrote: bool) {
+    st.visible = st.table.last_seq;
+    if wrote {
+        st.health.blocks.succeeded(&st.config.name);
+    }
+    if let Err(e) = persist::drop_empty_blocks(st) {
+        st.health.snapshots.failed(&st.config.name, &e);
+    }
+}
+
+/// Undoes a batch whose write failed with `e` ([`rollback`]), rebuilding the state unless the
+/// stream is stopping. Only when the files cannot be put back is the stream closed.
+fn abandon(st: &mut State, start: BatchStart, e: &StoreError, rebuild: bool) {
+    st.health.blocks.failed(&st.config.name, e);
+    if let Err(undo) = rollback::undo(st, start, rebuild) {
+        tracing::error!(stream = %st.config.name, error = %undo, write_error = %e, "undoing a failed write failed; stream closed until reopen");
+        st.closed = true;
+    }
+}
+
+/// Writes index.db and the sidecars; a failure is logged (once per run of them) and retried at
+/// the next flush. A success while block writes fail shows the disk takes writes again.
+fn write_snapshots(st: &mut State) {
+    match persist::write_snapshots(st) {
+        Ok(()) => {
+            st.health.snapshots.succeeded(&st.config.name);
+            st.health.blocks.succeeded(&st.config.name);
+        }
+        Err(e) => st.health.snapshots.failed(&st.config.name, &e),
     }
 }
 
@@ -328,6 +363,10 @@ fn next_wake(shared: &Shared) -> Duration {
     }
     if let SyncPolicy::Interval(every) = shared.sync {
         wake = wake.min(every);
+    }
+    if st.health.blocks.failing().is_some() {
+        // An expiry due now would otherwise be tried (and undone) without pause.
+        wake = wake.max(RETRY_INTERVAL);
     }
     wake
 }

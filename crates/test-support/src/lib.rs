@@ -1,5 +1,6 @@
 //! Test bed for sluice: real `nats-server` and `sluice` processes on loopback ports, a strict
-//! Server-Sent Events client, a JSON HTTP client and a headless Chromium driver.
+//! Server-Sent Events client, a JSON HTTP client, a small tmpfs that fills up (root only) and a
+//! headless Chromium driver.
 //!
 //! Every process is killed when its handle is dropped, also while a failing test unwinds, and
 //! every wait has a deadline. A process that does not start gives a [`StartError`] naming the
@@ -11,6 +12,7 @@ pub mod http;
 mod nats;
 mod sluice;
 mod sse;
+mod tmpfs;
 mod wait;
 
 use std::path::PathBuf;
@@ -26,6 +28,7 @@ pub use sluice_sse::Frame;
 pub use sse::{DEFAULT_FRAME_TIMEOUT, SseClient};
 /// Re-exported so test crates can make temporary data directories without depending on it.
 pub use tempfile;
+pub use tmpfs::Tmpfs;
 pub use wait::{EVENTUALLY, eventually, eventually_async, wall_clock_passes};
 
 /// The root of the sluice repository (where `.venv` and `Cargo.toml` live).

@@ -21,6 +21,11 @@ pub enum BackendError {
     /// The backend cannot be reached or did not answer in time; the request may succeed later.
     #[error("backend unavailable: {0}")]
     Unavailable(#[from] Unavailable),
+    /// The embedded store could not write its files — a full disk, an exhausted quota, another
+    /// I/O error. Nothing of the request was stored and the stream stays open: the same request
+    /// may succeed once the storage takes writes again.
+    #[error("nothing was stored: {0}")]
+    Storage(StoreError),
     /// The embedded store failed: I/O, a damaged record, a refused stream name.
     #[error(transparent)]
     Store(StoreError),
@@ -70,7 +75,8 @@ pub enum Unavailable {
     /// The embedded store was shut down.
     #[error("the store is closed")]
     StoreClosed,
-    /// The embedded stream failed on a write or was closed; reopening the store brings it back.
+    /// The embedded stream was closed (or could not undo a failed write); reopening the store
+    /// brings it back.
     #[error("stream {0:?} is closed")]
     StreamClosed(String),
     /// A request got no answer within its time limit.
@@ -126,12 +132,13 @@ pub enum Unavailable {
 }
 
 impl BackendError {
-    /// The kind as the `sluice_backend_errors_total{kind}` label: `api`, `unavailable` or
-    /// `other`.
+    /// The kind as the `sluice_backend_errors_total{kind}` label: `api`, `unavailable`,
+    /// `storage` or `other`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Api(_) => "api",
             Self::Unavailable(_) => "unavailable",
+            Self::Storage(_) => "storage",
             Self::Store(_)
             | Self::Open { .. }
             | Self::OpenPanicked(_)
@@ -151,7 +158,7 @@ impl From<ApiError> for BackendError {
 
 /// A store error as the backend reports it: the store's own API errors as they are, a missing
 /// stream as JetStream's 404/10059, invalid subjects or configurations as 400/10003, a closed
-/// stream as unavailable.
+/// stream as unavailable, a failed write as a storage failure.
 impl From<StoreError> for BackendError {
     fn from(err: StoreError) -> Self {
         match err {
@@ -161,6 +168,7 @@ impl From<StoreError> for BackendError {
                 Self::Api(ApiError::bad_request().described(reason))
             }
             StoreError::Closed(name) => Self::Unavailable(Unavailable::StreamClosed(name)),
+            err @ StoreError::WriteFailed { .. } => Self::Storage(err),
             other => Self::Store(other),
         }
     }

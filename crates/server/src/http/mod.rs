@@ -129,7 +129,8 @@ pub(crate) fn bad_request(description: impl Into<String>) -> ApiError {
 }
 
 /// A backend error as an answer: the stream's refusal as it is; the backend out of reach as
-/// `503`, anything else as `500`, described by the error's message.
+/// `503`, storage that cannot be written (a full disk) as `507 Insufficient Storage`, anything
+/// else as `500`, described by the error's message.
 impl From<BackendError> for ApiError {
     fn from(err: BackendError) -> Self {
         match err {
@@ -137,6 +138,7 @@ impl From<BackendError> for ApiError {
             BackendError::Unavailable(_) => {
                 refusal(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
             }
+            BackendError::Storage(_) => refusal(StatusCode::INSUFFICIENT_STORAGE, err.to_string()),
             other => refusal(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
         }
     }

@@ -9,6 +9,7 @@
 use std::fs;
 use std::path::Path;
 
+use super::Settings;
 use super::scan::Evidence;
 use crate::error::{Result, StoreError};
 use crate::lease;
@@ -19,6 +20,7 @@ use crate::types::RecoveryReport;
 /// Works out the lost sequences into `table.losses` and `report`; returns the lease on disk.
 pub fn settle(
     msgs_dir: &Path,
+    settings: &Settings,
     evidence: &Evidence,
     damaged_bytes: u64,
     table: &mut Table,
@@ -37,7 +39,7 @@ pub fn settle(
     }
     found.add_bytes(damaged_bytes);
     let bound = read_lease(msgs_dir, report);
-    if bound > table.last_seq + 1 {
+    if settings.raise_to_lease && bound > table.last_seq + 1 {
         let (first, last) = (table.last_seq + 1, bound - 1);
         report.warn(format!(
             "sequences {first}..={last} are above the last intact record but within the sequence lease: reported as unconfirmed, never handed out again"

@@ -60,6 +60,10 @@ pub struct Settings {
     pub block_size: u64,
     /// The dedupe window.
     pub dedupe_window: Duration,
+    /// Raise the last sequence to the sequence lease (opening after a stop or a crash), or not
+    /// (undoing a batch whose write failed: its sequences were never acknowledged, so the next
+    /// batch takes them again).
+    pub raise_to_lease: bool,
 }
 
 /// Recovers the stream whose messages are in `msgs_dir`, recording in `report` what was found
@@ -83,7 +87,14 @@ pub fn recover(
     // IMPORTANT: the lost and unconfirmed sequences raise the table's last sequence before the
     // sidecars are judged against it (a sidecar is current when its stamp is above it) and
     // before anything is appended, so no sequence is handed out twice.
-    let lease = losses::settle(msgs_dir, &evidence, damaged_bytes, &mut table, report)?;
+    let lease = losses::settle(
+        msgs_dir,
+        settings,
+        &evidence,
+        damaged_bytes,
+        &mut table,
+        report,
+    )?;
     // Judged before the later phases add their warnings: a refused sidecar is accounted for
     // below, a dedupe window that could not be rebuilt changes nothing on disk.
     let blocks_current =

@@ -5,6 +5,7 @@
 
 mod config;
 mod losses;
+mod metrics;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,6 +31,7 @@ pub use config::{DEFAULT_STREAM, EmbeddedConfig, StreamDecl};
 /// A stream of the embedded store.
 #[derive(Debug)]
 pub struct EmbeddedBackend {
+    /// The store until shutdown; shared with the metrics collector.
     store: Arc<Mutex<Option<Store>>>,
     stream: String,
 }
@@ -71,6 +73,16 @@ impl EmbeddedBackend {
     /// The store, for administration (and tests that delete or recreate the stream).
     pub fn store(&self) -> Option<Store> {
         self.store.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// While a stream of the store cannot write (a full disk): which, and the latest error.
+    /// Publishes to the served stream may land in any stream of the store (its sources' origins).
+    fn failing_writes(&self) -> Option<String> {
+        let store = self.store()?;
+        store.list().into_iter().find_map(|name| {
+            let failing = store.stream(&name)?.write_health().failing?;
+            Some(format!("writes to stream {name:?} fail: {failing}"))
+        })
     }
 
     fn handle(&self) -> Result<StreamHandle, BackendError> {
@@ -234,7 +246,13 @@ impl Backend for EmbeddedBackend {
 
     async fn health(&self) -> Health {
         match self.handle() {
-            Ok(_) => Health::Ready,
+            Ok(_) => match self.failing_writes() {
+                Some(detail) => Health::Unavailable {
+                    cause: "storage",
+                    detail,
+                },
+                None => Health::Ready,
+            },
             Err(BackendError::Unavailable(reason)) => Health::Unavailable {
                 cause: "backend_closed",
                 detail: reason.to_string(),
@@ -251,6 +269,7 @@ impl Backend for EmbeddedBackend {
             store: self.store.clone(),
             stream: self.stream.clone(),
         }));
+        registry.register_collector(Box::new(metrics::StoreWriteErrors::new(self.store.clone())));
     }
 
     async fn shutdown(&self) {
