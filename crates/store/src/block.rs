@@ -136,6 +136,19 @@ fn create_block_file(dir: &Path, id: u32) -> Result<File> {
     Ok(file)
 }
 
+/// The `LastSeq` marker a block starts with.
+fn last_seq_marker(last_seq: u64, ts: i64) -> RecordRef<'static> {
+    RecordRef {
+        kind: Kind::LastSeq,
+        flags: 0,
+        seq: last_seq,
+        ts,
+        subject: &[],
+        headers: &[],
+        payload: &[],
+    }
+}
+
 /// The block ids present in `msgs_dir`, ascending; files not named `<n>.blk` are ignored.
 pub fn list_block_files(msgs_dir: &Path) -> Result<Vec<u32>> {
     let mut ids = Vec::new();
@@ -244,6 +257,10 @@ impl Blocks {
             .map(|id| self.blocks[&id].size + self.pending.len() as u64);
         if used.is_none_or(|u| u > 0 && u + len > self.max_size) {
             marker = Some(self.roll(last_seq, ts)?);
+        } else if used == Some(0) {
+            // A block recovery left empty (its bytes cut) starts with the marker as a new one
+            // does: it proves the sequences of an earlier block that loses its end.
+            marker = Some(self.push(&last_seq_marker(last_seq, ts)));
         }
         let loc = self.push(rec);
         Ok((loc, self.last_sum, marker))
@@ -278,16 +295,7 @@ impl Blocks {
                 dirty: true,
             },
         );
-        let marker = RecordRef {
-            kind: Kind::LastSeq,
-            flags: 0,
-            seq: last_seq,
-            ts,
-            subject: &[],
-            headers: &[],
-            payload: &[],
-        };
-        Ok(self.push(&marker))
+        Ok(self.push(&last_seq_marker(last_seq, ts)))
     }
 
     /// Writes the pending batch to the active block (one write call). Once a write of the batch

@@ -112,6 +112,11 @@ impl Losses {
         self.unconfirmed.ranges()
     }
 
+    /// Whether `seq` is an unconfirmed position.
+    pub fn is_unconfirmed(&self, seq: u64) -> bool {
+        self.unconfirmed.contains(seq)
+    }
+
     /// The first damaged run overlapping `[from, upto]`, clipped to it.
     pub fn damaged_in(&self, from: u64, upto: u64) -> Option<Lost> {
         let (first, last) = self.damaged.first_overlapping(from, upto)?;

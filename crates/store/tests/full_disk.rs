@@ -194,5 +194,10 @@ async fn closing_a_store_whose_disk_is_full_returns_promptly() {
     assert_eq!(state.msgs, 1);
     // The lease could not be settled on the full disk: the positions up to it are unconfirmed,
     // as after a crash, and never handed out again.
-    assert_eq!(reports[0].unconfirmed, Some(2..=state.last_seq), "{:?}", reports[0]);
+    assert_eq!(
+        reports[0].unconfirmed,
+        Some(2..=state.last_seq),
+        "{:?}",
+        reports[0]
+    );
 }

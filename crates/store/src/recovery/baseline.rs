@@ -8,6 +8,7 @@ use std::path::Path;
 use crate::block::{block_path, list_block_files};
 use crate::error::{Result, StoreError};
 use crate::index;
+use crate::lease;
 use crate::table::Table;
 use crate::types::{RecoveryPath, RecoveryReport};
 
@@ -124,9 +125,10 @@ fn stale_claims(msgs_dir: &Path) -> Vec<(u64, u64)> {
 /// Loads index.db if it matches the blocks (`None` when there is none).
 ///
 /// Blocks are deleted only after an index.db that no longer names them is on disk, and new
-/// blocks take the next id, so when no block follows index.db's last one, the blocks are
-/// exactly those it names and the directory is not listed (a listing costs O(blocks)). When one
-/// follows (blocks started after the snapshot), the directory is listed and must match.
+/// blocks take the next id, so when no block follows index.db's last one and nothing was
+/// published after it (the lease is as the snapshot settled it), the blocks are exactly those
+/// it names and the directory is not listed (a listing costs O(blocks)). Otherwise (blocks may
+/// have been started after the snapshot) the directory is listed and must match.
 fn matching_index(msgs_dir: &Path) -> Result<Option<Matching>, Rejected> {
     let bytes = match fs::read(msgs_dir.join(index::FILE)) {
         Ok(b) => b,
@@ -136,9 +138,13 @@ fn matching_index(msgs_dir: &Path) -> Result<Option<Matching>, Rejected> {
     let snapshot = index::decode(&bytes, msgs_dir.to_path_buf()).map_err(Rejected::Malformed)?;
     let claimed: Vec<u32> = snapshot.blocks.iter().map(|b| b.id).collect();
     let last_claimed = claimed.last().copied();
+    // IMPORTANT: `<last + 1>.blk` missing proves nothing after a crash: blocks begun after the
+    // snapshot may be there with that one deleted. Only a lease settled at the snapshot's last
+    // sequence (nothing published since) lets the listing be skipped.
     let followed = last_claimed
         .and_then(|l| l.checked_add(1))
-        .is_none_or(|next| block_path(msgs_dir, next).exists());
+        .is_none_or(|next| block_path(msgs_dir, next).exists())
+        || !lease_settled_at(msgs_dir, snapshot.table.last_seq);
     let ids = if followed {
         let ids = list_block_files(msgs_dir).map_err(Rejected::Listing)?;
         let listed_then: Vec<u32> = ids
@@ -166,6 +172,15 @@ fn matching_index(msgs_dir: &Path) -> Result<Option<Matching>, Rejected> {
         scan_from,
         ids,
     }))
+}
+
+/// Whether lease.db verifies and is exactly `last_seq + 1`: as the snapshot of `last_seq`
+/// left it, so no message was published after it (the first one raises the lease).
+fn lease_settled_at(msgs_dir: &Path, last_seq: u64) -> bool {
+    fs::read(msgs_dir.join(lease::FILE))
+        .ok()
+        .and_then(|b| lease::decode(&b).ok())
+        .is_some_and(|bound| Some(bound) == last_seq.checked_add(1))
 }
 
 /// Checks the last block against index.db: at least the size it claims, ending (at that size)

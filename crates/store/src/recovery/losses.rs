@@ -3,8 +3,9 @@
 //! The sequences the scan's evidence shows existed but are gone are added to lost.db's
 //! damaged runs; the sequence lease ([`crate::lease`]) raises the last sequence past
 //! anything that may have been handed out, the positions above the last intact record
-//! becoming an unconfirmed run. lost.db is written before anything else happens when either
-//! grew: the evidence of a cut tail is gone once it is set aside.
+//! becoming an unconfirmed run; so do the positions lost.db already names. lost.db is written
+//! before anything else happens when either grew: the evidence of a cut tail is gone once it
+//! is set aside. A lease that does not cover the last sequence is written again at once.
 
 use std::fs;
 use std::path::Path;
@@ -27,7 +28,7 @@ pub fn settle(
     report: &mut RecoveryReport,
 ) -> Result<u64> {
     let mut found = read_losses(msgs_dir, report);
-    report.lost = evidence.lost(table);
+    report.lost = evidence.lost(table, &found);
     for r in &report.lost {
         tracing::warn!(
             stream = report.stream,
@@ -48,10 +49,28 @@ pub fn settle(
         report.unconfirmed = Some(first..=last);
         table.raise_last(last);
     }
+    // IMPORTANT: the positions lost.db names are never handed out again, even when index.db and
+    // lease.db, which also cover them, are gone. Raised only after the lease is judged against
+    // the last intact record, so that what was cut above it is still told as unconfirmed.
+    let recorded = found
+        .damaged()
+        .chain(found.unconfirmed())
+        .map(|(_, last)| last);
+    if let Some(last) = recorded.max() {
+        table.raise_last(last);
+    }
     if found.is_unsaved() {
         found.write(&msgs_dir.join(losses::FILE), table.last_seq + 1)?;
     }
     table.losses = found;
+    // IMPORTANT: a lease that does not cover the last sequence (set aside or deleted) is written
+    // again now: until the first batch would, a second crash and a cut tail would leave nothing
+    // to say which sequences were handed out.
+    if table.last_seq > 0 && bound <= table.last_seq {
+        let exact = table.last_seq + 1;
+        lease::write(msgs_dir, exact)?;
+        return Ok(exact);
+    }
     Ok(bound)
 }
 

@@ -13,6 +13,7 @@ use std::path::Path;
 use super::baseline::Baseline;
 use crate::block::{Loc, block_path};
 use crate::error::{Result, StoreError};
+use crate::losses::Losses;
 use crate::proto::{self, names};
 use crate::record::{self, DecodeError, Kind, RecordRef, flags};
 use crate::table::{MsgMeta, Table};
@@ -332,14 +333,18 @@ impl Evidence {
     }
 
     /// The lost sequences as ranges; raises the table's last sequence past them so they are never
-    /// reused.
-    pub fn lost(&self, table: &mut Table) -> Vec<RangeInclusive<u64>> {
+    /// reused. Positions `known` (lost.db) already holds as unconfirmed are not: a leading marker
+    /// of a block begun after them claims them, but no record of them was ever proven.
+    pub fn lost(&self, table: &mut Table, known: &Losses) -> Vec<RangeInclusive<u64>> {
         let mut lost: Vec<RangeInclusive<u64>> = Vec::new();
         let mut claimed: Vec<u64> = Vec::new();
         for &(from, to) in &self.claims {
             table.raise_last(to);
             claimed.extend((from..=to).filter(|s| {
-                *s >= self.purged_below && !self.deleted.contains(s) && !table.contains(*s)
+                *s >= self.purged_below
+                    && !self.deleted.contains(s)
+                    && !table.contains(*s)
+                    && !known.is_unconfirmed(*s)
             }));
         }
         claimed.sort_unstable();
