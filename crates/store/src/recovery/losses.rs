@@ -59,8 +59,12 @@ pub fn settle(
     if let Some(last) = recorded.max() {
         table.raise_last(last);
     }
-    if found.is_unsaved() {
-        found.write(&msgs_dir.join(losses::FILE), table.last_seq + 1)?;
+    // A lost.db that cannot be written now (a full disk) stays unsaved: the next snapshot
+    // writes it.
+    if found.is_unsaved()
+        && let Err(e) = found.write(&msgs_dir.join(losses::FILE), table.last_seq + 1)
+    {
+        report.warn(format!("lost positions not written yet: {e}"));
     }
     table.losses = found;
     // IMPORTANT: a lease that does not cover the last sequence (set aside or deleted) is written
@@ -68,8 +72,11 @@ pub fn settle(
     // to say which sequences were handed out.
     if table.last_seq > 0 && bound <= table.last_seq {
         let exact = table.last_seq + 1;
-        lease::write(msgs_dir, exact)?;
-        return Ok(exact);
+        match lease::write(msgs_dir, exact) {
+            Ok(()) => return Ok(exact),
+            // The first batch writes it before any of its records (`State::flush`).
+            Err(e) => report.warn(format!("sequence lease not written yet: {e}")),
+        }
     }
     Ok(bound)
 }
