@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::fsutil::{Reader, put_uvarint, put_varint};
-use crate::table::{BlockEntry, BlockStats, RangeSet, SubjectSummary, Table, Unread};
+use crate::table::{BlockEntry, BlockStats, MAX_SEQ, RangeSet, SubjectSummary, Table, Unread};
 
 /// The file's name in `msgs/`.
 pub const FILE: &str = "index.db";
@@ -125,9 +125,11 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
         *x = r.u64().ok_or_else(|| bad("header"))?;
     }
     let [last_seq, last_ts, last_checksum, first_seq, first_ts] = header;
-    // The next sequence must exist (found by the `store_index` fuzz target).
-    if last_seq == u64::MAX {
-        return Err("last sequence leaves no next one".into());
+    // The next sequences must exist (found by the `store_index` and `store_open` targets).
+    if last_seq > MAX_SEQ {
+        return Err(format!(
+            "last sequence {last_seq} is past the highest one, so leaves no next one"
+        ));
     }
     // A block takes at least 14 bytes: 13 one-byte uvarints/varints and a range count.
     let n = r.count(14).ok_or_else(|| bad("block count"))?;

@@ -13,6 +13,7 @@ use std::path::Path;
 
 use crate::error::Result;
 use crate::sidecar;
+use crate::table::MAX_SEQ;
 
 /// The file's name in `msgs/`.
 pub const FILE: &str = "lease.db";
@@ -33,6 +34,10 @@ pub fn decode(bytes: &[u8]) -> std::result::Result<u64, String> {
     if s.count != 0 || !s.body.is_empty() {
         return Err("unexpected entries".into());
     }
+    // Recovery raises the last sequence to the bound − 1 (found by the `store_open` target).
+    if s.stamp > MAX_SEQ + 1 {
+        return Err(format!("bound {} is past the highest sequence", s.stamp));
+    }
     Ok(s.stamp)
 }
 
@@ -49,5 +54,18 @@ mod tests {
         bytes[3] ^= 1;
         assert_eq!(decode(&bytes), Err("checksum mismatch".into()));
         assert!(decode(&[]).unwrap_err().contains("too short"));
+    }
+
+    /// Found by the `store_open` fuzz target: a lease (with a valid checksum) at `u64::MAX`
+    /// raised the last sequence so far that the next one overflowed.
+    #[test]
+    fn a_bound_past_the_highest_sequence_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), MAX_SEQ + 1).unwrap();
+        let bytes = std::fs::read(dir.path().join(FILE)).unwrap();
+        assert_eq!(decode(&bytes), Ok(MAX_SEQ + 1));
+        write(dir.path(), MAX_SEQ + 2).unwrap();
+        let bytes = std::fs::read(dir.path().join(FILE)).unwrap();
+        assert!(decode(&bytes).unwrap_err().contains("past the highest"));
     }
 }

@@ -19,7 +19,8 @@ mod config;
 mod dedupe;
 mod error;
 mod fsutil;
-/// The on-disk decoders, exposed only for the fuzz targets in `fuzz/` (see `fuzz/README.md`).
+/// The on-disk decoders and the `store_open` body, exposed only for the fuzz targets in `fuzz/`
+/// and `tests/open_fuzzed_dirs.rs` (see `fuzz/README.md`).
 #[doc(hidden)]
 pub mod fuzzing;
 mod health;

@@ -21,7 +21,7 @@ use std::path::Path;
 use crate::error::Result;
 use crate::fsutil::{Reader, put_uvarint};
 use crate::sidecar;
-use crate::table::RangeSet;
+use crate::table::{MAX_SEQ, RangeSet};
 
 /// The file's name in `msgs/`.
 pub const FILE: &str = "lost.db";
@@ -112,11 +112,6 @@ impl Losses {
         self.unconfirmed.ranges()
     }
 
-    /// Whether `seq` is an unconfirmed position.
-    pub fn is_unconfirmed(&self, seq: u64) -> bool {
-        self.unconfirmed.contains(seq)
-    }
-
     /// The first damaged run overlapping `[from, upto]`, clipped to it.
     pub fn damaged_in(&self, from: u64, upto: u64) -> Option<Lost> {
         let (first, last) = self.damaged.first_overlapping(from, upto)?;
@@ -180,7 +175,10 @@ impl Losses {
             let kind = r.u8().ok_or("malformed entry")?;
             let first = r.uvarint().ok_or("malformed entry")?;
             let len = r.uvarint().ok_or("malformed entry")?;
-            let last = first.checked_add(len).ok_or("range overflows")?;
+            let last = first
+                .checked_add(len)
+                .filter(|last| *last <= MAX_SEQ)
+                .ok_or("a run past the highest sequence")?;
             let cause = match kind {
                 0 => LossCause::Damaged,
                 1 => LossCause::Unconfirmed,
@@ -213,6 +211,7 @@ mod tests {
             runs in proptest::collection::vec((any::<bool>(), 0u64..1000, 0u64..20), 0..12),
             bytes in any::<u64>(),
             junk in proptest::collection::vec(any::<u8>(), 0..64),
+            first_of_forged in any::<u64>(),
         ) {
             let mut losses = Losses::default();
             for (damaged, first, len) in runs {
@@ -222,6 +221,9 @@ mod tests {
             losses.add_bytes(bytes);
             prop_assert_eq!(Losses::decode(&losses.encode(7)), Ok(losses));
             let _ = Losses::decode(&junk);
+            let mut forged = Losses::default();
+            forged.add(LossCause::Damaged, first_of_forged, u64::MAX);
+            prop_assert!(Losses::decode(&forged.encode(7)).is_err());
         }
     }
 

@@ -16,7 +16,7 @@ use crate::error::{Result, StoreError};
 use crate::losses::Losses;
 use crate::proto::{self, names};
 use crate::record::{self, DecodeError, Kind, RecordRef, flags};
-use crate::table::{MsgMeta, Table};
+use crate::table::{MAX_SEQ, MsgMeta, RangeSet, Table};
 use crate::types::{RecoveryReport, Truncation};
 
 /// The stream after the scan.
@@ -108,6 +108,8 @@ fn scan_block(
     let mut bad: Option<(usize, &str)> = None;
     while off < data.len() {
         let reason = match record::decode(&data[off..]) {
+            // Verifies, but names a sequence the store never hands out (see `MAX_SEQ`).
+            Ok((rec, _, _)) if rec.seq > MAX_SEQ => "record past the highest sequence",
             Ok((rec, len, sum)) => {
                 let last_seq = out.table.last_seq;
                 if apply(
@@ -334,25 +336,48 @@ impl Evidence {
 
     /// The lost sequences as ranges; raises the table's last sequence past them so they are never
     /// reused. Positions `known` (lost.db) already holds as unconfirmed are not: a leading marker
-    /// of a block begun after them claims them, but no record of them was ever proven.
+    /// of a block begun after them claims them, but no record of them was ever proven. Works on
+    /// ranges: the cost follows the claims, the live runs and the deletions, never the number of
+    /// sequences a claim spans (a marker or a stale index.db can claim billions).
     pub fn lost(&self, table: &mut Table, known: &Losses) -> Vec<RangeInclusive<u64>> {
-        let mut lost: Vec<RangeInclusive<u64>> = Vec::new();
-        let mut claimed: Vec<u64> = Vec::new();
+        if self.claims.is_empty() {
+            return Vec::new();
+        }
+        let mut explained = RangeSet::default();
+        for (first, last) in table.live_ranges() {
+            explained.insert(first, last);
+        }
+        for &s in &self.deleted {
+            explained.insert(s, s);
+        }
+        if self.purged_below > 0 {
+            explained.insert(0, self.purged_below - 1);
+        }
+        for (first, last) in known.unconfirmed() {
+            explained.insert(first, last);
+        }
+        let mut claimed = RangeSet::default();
         for &(from, to) in &self.claims {
             table.raise_last(to);
-            claimed.extend((from..=to).filter(|s| {
-                *s >= self.purged_below
-                    && !self.deleted.contains(s)
-                    && !table.contains(*s)
-                    && !known.is_unconfirmed(*s)
-            }));
+            claimed.insert(from, to);
         }
-        claimed.sort_unstable();
-        claimed.dedup();
-        for s in claimed {
-            match lost.last_mut() {
-                Some(r) if *r.end() + 1 == s => *r = *r.start()..=s,
-                _ => lost.push(s..=s),
+        let mut lost = Vec::new();
+        for (from, to) in claimed.ranges() {
+            let mut at = from;
+            loop {
+                at = explained.next_absent(at);
+                // (`next_absent` saturates: a set reaching `u64::MAX` gives it back.)
+                if at > to || explained.contains(at) {
+                    break;
+                }
+                let end = explained
+                    .next_present(at)
+                    .map_or(to, |next| to.min(next - 1));
+                lost.push(at..=end);
+                match end.checked_add(1) {
+                    Some(next) if end < to => at = next,
+                    _ => break,
+                }
             }
         }
         lost

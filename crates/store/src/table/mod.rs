@@ -22,6 +22,12 @@ use crate::losses::{LossCause, Losses, Lost};
 use crate::proto::{self, FilterSet};
 use crate::types::LostState;
 
+/// The highest last sequence a stream file may name (2^63 − 1). Recovery refuses a record,
+/// marker, lease or index.db above it: the store never wrote one (2^63 messages at a billion
+/// a second take 292 years), and from one near `u64::MAX` the next sequence, or the lease
+/// raised past it, would overflow.
+pub const MAX_SEQ: u64 = i64::MAX as u64;
+
 /// A subject's live count and the blocks that may hold it: no block outside
 /// `[first_block, last_block]` does; blocks inside may not (bounds are tightened by reads).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -73,9 +73,19 @@ impl RangeSet {
         Some((start, end))
     }
 
-    /// Number of sequences in the set.
+    /// The first sequence at or above `from` that is in the set.
+    pub fn next_present(&self, from: u64) -> Option<u64> {
+        if self.contains(from) {
+            return Some(from);
+        }
+        self.ranges.range(from..).next().map(|(start, _)| *start)
+    }
+
+    /// Number of sequences in the set (saturating: one range may span every sequence).
     pub fn len(&self) -> u64 {
-        self.ranges.iter().map(|(s, e)| e - s + 1).sum()
+        self.ranges.iter().fold(0u64, |n, (s, e)| {
+            n.saturating_add((e - s).saturating_add(1))
+        })
     }
 
     /// Number of ranges.
