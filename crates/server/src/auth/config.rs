@@ -120,9 +120,44 @@ pub struct PemKey {
 /// A configuration value that must never be printed.
 ///
 /// It is written out (serialized) as `(redacted)`, so a dumped configuration never holds it.
-#[derive(Clone, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
+
+/// Reads a secret as a string; any other value is refused without being echoed (serde's
+/// "invalid type: integer `…`" would print it).
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SecretVisitor;
+        impl serde::de::Visitor<'_> for SecretVisitor {
+            type Value = Secret;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("the secret as a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Secret, E> {
+                Ok(Secret::new(v))
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Secret, E> {
+                Err(not_a_string())
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Secret, E> {
+                Err(not_a_string())
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Secret, E> {
+                Err(not_a_string())
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Secret, E> {
+                Err(not_a_string())
+            }
+            fn visit_bytes<E: serde::de::Error>(self, _: &[u8]) -> Result<Secret, E> {
+                Err(not_a_string())
+            }
+        }
+        fn not_a_string<E: serde::de::Error>() -> E {
+            E::custom("expected the secret as a string (the value of a secret key is never shown)")
+        }
+        deserializer.deserialize_any(SecretVisitor)
+    }
+}
 
 impl Secret {
     /// Wraps a secret value.

@@ -67,7 +67,7 @@ pub fn load_str(
 ) -> Result<Loaded, ConfigError> {
     let mut table: Table = toml::from_str(text).map_err(|err| ConfigError::Syntax {
         origin: origin.to_owned(),
-        message: err.to_string(),
+        message: syntax_message(text, &err),
     })?;
     let known = known_keys();
     let mut warnings = Vec::new();
@@ -91,13 +91,42 @@ pub fn load_str(
     apply(&mut table, overrides);
     let config: Config = serde_path_to_error::deserialize(Value::Table(table)).map_err(|err| {
         let key = err.path().to_string();
+        let message = if holds_secret(&key) {
+            format!("`{key}`: expected a string (the value of a secret key is never shown)")
+        } else {
+            format!("`{key}`: {}", err.into_inner())
+        };
         ConfigError::Syntax {
             origin: origin.to_owned(),
-            message: format!("`{key}`: {}", err.into_inner()),
+            message,
         }
     })?;
     config.validate()?;
     Ok((config, warnings))
+}
+
+/// Keys whose values are secrets (`auth.*.secret`, `nats.password`, `nats.token`): an error
+/// about one names the key, never the value.
+const SECRET_KEYS: [&str; 3] = ["secret", "password", "token"];
+
+fn holds_secret(key_path: &str) -> bool {
+    key_path
+        .rsplit('.')
+        .next()
+        .is_some_and(|last| SECRET_KEYS.contains(&last))
+}
+
+/// A TOML syntax error as line, column and the parser's message — never the source line, which
+/// may hold a secret (`secret = "…` left unterminated).
+fn syntax_message(text: &str, err: &toml::de::Error) -> String {
+    let message = err.message().trim();
+    let Some(span) = err.span() else {
+        return message.to_owned();
+    };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("line {line}, column {column}: {message}")
 }
 
 /// Applies command-line style overrides to the merged table.

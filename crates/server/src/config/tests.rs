@@ -259,3 +259,42 @@ fn jetstream_section_is_part_of_the_tree() {
     let message = error_text("[jetstream]\nstream = \"S\"\nbogus = 1\n");
     assert!(message.contains("bogus"), "{message}");
 }
+
+/// Errors about the configuration point at line, column and key, and never print the value of
+/// a secret key, whatever is wrong with the file.
+#[test]
+fn configuration_errors_never_print_a_secret() {
+    const SECRET: &str = "hunter2-very-secret";
+    let auth = |secret_line: &str| {
+        format!(
+            "[auth.subscribe]\nalgorithms = [\"HS256\"]\n[[auth.subscribe.keys]]\ntype = \"hmac\"\n{secret_line}\n"
+        )
+    };
+    let cases = [
+        // An unterminated string: the parser's excerpt would quote the whole line.
+        auth(&format!("secret = \"{SECRET}")),
+        // A duplicated key.
+        auth(&format!("secret = \"{SECRET}\"\nsecret = \"{SECRET}\"")),
+        // Junk after the value.
+        auth(&format!("secret = \"{SECRET}\" junk")),
+        format!("backend = \"jetstream\"\n[jetstream]\npassword = \"{SECRET}\nuser = \"u\"\n"),
+        format!("backend = \"jetstream\"\n[jetstream]\ntoken = \"{SECRET}\" ]\n"),
+    ];
+    for text in &cases {
+        let message = error_text(text);
+        assert!(!message.contains(SECRET), "{message}");
+        assert!(message.contains("line "), "{message}");
+    }
+    // A secret of the wrong type: the key is named, the value is not shown.
+    for (text, key) in [
+        (auth("secret = 1234567"), "auth.subscribe.keys"),
+        (
+            "backend = \"jetstream\"\n[jetstream]\ntoken = 1234567\n".to_owned(),
+            "jetstream.token",
+        ),
+    ] {
+        let message = error_text(&text);
+        assert!(!message.contains("1234567"), "{message}");
+        assert!(message.contains(key), "{message}");
+    }
+}
