@@ -76,6 +76,7 @@ pub async fn by_path(
 
 fn reject(hub: &Hub, reason: &'static str, err: ApiError) -> Response {
     Metrics::count(&hub.metrics.rejected, "reason", reason);
+    tracing::info!(reason, status = err.status, detail = %err.description, "event stream refused");
     error_response(&err)
 }
 
@@ -116,6 +117,7 @@ async fn subscribe<'a>(
         Ok(grant) => grant,
         Err(err) => {
             Metrics::count(&hub.metrics.rejected, "reason", err.reason());
+            tracing::info!(reason = err.reason(), status = err.status().as_u16(), detail = %err, "event stream refused");
             return err.into_response();
         }
     };

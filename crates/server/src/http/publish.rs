@@ -81,10 +81,7 @@ pub async fn publish(
         .authenticate(Direction::Publish, &headers, uri.query())
     {
         Ok(grant) => grant,
-        Err(err) => {
-            Metrics::count(&hub.metrics.publishes, "result", "unauthorized");
-            return err.into_response();
-        }
+        Err(err) => return refused_by_auth(&hub, err),
     };
     match store(&hub, &grant, &body).await {
         Ok(answer) => {
@@ -96,10 +93,7 @@ pub async fn publish(
             Metrics::count(&hub.metrics.publishes, "result", result);
             Json(answer).into_response()
         }
-        Err(Failure::Auth(err)) => {
-            Metrics::count(&hub.metrics.publishes, "result", "unauthorized");
-            err.into_response()
-        }
+        Err(Failure::Auth(err)) => refused_by_auth(&hub, err),
         Err(Failure::Api(err)) => {
             let result = if (400..500).contains(&err.status) {
                 "rejected"
@@ -107,9 +101,17 @@ pub async fn publish(
                 "failed"
             };
             Metrics::count(&hub.metrics.publishes, "result", result);
+            tracing::info!(result, status = err.status, detail = %err.description, "publish refused");
             error_response(&err)
         }
     }
+}
+
+/// A publish the authorization refused: counted, logged with its reason, answered.
+fn refused_by_auth(hub: &Hub, err: AuthError) -> Response {
+    Metrics::count(&hub.metrics.publishes, "result", "unauthorized");
+    tracing::info!(result = "unauthorized", reason = err.reason(), status = err.status().as_u16(), detail = %err, "publish refused");
+    err.into_response()
 }
 
 /// Why a publish failed: an authorization refusal or any other error.

@@ -99,6 +99,11 @@ impl Drop for ConnectionGuard {
             self.metrics.slow_disconnects.inc();
         }
         Metrics::count(&self.metrics.disconnects, "reason", reason);
-        tracing::info!(disconnect_reason = reason, peer = ?self.peer, delivered = self.delivered, "event stream ended");
+        tracing::info!(
+            disconnect_reason = reason,
+            peer = self.peer.map(tracing::field::display),
+            delivered = self.delivered,
+            "event stream ended"
+        );
     }
 }
