@@ -42,10 +42,7 @@ pub async fn by_query(
     headers: HeaderMap,
     extensions: Extensions,
 ) -> Response {
-    let topics = params
-        .iter()
-        .filter(|(k, _)| k == "topic")
-        .map(|(_, v)| v.as_str());
+    let topics = query_topics(&params);
     let request = RequestParts {
         params: &params,
         query: uri.query(),
@@ -65,13 +62,23 @@ pub async fn by_path(
     extensions: Extensions,
 ) -> Response {
     let topic = topics::from_path(&path);
+    // `topic=` parameters add to the path's topic, as in the query form: none is dropped.
+    let topics = std::iter::once(topic.as_str()).chain(query_topics(&params));
     let request = RequestParts {
         params: &params,
         query: uri.query(),
         headers: &headers,
         extensions: &extensions,
     };
-    subscribe(&hub, [topic.as_str()], request).await
+    subscribe(&hub, topics, request).await
+}
+
+/// The values of the `topic` parameters.
+fn query_topics(params: &[(String, String)]) -> impl Iterator<Item = &str> {
+    params
+        .iter()
+        .filter(|(k, _)| k == "topic")
+        .map(|(_, v)| v.as_str())
 }
 
 fn reject(hub: &Hub, reason: &'static str, err: ApiError) -> Response {

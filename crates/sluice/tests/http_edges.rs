@@ -1,6 +1,7 @@
-//! Every refusal is logged with its reason (docs/OPERATIONS.md, "Logs"): a subscription or a
-//! publish refused as a bad request or by authorization leaves an info line naming the reason
-//! and status, and a stream's end names its peer as an address.
+//! HTTP edges through the real binary: every refusal is logged with its reason
+//! (docs/OPERATIONS.md, "Logs") — a subscription or a publish refused as a bad request or by
+//! authorization leaves an info line naming the reason and status, and a stream's end names its
+//! peer as an address; the path form of `GET /events` adds its `topic=` parameters.
 
 use std::time::Duration;
 
@@ -62,4 +63,27 @@ async fn refusals_are_logged_with_their_reason_and_peers_as_addresses() {
         "{line}"
     );
     hub.terminate(Duration::from_secs(10)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_path_form_adds_the_topic_parameters_instead_of_dropping_them() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let args = ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()];
+    let hub = SluiceProcess::start(BIN, args).await.expect("serve starts");
+    let mut client = SseClient::connect(&hub.url("/events/a/b?topic=c.d"))
+        .await
+        .unwrap();
+    let connected = client.next_event().await.unwrap();
+    assert_eq!(connected.event_type(), "connected");
+    assert_eq!(
+        connected.data.as_deref(),
+        Some(r#"{"topics":["a.b","c.d"]}"#)
+    );
+    let body = json!({ "topic": "c.d", "payload": "to the query topic" });
+    let answer = http::post_json(&hub.url("/publish"), &body).await.unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let message = client.next_event().await.unwrap();
+    assert_eq!(message.event_type(), "message");
+    assert!(message.data.unwrap().contains("to the query topic"));
 }
