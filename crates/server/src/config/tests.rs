@@ -137,15 +137,25 @@ fn origins_that_can_never_match_are_rejected() {
         "https://*.example.com",
         "ftp://example.com",
         "https://example.com:99999",
+        "https://app.example.com:443",
+        "http://app.example.com:80",
     ] {
         let message = error_text(&format!("[cors]\nallowed_origins = [{origin:?}]\n"));
         assert!(message.contains(origin), "{origin}: {message}");
     }
+    let message = error_text("[cors]\nallowed_origins = [\"https://app.example.com:443\"]\n");
+    assert!(
+        message.contains("cors.allowed_origins[0]")
+            && message.contains("default port: write \"https://app.example.com\""),
+        "{message}"
+    );
     for origin in [
         "*",
         "https://app.example.com",
         "http://127.0.0.1:8080",
         "http://[::1]:3000",
+        "https://app.example.com:8443",
+        "http://app.example.com:443",
     ] {
         load_text(&format!("[cors]\nallowed_origins = [{origin:?}]\n")).expect(origin);
     }

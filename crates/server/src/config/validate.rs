@@ -319,5 +319,16 @@ fn allowed_origin(key: &str, origin: &str) -> Result<(), ConfigError> {
     {
         return Err(never("the port is not a number from 0 to 65535"));
     }
+    let default_port = if origin.starts_with("https://") {
+        "443"
+    } else {
+        "80"
+    };
+    if port == Some(default_port) {
+        let without = origin.trim_end_matches(default_port).trim_end_matches(':');
+        return Err(never(&format!(
+            "browsers leave out the scheme's default port: write {without:?}"
+        )));
+    }
     Ok(())
 }
