@@ -60,6 +60,12 @@ enum StreamCommand {
 
 /// Runs a stream command.
 pub async fn run(args: StreamArgs) -> anyhow::Result<()> {
+    // Opening a store creates its directory: a mistyped path must not look like an empty store.
+    anyhow::ensure!(
+        args.data_dir.is_dir(),
+        "no data directory {}: `sluice stream` works on an existing store (`sluice serve --data-dir` creates one)",
+        args.data_dir.display()
+    );
     let dir = args.data_dir.clone();
     let (store, _) =
         tokio::task::spawn_blocking(move || Store::open(&dir, StoreOptions::default()))

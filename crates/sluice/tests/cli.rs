@@ -207,3 +207,20 @@ async fn stream_commands_list_describe_and_purge() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
 }
+
+#[test]
+fn stream_commands_on_a_missing_data_directory_are_an_error_not_a_new_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir");
+    let out = sluice(
+        &["stream", "--data-dir", missing.to_str().unwrap(), "ls"],
+        dir.path(),
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no data directory") && stderr.contains("no-such-dir"),
+        "{stderr}"
+    );
+    assert!(!missing.exists(), "a store was created");
+}
