@@ -87,3 +87,30 @@ async fn the_path_form_adds_the_topic_parameters_instead_of_dropping_them() {
     assert_eq!(message.event_type(), "message");
     assert!(message.data.unwrap().contains("to the query topic"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_that_is_not_utf8_once_decoded_is_a_json_400() {
+    let root = tempfile::tempdir().unwrap();
+    let data = root.path().join("data");
+    let args = ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()];
+    let hub = SluiceProcess::start(BIN, args).await.expect("serve starts");
+    let answer = http::get(&hub.url("/events?topic=chat.room%FF"))
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    let body = answer.json().unwrap();
+    assert_eq!(body["code"], 400, "{body}");
+    assert!(
+        body["description"].as_str().unwrap().contains("\"topic\""),
+        "{body}"
+    );
+    // Properly encoded UTF-8 is a topic like any other.
+    let mut client = SseClient::connect(&hub.url("/events?topic=chat.r%C3%A4um"))
+        .await
+        .unwrap();
+    let connected = client.next_event().await.unwrap();
+    assert_eq!(
+        connected.data.as_deref(),
+        Some(r#"{"topics":["chat.räum"]}"#)
+    );
+}

@@ -73,6 +73,21 @@ pub async fn by_path(
     subscribe(&hub, topics, request).await
 }
 
+/// The first parameter of a raw query whose value does not decode to UTF-8 (the decoded
+/// parameters would carry U+FFFD in its place, a topic nobody asked for).
+fn undecodable_parameter(query: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let value = value.replace('+', " ");
+        let decoded = percent_encoding::percent_decode_str(&value).decode_utf8();
+        decoded.is_err().then(|| {
+            percent_encoding::percent_decode_str(name)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+    })
+}
+
 /// The values of the `topic` parameters.
 fn query_topics(params: &[(String, String)]) -> impl Iterator<Item = &str> {
     params
@@ -108,6 +123,10 @@ async fn subscribe<'a>(
     } = request;
     let config = &hub.config;
     let wants_stream = accepts_event_stream(headers);
+    if let Some(name) = raw_query.and_then(undecodable_parameter) {
+        let err = format!("query parameter {name:?}: its value is not UTF-8 once percent-decoded");
+        return reject(hub, "bad_request", bad_request(err));
+    }
     let topics = match topics::parse(requested, config) {
         Ok(topics) => topics,
         Err(err) => return reject(hub, "bad_request", bad_request(err.to_string())),
