@@ -3,6 +3,8 @@
 //! field, a block cut in half or deleted, a torn tail, a tail cut after a crash), with and
 //! without a current index.db.
 
+mod killed;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -56,24 +58,9 @@ fn stream_of(n: u64, block_size: u64, clean: bool) -> tempfile::TempDir {
         return dir;
     }
     let copy = tempfile::tempdir().unwrap();
-    copy_files(dir.path(), copy.path());
+    killed::copy_files(dir.path(), copy.path());
     store.close();
     copy
-}
-
-/// Copies a data directory's files (without the lock): with the store open, what a kill -9
-/// at this moment leaves, as the page cache holds every write.
-fn copy_files(from: &Path, to: &Path) {
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            fs::create_dir_all(&target).unwrap();
-            copy_files(&e.path(), &target);
-        } else if e.file_name() != "LOCK" {
-            fs::copy(e.path(), target).unwrap();
-        }
-    }
 }
 
 fn msgs_dir(dir: &Path) -> PathBuf {
@@ -612,7 +599,7 @@ fn a_deleted_block_right_after_index_db_costs_only_its_records_after_a_kill() {
         }
     });
     let copy = tempfile::tempdir().unwrap();
-    copy_files(dir.path(), copy.path());
+    killed::copy_files(dir.path(), copy.path());
     store.close();
     let (indexed, _) = find(copy.path(), 6);
     let id: u32 = indexed
@@ -689,7 +676,7 @@ fn unconfirmed_positions_are_not_reported_damaged_after_a_second_kill() {
         .unwrap();
     assert_eq!(ack.seq, unconfirmed.end() + 1);
     let copy = tempfile::tempdir().unwrap();
-    copy_files(dir.path(), copy.path());
+    killed::copy_files(dir.path(), copy.path());
     store.close();
     let _ = fs::remove_file(msgs_dir(copy.path()).join("index.db"));
 
@@ -717,7 +704,7 @@ fn a_lost_lease_is_written_again_on_open_so_a_second_crash_still_knows() {
     fs::remove_file(msgs_dir(dir.path()).join("lease.db")).unwrap();
     let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
     let copy = tempfile::tempdir().unwrap();
-    copy_files(dir.path(), copy.path());
+    killed::copy_files(dir.path(), copy.path());
     store.close();
     let _ = fs::remove_file(msgs_dir(copy.path()).join("index.db"));
     let (block, rec) = find(copy.path(), 8);
@@ -759,7 +746,7 @@ fn a_block_left_empty_by_a_cut_starts_with_a_marker_again() {
         .block_on(s.publish("d.a", Headers::new(), "new"))
         .unwrap();
     let copy = tempfile::tempdir().unwrap();
-    copy_files(dir.path(), copy.path());
+    killed::copy_files(dir.path(), copy.path());
     store.close();
     let before = msgs_dir(copy.path()).join(format!("{}.blk", last - 1));
     let recs: Vec<Rec> = records(&before)

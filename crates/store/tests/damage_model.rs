@@ -32,6 +32,8 @@
 //! leaves with the page cache intact, so the sync policy plays no part (every acknowledged
 //! write is in the copy).
 
+mod killed;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -214,21 +216,6 @@ fn block_ids(msgs: &Path) -> Vec<u32> {
         .collect();
     ids.sort_unstable();
     ids
-}
-
-/// Copies a data directory's files (without the lock): with the store open, what a kill -9
-/// at this moment leaves, as the page cache holds every write.
-fn copy_files(from: &Path, to: &Path) {
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            fs::create_dir_all(&target).unwrap();
-            copy_files(&e.path(), &target);
-        } else if e.file_name() != "LOCK" {
-            fs::copy(e.path(), target).unwrap();
-        }
-    }
 }
 
 fn edit(path: &Path, change: impl FnOnce(&mut Vec<u8>)) {
@@ -502,7 +489,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             Op::Restart { kill, damage } => {
                 if kill {
                     let copy = tempfile::tempdir().unwrap();
-                    copy_files(dir.path(), copy.path());
+                    killed::copy_files(dir.path(), copy.path());
                     store.close();
                     dir = copy;
                 } else {

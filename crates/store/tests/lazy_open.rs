@@ -2,6 +2,8 @@
 //! stream before it was closed, reads only the blocks its queries need, and a damaged block
 //! found on first read fails only the reads of what it lost.
 
+mod killed;
+
 use std::fs;
 use std::path::Path;
 
@@ -308,21 +310,6 @@ fn an_index_of_version_1_is_rebuilt_from_the_blocks_with_a_warning() {
     store.close();
 }
 
-/// Copies the files of a data directory (a store may have it open: the copy is what a crash
-/// at this moment would leave, as the page cache holds every write).
-fn crash_copy(from: &Path, to: &Path) {
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            fs::create_dir_all(&target).unwrap();
-            crash_copy(&e.path(), &target);
-        } else if e.file_name() != "LOCK" {
-            fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
-
 /// Open trusts index.db's block list without listing the directory only when no block follows
 /// its last one. Blocks started after the snapshot — some of them already deleted again by a
 /// purge, which rewrites index.db before deleting — are all found after a crash.
@@ -360,7 +347,7 @@ fn blocks_started_or_deleted_after_index_db_are_all_accounted_for_after_a_crash(
     publish(91, 150);
 
     let copy = tempfile::tempdir().unwrap();
-    crash_copy(dir.path(), copy.path());
+    killed::copy_files(dir.path(), copy.path());
     store.close();
     let (store, reports) = Store::open(copy.path(), opts(1024)).unwrap();
     assert_eq!(reports[0].path, RecoveryPath::Index, "{:?}", reports[0]);
