@@ -92,7 +92,7 @@ pub const FILES: [&str; 12] = [
     "msgs/lease.db",
     "msgs/thw.db",
     "msgs/sched.db",
-    "msgs/sources.db",
+    "sources.db",
 ];
 
 fn options() -> StoreOptions {
@@ -399,6 +399,7 @@ pub fn seeds(template: &Template) -> Vec<(String, Vec<Op>)> {
         "msgs/sched.db",
     ]
     .map(file);
+    // A version-1 sidecar's header and body; the op that writes it appends the checksum.
     let sidecar = |count: u64, stamp: u64, body: &[u8]| {
         let mut b = vec![1];
         b.extend_from_slice(&count.to_le_bytes());

@@ -83,7 +83,7 @@ fn mutated_stream_directories_open_cleanly_and_give_only_what_was_published() {
         FILES
             .iter()
             .zip(&template.files)
-            .all(|(name, f)| f.is_some() || *name == "msgs/sources.db"),
+            .all(|(name, f)| f.is_some() || *name == "sources.db"),
         "the template has every file but sources.db"
     );
     let root = scratch();
