@@ -1,46 +1,56 @@
-//! The embedded store's own metric: `sluice_store_write_errors_total{file}`, read from the
-//! store's streams at each scrape.
+//! The embedded store's own metrics, read from the store at each scrape:
+//! - `sluice_store_write_errors_total{file}`: failed writes of every stream, by file — `blocks`
+//!   (message batches, each answered with an error and undone) and `snapshots` (index.db and
+//!   the sidecars, retried);
+//! - the served stream's known losses: `sluice_store_lost_messages` (damaged messages found so
+//!   far), `sluice_store_lost_bytes` (damaged bytes recovery stepped over or cut) and
+//!   `sluice_store_unconfirmed_positions` (positions after a crash that may have been handed
+//!   out).
 
 use std::sync::{Arc, Mutex};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
-use sluice_store::{Store, WriteHealth};
+use prometheus_client::metrics::gauge::ConstGauge;
+use sluice_store::{LostState, Store, WriteHealth};
 
-/// Failed writes of every stream of the store, by file: `blocks` (message batches, each
-/// answered with an error and undone) and `snapshots` (index.db and the sidecars, retried).
+/// The store's metrics, for the served `stream`.
 #[derive(Debug)]
-pub struct StoreWriteErrors {
-    store: Arc<Mutex<Option<Store>>>,
+pub struct StoreMetrics {
+    /// The backend's store (`None` once it was taken at shutdown).
+    pub store: Arc<Mutex<Option<Store>>>,
+    /// The served stream.
+    pub stream: String,
 }
 
-impl StoreWriteErrors {
-    /// Reads the store in `store` (nothing once it was taken at shutdown).
-    pub fn new(store: Arc<Mutex<Option<Store>>>) -> Self {
-        Self { store }
-    }
-
-    /// The failed writes of every stream: `(blocks, snapshots)`.
-    fn totals(&self) -> (u64, u64) {
+impl StoreMetrics {
+    /// The failed writes of every stream, `(blocks, snapshots)`, and the served stream's
+    /// losses.
+    fn read(&self) -> ((u64, u64), LostState) {
         let store = self.store.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let Some(store) = store else {
-            return (0, 0);
+            return ((0, 0), LostState::default());
         };
-        store
+        let errors = store
             .list()
             .iter()
             .filter_map(|name| store.stream(name))
             .map(|stream| stream.write_health())
             .fold((0, 0), |(blocks, snapshots), h: WriteHealth| {
                 (blocks + h.write_errors, snapshots + h.snapshot_errors)
-            })
+            });
+        let lost = store
+            .stream(&self.stream)
+            .map(|handle| handle.info(None).state.lost)
+            .unwrap_or_default();
+        (errors, lost)
     }
 }
 
-impl Collector for StoreWriteErrors {
+impl Collector for StoreMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let (blocks, snapshots) = self.totals();
+        let ((blocks, snapshots), lost) = self.read();
         let counter = ConstCounter::new(0u64);
         let mut family = encoder.encode_descriptor(
             "sluice_store_write_errors",
@@ -51,6 +61,29 @@ impl Collector for StoreWriteErrors {
         for (file, count) in [("blocks", blocks), ("snapshots", snapshots)] {
             let labels = [("file", file)];
             ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
+        }
+        let unconfirmed: u64 = lost.unconfirmed.iter().map(|(a, b)| b - a + 1).sum();
+        let gauges = [
+            (
+                "sluice_store_lost_messages",
+                "Messages of the served stream found damaged or missing (counted once found: recovery, or a read of their block)",
+                lost.msgs,
+            ),
+            (
+                "sluice_store_lost_bytes",
+                "Bytes of damaged records the served stream's recovery stepped over or cut (cut bytes are kept aside)",
+                lost.bytes,
+            ),
+            (
+                "sluice_store_unconfirmed_positions",
+                "Positions of the served stream above its last intact record after a crash, up to the sequence lease",
+                unconfirmed,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+            let metric = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
+            gauge.encode(metric)?;
         }
         Ok(())
     }

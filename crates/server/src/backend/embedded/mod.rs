@@ -4,7 +4,6 @@
 //! (a new incarnation) is picked up, and its old subscribers end with an error.
 
 mod config;
-mod losses;
 mod metrics;
 
 use std::sync::{Arc, Mutex};
@@ -265,11 +264,10 @@ impl Backend for EmbeddedBackend {
     }
 
     fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
-        registry.register_collector(Box::new(losses::LossCollector {
+        registry.register_collector(Box::new(metrics::StoreMetrics {
             store: self.store.clone(),
             stream: self.stream.clone(),
         }));
-        registry.register_collector(Box::new(metrics::StoreWriteErrors::new(self.store.clone())));
     }
 
     async fn shutdown(&self) {
