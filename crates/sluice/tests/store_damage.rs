@@ -160,6 +160,12 @@ async fn after_a_kill_and_a_cut_tail_ids_are_never_reused_and_holders_are_told()
     file.set_len((off + len) as u64).unwrap();
 
     let hub = serve(&data).await;
+    let metrics = http::get(&hub.url("/metrics")).await.unwrap().text();
+    let unconfirmed = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("sluice_store_unconfirmed_positions "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(unconfirmed.is_some_and(|n| n >= 3), "{metrics}");
     let new = publish(&hub, 1).await;
     let seq = |id: &str| id.split('-').next().unwrap().parse::<u64>().unwrap();
     assert!(seq(&new[0]) > 10, "{} reuses an acknowledged id", new[0]);

@@ -764,3 +764,61 @@ fn a_block_left_empty_by_a_cut_starts_with_a_marker_again() {
     assert_eq!(s.get(ack.seq).unwrap().unwrap().payload, "new");
     store.close();
 }
+
+#[test]
+fn a_lease_db_that_does_not_verify_is_set_aside_and_written_again() {
+    let dir = stream_of(10, 1 << 20, true);
+    let lease = msgs_dir(dir.path()).join("lease.db");
+    edit(&lease, |d| d[3] ^= 1);
+    let (store, reports) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    assert!(
+        reports[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("lease.db") && w.contains("kept as")),
+        "{:?}",
+        reports[0]
+    );
+    let kept = fs::read_dir(msgs_dir(dir.path()))
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().starts_with("lease.db.damaged-")
+        })
+        .count();
+    assert_eq!(kept, 1);
+    assert!(lease.exists(), "open writes the lease again");
+    store.close();
+}
+
+#[test]
+fn a_damaged_delete_record_brings_back_the_original_message_and_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    let s = store
+        .create_stream(StreamConfig::new("D", ["d.*"]))
+        .unwrap();
+    rt().block_on(async {
+        for seq in 1..=3 {
+            s.publish("d.a", Headers::new(), payload(seq))
+                .await
+                .unwrap();
+        }
+        assert!(s.delete_msg(2).await.unwrap());
+    });
+    store.close();
+    fs::remove_file(msgs_dir(dir.path()).join("index.db")).unwrap();
+    let block = msgs_dir(dir.path()).join("1.blk");
+    let tombstone = records(&block)
+        .into_iter()
+        .find(|r| r.kind == 1 && r.seq == 2)
+        .expect("the delete is a record");
+    edit(&block, |d| d[tombstone.offset + tombstone.len - 9] ^= 0x20);
+
+    let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    let s = store.stream("D").unwrap();
+    // The message is live again: the one published at 2, never another.
+    assert_eq!(s.get(2).unwrap().unwrap().payload, payload(2));
+    assert_eq!(read(&s, ">", 1, 3), (vec![1, 2, 3], vec![]));
+    store.close();
+}
