@@ -306,3 +306,10 @@ async fn a_refused_undeclared_stream_keeps_the_backend_from_opening() {
     );
     assert!(stream_dir.join("meta.sum").exists(), "files left in place");
 }
+
+/// The stall rule for event streams hyper serves (the second request on a connection) is the
+/// connection layer's: a client that keeps reading is never closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_slow_reader_on_a_reused_connection_is_never_closed() {
+    common::scenarios::steady_slow_reader_gets_everything(&Embedded, true).await;
+}

@@ -18,7 +18,7 @@
 //! | `upstream.rs`   | handing a connection to hyper                                     |
 //! | `rewind.rs`     | replaying bytes already read to hyper                             |
 //! | `runtime.rs`    | the event streams' own worker threads                             |
-//! | `stall.rs`      | write-stall detection for hyper connections                       |
+//! | `stall.rs`      | the write-stall rule (`slow_client`), and hyper connections under it |
 
 mod accept;
 mod addresses;

@@ -1,8 +1,9 @@
 //! Writing a response on the raw socket: an event stream (the head, then the session's frames
 //! as chunks, each batch one `writev` of the shared frames), or a small complete answer.
 //!
-//! A write that makes no progress for `sse.write_timeout` fails and marks the connection
-//! stalled, so the session ends with `slow_client` — the same rule as [`super::TimedIo`].
+//! A write the socket takes no byte of for `sse.write_timeout` fails and marks the connection
+//! stalled, so the session ends with `slow_client` — the rule of [`WriteStall`], which
+//! [`super::TimedIo`] applies too.
 
 use std::io::{self, IoSlice};
 use std::time::Duration;
@@ -14,6 +15,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::stall::WriteStall;
 use crate::conn::ConnState;
 use crate::session::Session;
 
@@ -39,17 +41,12 @@ impl Socket {
     async fn write_all(&mut self, bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
         let mut bufs = bufs;
         IoSlice::advance_slices(&mut bufs, 0);
+        let mut stall = WriteStall::new(self.write_timeout);
         while !bufs.is_empty() {
-            let written =
-                tokio::time::timeout(self.write_timeout, self.stream.write_vectored(bufs))
-                    .await
-                    .map_err(|_| {
-                        self.state.mark_stalled();
-                        io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            format!("socket accepted nothing for {:?}", self.write_timeout),
-                        )
-                    })??;
+            let written = std::future::poll_fn(|cx| {
+                stall.poll_write(cx, &mut self.stream, bufs, &self.state)
+            })
+            .await?;
             if written == 0 {
                 return Err(io::ErrorKind::WriteZero.into());
             }

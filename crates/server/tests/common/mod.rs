@@ -41,6 +41,7 @@ macro_rules! every_scenario {
             resume_behind_ring_catches_up_then_live,
             filtered_catch_up_skips_other_topics_silently,
             paused_reader_gets_everything,
+            steady_slow_reader_is_never_closed,
             stalled_socket_is_closed_as_slow,
             max_connections_refusals,
             probes_and_metrics,

@@ -513,6 +513,82 @@ pub async fn paused_reader_gets_everything(f: &dyn HubFactory) {
     hub.stop().await;
 }
 
+/// A client that keeps reading, however slowly, is never closed: here it reads 4 KiB every
+/// 40 ms (100 KiB/s) for 8 s while far more than its socket buffers hold waits for it, then
+/// reads the rest at full speed. Linux reports the hub's socket writable only once a third of
+/// its send buffer (grown to 4 MiB by then) has drained, which at this pace takes longer than
+/// `write_timeout`; the socket takes bytes all along, so the client is merely behind, and
+/// gets every message.
+pub async fn steady_slow_reader_is_never_closed(f: &dyn HubFactory) {
+    steady_slow_reader_gets_everything(f, false).await;
+}
+
+/// [`steady_slow_reader_is_never_closed`] with the event stream as the second request of its
+/// connection when `reused` (hyper serves it then, not the connection layer).
+pub async fn steady_slow_reader_gets_everything(f: &dyn HubFactory, reused: bool) {
+    const MESSAGES: usize = 2_500;
+    const SLOW_READS: usize = 200;
+    const MESSAGE: &[u8] = b"event: message\n";
+    let mut config = config();
+    config.fanout.ring_size = 16;
+    config.sse.write_timeout = Duration::from_secs(3);
+    let hub = f.start(config).await;
+    let mut socket = tokio::net::TcpStream::connect(hub.addr).await.unwrap();
+    if reused {
+        socket
+            .write_all(b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        while !answer.ends_with(b"\"ok\"}") {
+            let mut byte = [0u8; 1];
+            assert_eq!(socket.read(&mut byte).await.unwrap(), 1, "{answer:?}");
+            answer.push(byte[0]);
+        }
+    }
+    socket
+        .write_all(b"GET /events?topic=t HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+        .await
+        .unwrap();
+    // ~5 MiB: more than the hub's send buffer holds, however far Linux grows it.
+    let payload = "s".repeat(2 * 1024);
+    for _ in 0..MESSAGES {
+        hub.publish("t", json!(payload)).await;
+    }
+    let (mut tail, mut messages, mut reads) = (Vec::new(), 0, 0);
+    let mut buf = vec![0u8; 4096];
+    // The pace of the reader is the behaviour under test.
+    let mut pace = tokio::time::interval(Duration::from_millis(40));
+    while messages < MESSAGES {
+        if reads < SLOW_READS {
+            pace.tick().await;
+        }
+        reads += 1;
+        let n = socket.read(&mut buf).await.unwrap();
+        if n == 0 {
+            let text = hub.hub.metrics_text();
+            let disconnects: Vec<_> = text
+                .lines()
+                .filter(|l| l.starts_with("sluice_disconnects_total"))
+                .collect();
+            panic!("closed after {messages} messages, {reads} reads: {disconnects:?}");
+        }
+        // Count in what arrived, after the end of what came before (a line may be split).
+        tail.extend_from_slice(&buf[..n]);
+        messages += count(&tail, MESSAGE);
+        tail.drain(..tail.len().saturating_sub(MESSAGE.len() - 1));
+    }
+    assert_eq!(hub.metric("sluice_slow_client_disconnects_total"), 0);
+    hub.stop().await;
+}
+
+fn count(haystack: &[u8], needle: &[u8]) -> usize {
+    haystack
+        .windows(needle.len())
+        .filter(|w| *w == needle)
+        .count()
+}
+
 /// A socket that accepts nothing for `write_timeout` is closed and counted as slow.
 pub async fn stalled_socket_is_closed_as_slow(f: &dyn HubFactory) {
     let mut config = config();
