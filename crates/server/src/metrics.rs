@@ -1,8 +1,9 @@
-//! The hub's Prometheus metrics, served at `/metrics` in the text exposition format.
+//! The hub's Prometheus metrics, served at `/metrics` as OpenMetrics text or as the
+//! Prometheus text format 0.0.4, whichever the scraper's `Accept` prefers ([`Exposition`]).
 //!
 //! Names (counters get the `_total` suffix on the wire) are listed in `docs/OPERATIONS.md`.
 
-use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{prometheus_text, text};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -47,6 +48,8 @@ pub struct Metrics {
     pub readiness_failures: Counters,
     /// Publish requests, by result (`stored`, `duplicate`, `rejected`, `failed`).
     pub publishes: Counters,
+    /// Request body bytes held now, all requests together (bounded by the body budget).
+    pub body_bytes: Gauge,
     /// The process's resident memory, read when the metrics are encoded.
     resident_memory: Gauge,
 }
@@ -77,6 +80,7 @@ impl Metrics {
             backend_errors: Counters::default(),
             readiness_failures: Counters::default(),
             publishes: Counters::default(),
+            body_bytes: Gauge::default(),
             resident_memory: Gauge::default(),
         };
         let r = &mut registry;
@@ -151,6 +155,11 @@ impl Metrics {
             metrics.publishes.clone(),
         );
         r.register(
+            "sluice_request_body_bytes",
+            "Request body bytes held now, all requests together",
+            metrics.body_bytes.clone(),
+        );
+        r.register(
             "process_resident_memory_bytes",
             "Resident memory of the hub process in bytes",
             metrics.resident_memory.clone(),
@@ -173,15 +182,70 @@ impl Metrics {
         family.get_or_create(&[(label, value)]).inc();
     }
 
-    /// The text exposition of every metric.
+    /// Every metric as OpenMetrics text.
     pub fn encode(&self) -> String {
+        self.encode_as(Exposition::OpenMetrics)
+    }
+
+    /// Every metric in `format`.
+    pub fn encode_as(&self, format: Exposition) -> String {
         if let Some(bytes) = resident_memory() {
             self.resident_memory.set(bytes);
         }
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = encode(&mut out, &self.registry);
+        let _ = match format {
+            Exposition::OpenMetrics => text::encode(&mut out, &self.registry),
+            Exposition::Prometheus => prometheus_text::encode(&mut out, &self.registry),
+        };
         out
+    }
+}
+
+/// The two text formats of `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposition {
+    /// OpenMetrics 1.0: counter families without `_total`, `# EOF` at the end.
+    OpenMetrics,
+    /// The Prometheus text format 0.0.4: `# HELP` and `# TYPE` name counters with `_total`,
+    /// no `# EOF`.
+    Prometheus,
+}
+
+impl Exposition {
+    /// The format for an `Accept` header: OpenMetrics when it names
+    /// `application/openmetrics-text` with a quality at least that of plain text (`text/plain`,
+    /// `text/*`, `*/*`), else the Prometheus text format (also when there is no `Accept`).
+    pub fn negotiate(accept: Option<&str>) -> Self {
+        let mut openmetrics = 0.0_f32;
+        let mut plain = 0.0_f32;
+        for range in accept.unwrap_or_default().split(',') {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+            let quality = parts
+                .filter_map(|param| param.split_once('='))
+                .find(|(name, _)| name.trim().eq_ignore_ascii_case("q"))
+                .map_or(Some(1.0), |(_, q)| q.trim().parse::<f32>().ok())
+                .unwrap_or(0.0);
+            match media.as_str() {
+                "application/openmetrics-text" => openmetrics = openmetrics.max(quality),
+                "text/plain" | "text/*" | "*/*" => plain = plain.max(quality),
+                _ => {}
+            }
+        }
+        if openmetrics > 0.0 && openmetrics >= plain {
+            Self::OpenMetrics
+        } else {
+            Self::Prometheus
+        }
+    }
+
+    /// The `Content-Type` of an answer in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Self::Prometheus => prometheus_text::CONTENT_TYPE,
+        }
     }
 }
 
@@ -197,6 +261,101 @@ fn resident_memory() -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accept_chooses_the_format() {
+        use Exposition::{OpenMetrics, Prometheus};
+        let prometheus_scrape = "application/openmetrics-text;version=1.0.0;q=0.5,\
+            application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+        for (accept, expected) in [
+            (None, Prometheus),
+            (Some(""), Prometheus),
+            (Some("*/*"), Prometheus),
+            (Some("text/plain"), Prometheus),
+            (Some("text/plain; version=0.0.4"), Prometheus),
+            (Some("application/json"), Prometheus),
+            (Some("application/openmetrics-text"), OpenMetrics),
+            (
+                Some("Application/OpenMetrics-Text; version=1.0.0"),
+                OpenMetrics,
+            ),
+            (Some(prometheus_scrape), OpenMetrics),
+            (
+                Some("text/plain;q=0.9, application/openmetrics-text;q=0.5"),
+                Prometheus,
+            ),
+            (
+                Some("application/openmetrics-text;q=0.5, text/plain;q=0.5"),
+                OpenMetrics,
+            ),
+            (Some("application/openmetrics-text;q=0"), Prometheus),
+            (Some("application/openmetrics-text;q=nonsense"), Prometheus),
+        ] {
+            assert_eq!(Exposition::negotiate(accept), expected, "{accept:?}");
+        }
+    }
+
+    /// The Prometheus text format as `promtool check metrics` and the Prometheus parsers read
+    /// it: every family has `# HELP` then `# TYPE`, once; every sample belongs to the family
+    /// declared just before it under its own name (so a counter family is `…_total`); no
+    /// OpenMetrics-only lines.
+    #[test]
+    fn the_prometheus_format_declares_every_family_under_its_sample_names() {
+        let metrics = Metrics::new();
+        Metrics::count(&metrics.rejected, "reason", "body_timeout");
+        Metrics::count(&metrics.publishes, "result", "stored");
+        metrics.delivered.inc();
+        let text = metrics.encode_as(Exposition::Prometheus);
+        let mut families = std::collections::HashSet::new();
+        let mut current: Option<(String, String)> = None;
+        let mut help: Option<String> = None;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let name = rest.split(' ').next().unwrap().to_owned();
+                assert!(
+                    families.insert(name.clone()),
+                    "{name} declared twice:\n{text}"
+                );
+                help = Some(name);
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                assert_eq!(
+                    help.take().as_deref(),
+                    Some(name),
+                    "HELP before TYPE:\n{text}"
+                );
+                assert!(
+                    ["counter", "gauge", "histogram", "untyped"].contains(&kind),
+                    "{line}"
+                );
+                if kind == "counter" {
+                    assert!(name.ends_with("_total"), "{line}");
+                }
+                current = Some((name.to_owned(), kind.to_owned()));
+            } else {
+                assert!(!line.starts_with('#'), "not Prometheus 0.0.4: {line}");
+                let sample = line.split(['{', ' ']).next().unwrap();
+                let (family, kind) = current.as_ref().expect("a sample after its TYPE");
+                let own = match kind.as_str() {
+                    "histogram" => ["_bucket", "_sum", "_count"]
+                        .iter()
+                        .any(|suffix| sample == format!("{family}{suffix}")),
+                    _ => sample == family,
+                };
+                assert!(own, "sample {sample} under family {family}:\n{text}");
+            }
+        }
+        for family in [
+            "sluice_connections_rejected_total",
+            "sluice_publishes_total",
+            "sluice_messages_delivered_total",
+            "sluice_active_connections",
+            "process_resident_memory_bytes",
+        ] {
+            assert!(families.contains(family), "{family} missing:\n{text}");
+        }
+        assert!(text.contains("sluice_connections_rejected_total{reason=\"body_timeout\"} 1"));
+    }
 
     #[test]
     fn exposes_every_documented_name() {

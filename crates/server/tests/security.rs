@@ -1,7 +1,9 @@
 //! Security regressions over real loopback HTTP (the embedded backend): every refusal named in
 //! the hardening checklist is exercised end to end — bad tokens, tokens in places that are not
 //! configured, grants escalated with wildcards, SSE injection through payloads and topics, path
-//! traversal through stream names and oversized bodies. Token verification itself is covered
+//! traversal through stream names, oversized bodies, and request framing that HTTP/1.1 forbids
+//! (a missing or repeated `Host`, transfer codings the hub does not decode). Every error is the
+//! hub's JSON `{code, description}`. Token verification itself is covered
 //! in detail by `tests/auth.rs`; here the point is that the hub answers each case correctly and
 //! does no work for it.
 
@@ -15,6 +17,7 @@ use serde_json::{Value, json};
 use sluice_server::config::{Config, load_str};
 use sluice_store::{Store, StoreOptions, StreamConfig};
 use sluice_test_support::{HttpResponse, http};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const SUBSCRIBE_SECRET: &str = "subscribe-secret-0123456789abcdef0123456789";
 const PUBLISH_SECRET: &str = "publish-secret-0123456789abcdef0123456789ab";
@@ -404,4 +407,161 @@ async fn assert_refused(hub: &TestHub, paths: &[&str], topics: &[&str]) {
         assert_eq!(response.status, 400, "{topic:?}: {}", response.text());
     }
     assert_nothing_stored(hub).await;
+}
+
+/// Sends `request` on a new connection and reads until the hub closes it: the last answer's
+/// `(status, JSON body)` (`Null` when the body is not JSON), and all that arrived.
+async fn exchange(hub: &TestHub, request: &str) -> (u16, Value, String) {
+    let mut socket = tokio::net::TcpStream::connect(hub.addr).await.unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        socket.read_to_end(&mut answer),
+    )
+    .await
+    .expect("the hub answers and closes")
+    .expect("read");
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    // The last status line (a description may name HTTP/1.1 too).
+    let status_of = |text: &str| text.split(' ').nth(1)?.parse::<u16>().ok();
+    let last = answer
+        .match_indices("HTTP/1.")
+        .map(|(at, _)| at)
+        .filter(|&at| status_of(&answer[at..]).is_some())
+        .last()
+        .unwrap_or_else(|| panic!("no answer to {request:?}: {answer:?}"));
+    let (head, body) = answer[last..]
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no complete answer to {request:?}: {answer:?}"));
+    let status = status_of(head).expect("a status");
+    let body = serde_json::from_str(body).unwrap_or(Value::Null);
+    (status, body, answer)
+}
+
+/// Asserts the hub's JSON error shape with `status` as its code.
+fn assert_json_error(status: u16, body: &Value, expected: u16, what: &str) {
+    assert_eq!(status, expected, "{what}: {body}");
+    assert_eq!(body["code"], expected, "{what}: {body}");
+    assert!(body["description"].is_string(), "{what}: {body}");
+}
+
+/// HTTP/1.1 needs exactly one `Host` (RFC 9112 §3.2): without it, or with two, an event
+/// stream (which the connection layer reads itself) and a request served by hyper are both a
+/// JSON 400, counted; HTTP/1.0 may still leave it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_repeated_host_is_a_400_on_http_1_1() {
+    let hub = Embedded.start(Config::default()).await;
+    let stream = "GET /events?topic=t HTTP/1.1\r\nAccept: text/event-stream\r\n";
+    let cases = [
+        ("a stream without Host", format!("{stream}\r\n")),
+        (
+            "a stream with two",
+            format!("{stream}Host: a\r\nHost: b\r\n\r\n"),
+        ),
+        (
+            "a probe without Host",
+            "GET /livez HTTP/1.1\r\n\r\n".to_owned(),
+        ),
+        (
+            "a publish with two",
+            "POST /publish HTTP/1.1\r\nHost: a\r\nHost: b\r\nContent-Length: 2\r\n\r\n{}"
+                .to_owned(),
+        ),
+        (
+            "a stream after a first request, on hyper",
+            format!("GET /livez HTTP/1.1\r\nHost: a\r\n\r\n{stream}\r\n"),
+        ),
+    ];
+    for (what, request) in &cases {
+        let (status, body, answer) = exchange(&hub, request).await;
+        if what.ends_with("on hyper") {
+            // The probe's answer comes first, on the same connection.
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        }
+        assert_json_error(status, &body, 400, what);
+        assert!(
+            body["description"].as_str().unwrap().contains("Host"),
+            "{body}"
+        );
+    }
+    assert_eq!(
+        hub.metric("sluice_connections_rejected_total{reason=\"bad_request\"}"),
+        5
+    );
+    let (status, body, _) = exchange(&hub, "GET /livez HTTP/1.0\r\n\r\n").await;
+    assert_eq!((status, &body["status"]), (200, &json!("ok")), "HTTP/1.0");
+    assert_nothing_stored(&hub).await;
+    hub.stop().await;
+}
+
+/// A `Transfer-Encoding` other than exactly `chunked` is a JSON 501 and nothing is stored
+/// (the hub decodes no other coding: `gzip, chunked` would be stored as if it were plain).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfer_codings_other_than_chunked_are_a_501() {
+    let hub = Embedded.start(Config::default()).await;
+    let body = r#"{"topic":"t","payload":"x"}"#;
+    let request = |coding: &str| {
+        format!(
+            "POST /publish HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Transfer-Encoding: {coding}\r\nConnection: close\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+            body.len()
+        )
+    };
+    for coding in ["gzip, chunked", "identity, chunked", "deflate,chunked"] {
+        let (status, answer, _) = exchange(&hub, &request(coding)).await;
+        assert_json_error(status, &answer, 501, coding);
+    }
+    assert_eq!(
+        hub.metric("sluice_connections_rejected_total{reason=\"transfer_encoding\"}"),
+        3
+    );
+    assert_nothing_stored(&hub).await;
+    let (status, answer, _) = exchange(&hub, &request("chunked")).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["seq"], 2);
+    hub.stop().await;
+}
+
+/// The path form's 400 for a topic that does not decode is the JSON error like every other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_topic_that_does_not_decode_is_a_json_400() {
+    let hub = Embedded.start(Config::default()).await;
+    for path in ["/events/chat.room%FF", "/events/a/%C3"] {
+        let response = hub.get(path).await;
+        let body = response.json().expect("a JSON error");
+        assert_json_error(response.status.as_u16(), &body, 400, path);
+    }
+    assert_eq!(
+        hub.metric("sluice_connections_rejected_total{reason=\"bad_request\"}"),
+        2
+    );
+    hub.stop().await;
+}
+
+/// A body over `limits.max_publish_body` is a JSON 413, counted as `body_too_large`, whether
+/// its `Content-Length` says so or its chunks pass the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_bodies_are_a_json_413_and_counted() {
+    let mut config = Config::default();
+    config.limits.max_publish_body = 1024;
+    let hub = Embedded.start(config).await;
+    let big = json!({ "topic": "t", "payload": "x".repeat(4096) });
+    let response = hub.publish_raw(big.clone()).await;
+    let body = response.json().expect("a JSON error");
+    assert_json_error(response.status.as_u16(), &body, 413, "declared");
+    let big = big.to_string();
+    let chunked = format!(
+        "POST /publish HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\
+         {:x}\r\n{big}\r\n0\r\n\r\n",
+        big.len()
+    );
+    let (status, body, _) = exchange(&hub, &chunked).await;
+    assert_json_error(status, &body, 413, "chunked");
+    assert_eq!(
+        hub.metric("sluice_connections_rejected_total{reason=\"body_too_large\"}"),
+        2
+    );
+    assert_nothing_stored(&hub).await;
+    hub.stop().await;
 }

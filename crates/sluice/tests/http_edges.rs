@@ -1,12 +1,17 @@
 //! HTTP edges through the real binary: every refusal is logged with its reason
-//! (docs/OPERATIONS.md, "Logs") — a subscription or a publish refused as a bad request or by
-//! authorization leaves an info line naming the reason and status, and a stream's end names its
-//! peer as an address; the path form of `GET /events` adds its `topic=` parameters.
+//! (docs/OPERATIONS.md, "Logs") — a subscription or a publish refused as a bad request, by
+//! authorization or for its body leaves an info line naming the reason and status, and a
+//! stream's end names its peer as an address; the path form of `GET /events` adds its `topic=`
+//! parameters; `/metrics` answers the format the scraper accepts, read by the Python
+//! `prometheus_client` parsers.
 
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::Duration;
 
-use sluice_test_support::serde_json::json;
+use sluice_test_support::serde_json::{self, Value, json};
 use sluice_test_support::{SluiceProcess, SseClient, http, tempfile};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 const WAIT: Duration = Duration::from_secs(20);
@@ -113,4 +118,253 @@ async fn a_topic_that_is_not_utf8_once_decoded_is_a_json_400() {
         connected.data.as_deref(),
         Some(r#"{"topics":["chat.räum"]}"#)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_refusals_are_logged_with_their_reason_and_peer() {
+    let root = tempfile::tempdir().unwrap();
+    let config = root.path().join("sluice.toml");
+    std::fs::write(
+        &config,
+        "[limits]\nmax_publish_body = 1024\nbody_read_timeout = \"1s\"\n",
+    )
+    .unwrap();
+    let data = root.path().join("data");
+    let args = [
+        "serve".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+    ];
+    let mut hub = SluiceProcess::start(BIN, args).await.expect("serve starts");
+
+    let big = json!({ "topic": "t", "payload": "x".repeat(2048) });
+    let answer = http::post_json(&hub.url("/publish"), &big).await.unwrap();
+    assert_eq!(answer.status, 413);
+    assert_eq!(answer.json().unwrap()["code"], 413);
+    let line = hub.wait_for_log("body_too_large", WAIT).await.unwrap();
+    assert!(
+        line.contains("publish refused")
+            && line.contains("413")
+            && line.contains("peer=127.0.0.1:"),
+        "{line}"
+    );
+
+    // A body that stops half way is closed after body_read_timeout.
+    let mut socket = tokio::net::TcpStream::connect(hub.addr()).await.unwrap();
+    let head = "POST /publish HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{\"topic\":";
+    socket.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(WAIT, socket.read_to_end(&mut answer))
+        .await
+        .expect("the hub closes the slow body")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    let line = hub.wait_for_log("body_timeout", WAIT).await.unwrap();
+    assert!(
+        line.contains("publish refused")
+            && line.contains("408")
+            && line.contains("peer=127.0.0.1:"),
+        "{line}"
+    );
+    let metrics = http::get(&hub.url("/metrics")).await.unwrap().text();
+    for reason in ["body_too_large", "body_timeout"] {
+        let sample = format!("sluice_connections_rejected_total{{reason=\"{reason}\"}} 1");
+        assert!(metrics.contains(&sample), "{sample} in:\n{metrics}");
+    }
+    hub.terminate(Duration::from_secs(10)).await.unwrap();
+}
+
+/// The Python client library's parsers, pinned by the hash of their wheel, installed into a
+/// virtual environment in `dir`: the third-party reader of both formats.
+fn python_with_prometheus_client(dir: &Path) -> PathBuf {
+    const REQUIREMENT: &str = "prometheus-client==0.26.0 \
+        --hash=sha256:fa93d06737aa02bacd05794768508bb97d2fbee28cb3bca04eaae92f0ca953d6\n";
+    let venv = dir.join("venv");
+    let run = |program: &Path, args: &[&std::ffi::OsStr]| {
+        let status = std::process::Command::new(program)
+            .args(args)
+            .status()
+            .unwrap_or_else(|err| panic!("{}: {err}", program.display()));
+        assert!(status.success(), "{} {args:?}: {status}", program.display());
+    };
+    run(
+        Path::new("python3"),
+        &["-m".as_ref(), "venv".as_ref(), venv.as_os_str()],
+    );
+    let requirements = dir.join("requirements.txt");
+    std::fs::write(&requirements, REQUIREMENT).unwrap();
+    let pip = venv.join("bin/pip");
+    run(
+        &pip,
+        &[
+            "install".as_ref(),
+            "--quiet".as_ref(),
+            "--disable-pip-version-check".as_ref(),
+            "--no-deps".as_ref(),
+            "--require-hashes".as_ref(),
+            "-r".as_ref(),
+            requirements.as_os_str(),
+        ],
+    );
+    venv.join("bin/python")
+}
+
+/// Parses `text` with `prometheus_client`'s parser for `format` (`prometheus` or the strict
+/// `openmetrics`); the families as `{name, type, samples: [sample names]}`.
+async fn parse_with_python(python: &Path, format: &str, text: &str) -> Vec<Value> {
+    const SCRIPT: &str = "\
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families as prometheus
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics
+parse = openmetrics if sys.argv[1] == 'openmetrics' else prometheus
+print(json.dumps([{'name': f.name, 'type': f.type, 'samples': [s.name for s in f.samples]}
+                  for f in parse(sys.stdin.read())]))
+";
+    let mut child = tokio::process::Command::new(python)
+        .args(["-c", SCRIPT, format])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(text.as_bytes()).await.unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "the {format} parser refused:\n{}\n{text}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The `# TYPE` lines of an exposition: `(family, type)`.
+fn declared_families(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split_once(' '))
+        .map(|(name, kind)| (name.to_owned(), kind.to_owned()))
+        .collect()
+}
+
+/// `/metrics` answers the Prometheus text format 0.0.4 unless the scraper prefers OpenMetrics:
+/// `# HELP` and `# TYPE` for every family, counters declared with `_total` so that a reader
+/// sees each one as one family, no `# EOF`. Both answers are read by `prometheus_client`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_answer_prometheus_text_or_openmetrics_as_accepted() {
+    let root = tempfile::tempdir().unwrap();
+    let python = python_with_prometheus_client(root.path());
+    let data = root.path().join("data");
+    let args = ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()];
+    let hub = SluiceProcess::start(BIN, args).await.expect("serve starts");
+    // Labelled counters with samples, and a refusal.
+    let body = json!({ "topic": "t", "payload": 1 });
+    assert_eq!(
+        http::post_json(&hub.url("/publish"), &body)
+            .await
+            .unwrap()
+            .status,
+        200
+    );
+    assert_eq!(
+        http::get(&hub.url("/events?topic=a..b"))
+            .await
+            .unwrap()
+            .status,
+        400
+    );
+
+    let scrape = |accept: Option<&'static str>| {
+        let url = hub.url("/metrics");
+        async move {
+            let headers: Vec<(&str, &str)> = accept.map(|a| ("accept", a)).into_iter().collect();
+            let request = http::request("GET".parse().unwrap(), &url, &headers)
+                .unwrap()
+                .body(Default::default())
+                .unwrap();
+            let answer = http::send(request).await.unwrap();
+            assert_eq!(answer.status, 200);
+            (
+                answer.header("content-type").unwrap().to_owned(),
+                answer.text(),
+            )
+        }
+    };
+
+    for accept in [
+        None,
+        Some("text/plain"),
+        Some("text/plain; version=0.0.4"),
+        Some("*/*"),
+    ] {
+        let (content_type, text) = scrape(accept).await;
+        assert_eq!(
+            content_type, "text/plain; version=0.0.4; charset=utf-8",
+            "{accept:?}"
+        );
+        assert!(
+            !text.contains("# EOF") && !text.contains("# UNIT"),
+            "{text}"
+        );
+        let declared = declared_families(&text);
+        let helped = text.lines().filter(|l| l.starts_with("# HELP ")).count();
+        assert_eq!(helped, declared.len(), "a # HELP for every family:\n{text}");
+        for (name, kind) in &declared {
+            if kind == "counter" {
+                assert!(name.ends_with("_total"), "{name}");
+            }
+        }
+        let families = parse_with_python(&python, "prometheus", &text).await;
+        assert_eq!(
+            families.len(),
+            declared.len(),
+            "one family per # TYPE:\n{families:?}"
+        );
+        for counter in [
+            "sluice_publishes",
+            "sluice_connections_rejected",
+            "sluice_messages_delivered",
+        ] {
+            let family = families
+                .iter()
+                .find(|f| f["name"] == counter)
+                .unwrap_or_else(|| panic!("{counter} in {families:?}"));
+            assert_eq!(family["type"], "counter", "{family}");
+        }
+        let publishes = families
+            .iter()
+            .find(|f| f["name"] == "sluice_publishes")
+            .unwrap();
+        assert_eq!(
+            publishes["samples"],
+            json!(["sluice_publishes_total"]),
+            "{publishes}"
+        );
+    }
+
+    let scraper =
+        "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+    for accept in ["application/openmetrics-text", scraper] {
+        let (content_type, text) = scrape(Some(accept)).await;
+        assert!(
+            content_type.starts_with("application/openmetrics-text"),
+            "{content_type}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        let families = parse_with_python(&python, "openmetrics", &text).await;
+        assert_eq!(
+            families.len(),
+            declared_families(&text).len(),
+            "{families:?}"
+        );
+        assert!(
+            families
+                .iter()
+                .any(|f| f["name"] == "sluice_publishes" && f["type"] == "counter")
+        );
+    }
 }

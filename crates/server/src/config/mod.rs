@@ -162,6 +162,10 @@ pub struct LimitsConfig {
     pub header_read_timeout: Duration,
     /// Largest request head (request line and headers) in bytes; larger is a `431`.
     pub max_header_bytes: usize,
+    /// A request body must arrive whole within this time after its head, or the connection
+    /// is closed with a `408` (slow or endless bodies).
+    #[serde(with = "duration")]
+    pub body_read_timeout: Duration,
 }
 
 /// Resume and replay policy.
@@ -236,6 +240,7 @@ impl Default for LimitsConfig {
             max_connections_per_address: 0,
             header_read_timeout: Duration::from_secs(10),
             max_header_bytes: 16 * 1024,
+            body_read_timeout: Duration::from_secs(10),
         }
     }
 }

@@ -117,6 +117,13 @@ fn limits(config: &Config) -> Result<(), ConfigError> {
             "must be between 1024 and 1048576",
         ));
     }
+    if limits.body_read_timeout.is_zero() || limits.body_read_timeout > MAX_INTERVAL {
+        return Err(ConfigError::invalid(
+            "limits.body_read_timeout",
+            crate::duration::format(limits.body_read_timeout),
+            "must be more than 0s and at most 1h",
+        ));
+    }
     Ok(())
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -55,12 +56,20 @@ pub async fn by_query(
 /// `GET /events/<topic>` (slashes in the path separate tokens like dots).
 pub async fn by_path(
     State(hub): State<Arc<Hub>>,
-    Path(path): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     Query(params): Params,
     uri: Uri,
     headers: HeaderMap,
     extensions: Extensions,
 ) -> Response {
+    // A path that does not decode (invalid percent-encoding, not UTF-8) is a JSON 400 too.
+    let path = match path {
+        Ok(Path(path)) => path,
+        Err(err) => {
+            let err = bad_request(format!("topic path: {}", err.body_text()));
+            return reject(&hub, "bad_request", err);
+        }
+    };
     let topic = topics::from_path(&path);
     // `topic=` parameters add to the path's topic, as in the query form: none is dropped.
     let topics = std::iter::once(topic.as_str()).chain(query_topics(&params));

@@ -1,4 +1,5 @@
-//! The HTTP surface: routes, CORS and the JSON error shape.
+//! The HTTP surface: routes, CORS, the request framing every route relies on, and the JSON
+//! error shape.
 //!
 //! | route                         | purpose                                  |
 //! |-------------------------------|------------------------------------------|
@@ -6,9 +7,10 @@
 //! | `GET /events/<topic>`         | the same with one topic in the path      |
 //! | `POST /publish`               | store one message                        |
 //! | `GET /livez` `/readyz` `/healthz` | probes (trailing slash tolerated)    |
-//! | `GET /metrics`                | Prometheus text                          |
+//! | `GET /metrics`                | OpenMetrics or Prometheus text, by `Accept` |
 //! | `GET /`                       | a small page that subscribes and lists events |
 
+mod body;
 mod events;
 mod page;
 mod probes;
@@ -18,32 +20,35 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use serde::Serialize;
 use tower_http::cors::{AllowCredentials, AllowOrigin, CorsLayer};
 
 pub(crate) use events::{accepts_event_stream, transient};
 
 use crate::backend::{ApiError, BackendError};
+use crate::conn::ConnInfo;
 use crate::hub::Hub;
+use crate::metrics::Metrics;
 
 /// Builds the router for `hub`.
 pub fn router(hub: Arc<Hub>) -> Router {
-    let body_limit = hub.config.limits.max_publish_body;
+    let budget = body::BodyBudget::for_max_body(
+        hub.config.limits.max_publish_body,
+        hub.metrics.body_bytes.clone(),
+    );
     let cors = cors(&hub.config.cors.allowed_origins);
     let mut router = Router::new()
         .route("/", get(page::index))
         .route("/events", get(events::by_query))
         .route("/events/", get(events::by_query))
         .route("/events/{*topic}", get(events::by_path))
-        .route(
-            "/publish",
-            post(publish::publish).layer(DefaultBodyLimit::max(body_limit)),
-        )
+        .route("/publish", post(publish::publish).layer(Extension(budget)))
         .route("/metrics", get(probes::metrics));
     for (path, handler) in [
         ("/livez", get(probes::livez)),
@@ -54,11 +59,71 @@ pub fn router(hub: Arc<Hub>) -> Router {
             .route(path, handler.clone())
             .route(&format!("{path}/"), handler);
     }
-    let router = router.with_state(hub);
-    match cors {
+    let router = router.with_state(hub.clone());
+    let router = match cors {
         Some(cors) => router.layer(cors),
         None => router,
+    };
+    router.layer(middleware::from_fn_with_state(hub, framing))
+}
+
+/// Refuses, before any route sees it, a request whose framing the hub does not accept: a
+/// missing `Host` on HTTP/1.1 or a repeated one is a `400` (RFC 9112 §3.2; HTTP/1.0 may omit
+/// it), a `Transfer-Encoding` other than exactly `chunked` a `501` (the hub decodes no other
+/// coding, so `gzip, chunked` would be read as plain text).
+async fn framing(State(hub): State<Arc<Hub>>, request: Request, next: Next) -> Response {
+    let Some((reason, status, detail)) = framing_error(request.version(), request.headers()) else {
+        return next.run(request).await;
+    };
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<ConnInfo>>()
+        .map(|info| tracing::field::display(info.0.peer));
+    Metrics::count(&hub.metrics.rejected, "reason", reason);
+    tracing::info!(
+        reason,
+        status = status.as_u16(),
+        peer,
+        detail,
+        "request refused"
+    );
+    let mut response = error_response(&refusal(status, detail));
+    // A body that may follow is never read.
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// What [`framing`] refuses: its reason label, status and description.
+fn framing_error(
+    version: Version,
+    headers: &HeaderMap,
+) -> Option<(&'static str, StatusCode, &'static str)> {
+    let hosts = headers.get_all(header::HOST).iter().count();
+    if hosts > 1 {
+        let detail = "more than one Host header";
+        return Some(("bad_request", StatusCode::BAD_REQUEST, detail));
     }
+    if hosts == 0 && version == Version::HTTP_11 {
+        let detail = "an HTTP/1.1 request needs a Host header";
+        return Some(("bad_request", StatusCode::BAD_REQUEST, detail));
+    }
+    let mut codings = headers
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|value| value.as_bytes().split(|b| *b == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|coding| !coding.is_empty());
+    let only_chunked = match codings.next() {
+        None => true,
+        Some(first) => first.eq_ignore_ascii_case(b"chunked") && codings.next().is_none(),
+    };
+    if !only_chunked {
+        let detail = "only the chunked transfer coding is supported";
+        return Some(("transfer_encoding", StatusCode::NOT_IMPLEMENTED, detail));
+    }
+    None
 }
 
 /// CORS for `allowed_origins`: `*` lets any origin in without credentials; listed origins
@@ -140,6 +205,70 @@ impl From<BackendError> for ApiError {
             }
             BackendError::Storage(_) => refusal(StatusCode::INSUFFICIENT_STORAGE, err.to_string()),
             other => refusal(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request's version and headers, and the status [`framing_error`] answers (`None`: let
+    /// through).
+    type Case = (
+        Version,
+        &'static [(&'static str, &'static str)],
+        Option<u16>,
+    );
+
+    #[test]
+    fn framing_refuses_missing_or_repeated_hosts_and_other_codings() {
+        let cases: &[Case] = &[
+            (Version::HTTP_11, &[("host", "x")], None),
+            (Version::HTTP_11, &[], Some(400)),
+            (Version::HTTP_11, &[("host", "x"), ("host", "y")], Some(400)),
+            (Version::HTTP_10, &[], None),
+            (Version::HTTP_10, &[("host", "x"), ("host", "x")], Some(400)),
+            (
+                Version::HTTP_11,
+                &[("host", "x"), ("transfer-encoding", "chunked")],
+                None,
+            ),
+            (
+                Version::HTTP_11,
+                &[("host", "x"), ("transfer-encoding", "Chunked ")],
+                None,
+            ),
+            (
+                Version::HTTP_11,
+                &[("host", "x"), ("transfer-encoding", "gzip, chunked")],
+                Some(501),
+            ),
+            (
+                Version::HTTP_11,
+                &[
+                    ("host", "x"),
+                    ("transfer-encoding", "gzip"),
+                    ("transfer-encoding", "chunked"),
+                ],
+                Some(501),
+            ),
+            (
+                Version::HTTP_11,
+                &[("host", "x"), ("transfer-encoding", "chunked, chunked")],
+                Some(501),
+            ),
+        ];
+        for (version, headers, expected) in cases {
+            let mut map = HeaderMap::new();
+            for (name, value) in *headers {
+                map.append(
+                    HeaderName::from_static(name),
+                    HeaderValue::from_static(value),
+                );
+            }
+            let status = framing_error(*version, &map).map(|(_, status, _)| status.as_u16());
+            assert_eq!(status, *expected, "{version:?} {headers:?}");
         }
     }
 }

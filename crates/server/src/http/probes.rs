@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::backend::Health;
 use crate::hub::Hub;
-use crate::metrics::Metrics;
+use crate::metrics::{Exposition, Metrics};
 
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -74,12 +74,18 @@ pub async fn healthz(State(hub): State<Arc<Hub>>) -> Response {
     }
 }
 
-/// `GET /metrics`: OpenMetrics text.
-pub async fn metrics(State(hub): State<Arc<Hub>>) -> Response {
-    let mut response = hub.metrics.encode().into_response();
+/// `GET /metrics`: OpenMetrics or Prometheus text, as `Accept` prefers ([`Exposition`]).
+pub async fn metrics(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
+    let accept: Vec<&str> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .collect();
+    let format = Exposition::negotiate(Some(&accept.join(",")));
+    let mut response = hub.metrics.encode_as(format).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        HeaderValue::from_static(format.content_type()),
     );
     response
 }

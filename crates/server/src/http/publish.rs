@@ -8,12 +8,13 @@
 //! headers are refused.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::State;
-use axum::http::{HeaderMap, Uri};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -24,9 +25,11 @@ use sluice_protocol::headers::{
 use sluice_protocol::subject::{filter_matches, validate_subject};
 use sluice_protocol::ttl::MsgTtl;
 
-use super::{bad_request, error_response};
+use super::body::{self, BodyBudget, BodyError, BodyLimits};
+use super::{bad_request, error_response, refusal};
 use crate::auth::{AuthError, Direction, Grant};
 use crate::backend::{ApiError, BackendError, PublishRequest};
+use crate::conn::ConnInfo;
 use crate::event_id::EventId;
 use crate::hub::Hub;
 use crate::metrics::Metrics;
@@ -69,21 +72,37 @@ struct Answer {
     stream: Option<String>,
 }
 
-/// `POST /publish`.
+/// `POST /publish`. A body declared too large is refused before authorization; the body is
+/// read only for an authorized request (see [`super::body`] for its bounds).
 pub async fn publish(
     State(hub): State<Arc<Hub>>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    Extension(budget): Extension<Arc<BodyBudget>>,
+    request: Request,
 ) -> Response {
+    let (parts, body) = request.into_parts();
+    let peer = parts
+        .extensions
+        .get::<ConnectInfo<ConnInfo>>()
+        .map(|info| info.0.peer);
+    let limits = BodyLimits {
+        max: hub.config.limits.max_publish_body,
+        timeout: hub.config.limits.body_read_timeout,
+    };
+    if let Err(err) = body::check_declared(&parts.headers, limits.max) {
+        return refused_body(&hub, peer, &err);
+    }
     let grant = match hub
         .auth
-        .authenticate(Direction::Publish, &headers, uri.query())
+        .authenticate(Direction::Publish, &parts.headers, parts.uri.query())
     {
         Ok(grant) => grant,
         Err(err) => return refused_by_auth(&hub, err),
     };
-    match store(&hub, &grant, &body).await {
+    let body = match body::read(&parts.headers, body, limits, &budget).await {
+        Ok(body) => body,
+        Err(err) => return refused_body(&hub, peer, &err),
+    };
+    match store(&hub, &grant, &body.bytes).await {
         Ok(answer) => {
             let result = if answer.duplicate {
                 "duplicate"
@@ -105,6 +124,29 @@ pub async fn publish(
             error_response(&err)
         }
     }
+}
+
+/// A publish whose body was not read (too large, too slow, no room in the budget, cut off):
+/// counted under its reason, logged with the peer, answered with `Connection: close` since
+/// the rest of the body is never read.
+fn refused_body(hub: &Hub, peer: Option<SocketAddr>, err: &BodyError) -> Response {
+    let status = err.status();
+    let result = if status.is_server_error() {
+        "failed"
+    } else {
+        "rejected"
+    };
+    let reason = err.reason();
+    Metrics::count(&hub.metrics.publishes, "result", result);
+    Metrics::count(&hub.metrics.rejected, "reason", reason);
+    tracing::info!(result, reason, status = status.as_u16(), peer = peer.map(tracing::field::display), detail = %err, "publish refused");
+    let mut response = error_response(&refusal(status, err.to_string()));
+    let headers = response.headers_mut();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    if matches!(err, BodyError::Budget) {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
 }
 
 /// A publish the authorization refused: counted, logged with its reason, answered.
