@@ -473,3 +473,105 @@ async fn sub_refused_by_the_hub_exits_at_once_with_its_answer() {
     assert!(stderr.contains("401"), "{stderr}");
     assert!(!stderr.contains("reconnecting"), "{stderr}");
 }
+
+/// `sluice serve` with `args` and `env`, expected to refuse its configuration: its stderr.
+fn refused_serve(args: &[&std::ffi::OsStr], env: &[(&str, &str)]) -> String {
+    let out = Command::new(BIN)
+        .arg("serve")
+        .args(args)
+        .args(["--listen", "127.0.0.1:0"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("listening"),
+        "{stderr}"
+    );
+    stderr
+}
+
+#[test]
+fn a_missing_file_is_reported_once_naming_the_key_and_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("sluice.toml");
+    let cases = [
+        (
+            "[auth.subscribe]\nalgorithms = [\"HS256\"]\n[[auth.subscribe.keys]]\ntype = \"hmac\"\nsecret_file = \"/no/such/secret\"\n",
+            "auth.subscribe.keys[0]",
+            "/no/such/secret",
+        ),
+        (
+            "backend = \"jetstream\"\n[jetstream]\nstream = \"EVENTS\"\nnkey_seed_file = \"/no/such/seed\"\n",
+            "jetstream.nkey_seed_file",
+            "/no/such/seed",
+        ),
+    ];
+    for (text, key, path) in cases {
+        std::fs::write(&config, text).unwrap();
+        let stderr = refused_serve(
+            &[
+                "--config".as_ref(),
+                config.as_os_str(),
+                "--data-dir".as_ref(),
+                data.as_os_str(),
+            ],
+            &[],
+        );
+        assert!(stderr.contains(key) && stderr.contains(path), "{stderr}");
+        assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
+    }
+    let missing = dir.path().join("missing.toml");
+    let stderr = refused_serve(&["--config".as_ref(), missing.as_os_str()], &[]);
+    assert!(stderr.contains("missing.toml"), "{stderr}");
+    assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
+}
+
+#[test]
+fn configuration_errors_from_variables_and_flags_name_them() {
+    let stderr = refused_serve(&[], &[("SLUICE_SSE_HEARTBEAT", "soon")]);
+    assert!(
+        stderr.contains("environment variable SLUICE_SSE_HEARTBEAT")
+            && stderr.contains("sse.heartbeat")
+            && stderr.contains("\"soon\"")
+            && stderr.contains("a duration such as"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("defaults"), "{stderr}");
+    let stderr = refused_serve(&["--backend".as_ref(), "nope".as_ref()], &[]);
+    assert!(
+        stderr.contains("flag --backend") && stderr.contains("`embedded`, `jetstream`"),
+        "{stderr}"
+    );
+    for word in ["untagged", "enum", "variant"] {
+        assert!(!stderr.contains(word), "{stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_with_a_ttl_of_the_wrong_type_says_what_a_ttl_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let hub = SluiceProcess::start(
+        BIN,
+        ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()],
+    )
+    .await
+    .unwrap();
+    for ttl in [json!(true), json!(-5), json!(1.5), json!(["30s"])] {
+        let answer = http::post_json(
+            &hub.url("/publish"),
+            &json!({ "topic": "t", "payload": 1, "ttl": ttl }),
+        )
+        .await
+        .unwrap();
+        assert_eq!(answer.status, 400, "{}", answer.text());
+        let text = answer.text();
+        assert!(
+            text.contains("a whole number of seconds") && !text.contains("untagged"),
+            "{ttl}: {text}"
+        );
+    }
+}
