@@ -9,16 +9,27 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serializer, de};
 
-/// Parses a duration string; the error says what was wrong with `text`.
+/// What a duration may be, in the words of error messages.
+pub const EXPECTED: &str =
+    "a duration such as \"10s\", \"1m 30s\" or \"500ms\", or a whole number of seconds";
+
+/// Parses a duration string (a whole number is seconds); the error names `text` and says what
+/// is allowed.
 pub fn parse(text: &str) -> Result<Duration, String> {
-    let signed: jiff::SignedDuration = text
-        .trim()
+    let trimmed = text.trim();
+    if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        return trimmed
+            .parse()
+            .map(Duration::from_secs)
+            .map_err(|_| format!("{text:?} is too many seconds"));
+    }
+    let signed: jiff::SignedDuration = trimmed
         .parse()
-        .map_err(|err| format!("{text:?} is not a duration like \"30s\" or \"1m\": {err}"))?;
+        .map_err(|_| format!("{text:?} is not {EXPECTED}"))?;
     if signed.is_negative() {
         return Err(format!("{text:?} is negative"));
     }
-    Duration::try_from(signed).map_err(|err| format!("{text:?} is out of range: {err}"))
+    Duration::try_from(signed).map_err(|_| format!("{text:?} is too long"))
 }
 
 /// Formats a duration the way [`parse`] reads it back.
@@ -29,25 +40,43 @@ pub fn format(duration: Duration) -> String {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Raw {
-    Seconds(i64),
-    Text(String),
+/// A duration as configuration writes it: a string for [`parse`] or a number of seconds.
+/// Anything else is refused saying what a duration is (no serde wording).
+struct Written(Duration);
+
+impl<'de> Deserialize<'de> for Written {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(WrittenVisitor).map(Written)
+    }
 }
 
-fn from_raw<E: de::Error>(raw: Raw) -> Result<Duration, E> {
-    match raw {
-        Raw::Seconds(secs) => u64::try_from(secs)
+struct WrittenVisitor;
+
+impl de::Visitor<'_> for WrittenVisitor {
+    type Value = Duration;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(EXPECTED)
+    }
+
+    fn visit_u64<E: de::Error>(self, secs: u64) -> Result<Duration, E> {
+        Ok(Duration::from_secs(secs))
+    }
+
+    fn visit_i64<E: de::Error>(self, secs: i64) -> Result<Duration, E> {
+        u64::try_from(secs)
             .map(Duration::from_secs)
-            .map_err(|_| E::custom(format!("{secs} is negative"))),
-        Raw::Text(text) => parse(&text).map_err(E::custom),
+            .map_err(|_| E::custom(format!("{secs} is negative")))
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Duration, E> {
+        parse(text).map_err(E::custom)
     }
 }
 
 /// Serde `deserialize_with` for a [`Duration`].
 pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-    from_raw(Raw::deserialize(deserializer)?)
+    Written::deserialize(deserializer).map(|written| written.0)
 }
 
 /// Serde `serialize_with` for a [`Duration`].
@@ -63,9 +92,7 @@ pub mod option {
     pub fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Option<Duration>, D::Error> {
-        Option::<Raw>::deserialize(deserializer)?
-            .map(from_raw)
-            .transpose()
+        Ok(Option::<Written>::deserialize(deserializer)?.map(|written| written.0))
     }
 
     /// Serde `serialize_with` for an `Option<Duration>`.
@@ -90,12 +117,17 @@ mod tests {
         assert_eq!(parse("1m 30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse("PT2S"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse("10"), Ok(Duration::from_secs(10)));
     }
 
     #[test]
     fn rejects_negative_and_garbage_naming_the_value() {
         assert!(parse("-5s").unwrap_err().contains("\"-5s\" is negative"));
-        assert!(parse("soon").unwrap_err().contains("\"soon\""));
+        assert!(
+            parse("soon")
+                .unwrap_err()
+                .contains("\"soon\" is not a duration such as")
+        );
     }
 
     #[test]

@@ -25,5 +25,6 @@ mod plan;
 mod session;
 mod topics;
 
+pub use event_id::{EventId, EventIdError};
 pub use hub::Hub;
 pub use net::serve;

@@ -1,18 +1,15 @@
-//! `sluice pub` and `sluice sub`: small clients of a running hub.
-
-use std::time::Duration;
+//! `sluice pub`, and what it shares with `sluice sub`: the hub's address and the HTTP client.
 
 use anyhow::{Context, bail};
 use bytes::Bytes;
 use clap::Args;
 use http_body_util::{BodyExt, Full};
-use hyper::Request;
-use hyper::header::{ACCEPT, CONTENT_TYPE};
+use hyper::header::CONTENT_TYPE;
+use hyper::{Request, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
-use sluice_sse::Parser;
 
 /// Where the hub is.
 #[derive(Debug, Args)]
@@ -23,8 +20,17 @@ pub struct HubArgs {
 }
 
 impl HubArgs {
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.hub.trim_end_matches('/'))
+    /// The URL of `path` on the hub; an error naming `--hub` when it is no `http://` URL.
+    pub fn uri(&self, path: &str) -> anyhow::Result<Uri> {
+        let text = format!("{}{path}", self.hub.trim_end_matches('/'));
+        let bad = |why: &str| anyhow::anyhow!("invalid --hub {:?}: {why}", self.hub);
+        let uri: Uri = text
+            .parse()
+            .map_err(|_| bad("expected a URL such as http://127.0.0.1:8080"))?;
+        if uri.scheme_str() != Some("http") || uri.authority().is_none() {
+            return Err(bad("expected http://<host>:<port>"));
+        }
+        Ok(uri)
     }
 }
 
@@ -45,24 +51,14 @@ pub struct PubArgs {
     ttl: Option<String>,
 }
 
-/// `sluice sub <topic>...`.
-#[derive(Debug, Args)]
-pub struct SubArgs {
-    #[command(flatten)]
-    hub: HubArgs,
-    /// Topics (NATS wildcards `*` and `>` allowed).
-    #[arg(required = true)]
-    topics: Vec<String>,
-    /// Resume after this event id.
-    #[arg(long)]
-    last_id: Option<String>,
-    /// Exit after this many `message` events.
-    #[arg(long)]
-    count: Option<u64>,
-}
+/// How long one attempt to open a TCP connection to the hub may take.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-fn client() -> Client<HttpConnector, Full<Bytes>> {
-    Client::builder(TokioExecutor::new()).build(HttpConnector::new())
+/// The HTTP/1.1 client both commands use.
+pub fn client() -> Client<HttpConnector, Full<Bytes>> {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    Client::builder(TokioExecutor::new()).build(connector)
 }
 
 /// Publishes one message and prints the hub's answer.
@@ -76,7 +72,7 @@ pub async fn publish(args: PubArgs) -> anyhow::Result<()> {
     if let Some(ttl) = args.ttl {
         body["ttl"] = json!(ttl);
     }
-    let url = args.hub.url("/publish");
+    let url = args.hub.uri("/publish")?;
     let request = Request::post(&url)
         .header(CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body.to_string())))?;
@@ -95,7 +91,7 @@ pub async fn publish(args: PubArgs) -> anyhow::Result<()> {
 }
 
 /// Percent-encodes a query value.
-fn encode(value: &str) -> String {
+pub fn encode(value: &str) -> String {
     value
         .bytes()
         .map(|b| match b {
@@ -105,62 +101,4 @@ fn encode(value: &str) -> String {
             other => format!("%{other:02X}"),
         })
         .collect()
-}
-
-/// Prints every event of the subscription, one line each (`<event> <id> <data>`), and
-/// reconnects with `Last-Event-ID` when the stream ends, as a browser would.
-pub async fn subscribe(args: SubArgs) -> anyhow::Result<()> {
-    let query: Vec<String> = args
-        .topics
-        .iter()
-        .map(|t| format!("topic={}", encode(t)))
-        .collect();
-    let url = args.hub.url(&format!("/events?{}", query.join("&")));
-    let mut last_id = args.last_id.unwrap_or_default();
-    let mut retry = Duration::from_secs(2);
-    let mut messages = 0;
-    loop {
-        let mut request = Request::get(&url).header(ACCEPT, "text/event-stream");
-        if !last_id.is_empty() {
-            request = request.header("last-event-id", &last_id);
-        }
-        let response = client()
-            .request(request.body(Full::default())?)
-            .await
-            .with_context(|| format!("GET {url}"))?;
-        let status = response.status();
-        if !status.is_success() {
-            let body = response.into_body().collect().await?.to_bytes();
-            bail!("GET {url}: {status}: {}", String::from_utf8_lossy(&body));
-        }
-        let mut body = response.into_body();
-        let mut parser = Parser::new();
-        while let Some(frame) = body.frame().await {
-            let Ok(chunk) = frame?.into_data() else {
-                continue;
-            };
-            for event in parser.feed(&chunk)? {
-                if let Some(ms) = event.retry {
-                    retry = Duration::from_millis(ms);
-                }
-                let Some(data) = &event.data else { continue };
-                let data = serde_json::from_str::<Value>(data)
-                    .map_or_else(|_| data.clone(), |v| v.to_string());
-                println!(
-                    "{} {} {data}",
-                    event.event_type(),
-                    event.id.as_deref().unwrap_or("-")
-                );
-                if event.event_type() == "message" {
-                    messages += 1;
-                    if args.count.is_some_and(|count| messages >= count) {
-                        return Ok(());
-                    }
-                }
-            }
-        }
-        last_id = parser.last_event_id().to_owned();
-        tracing::info!(?retry, last_id, "stream ended; reconnecting");
-        tokio::time::sleep(retry).await;
-    }
 }

@@ -3,10 +3,12 @@
 //! Logs go to stderr (`--log-format text|json`, filter with `SLUICE_LOG`, default `info`);
 //! stdout carries only command output (for `serve`: the `sluice listening on http://…` line).
 
+mod backoff;
 mod bench;
 mod client;
 mod serve;
 mod stream_cmd;
+mod sub;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -33,8 +35,10 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Publish one message to a running hub.
     Pub(client::PubArgs),
-    /// Print the events of topics from a running hub, resuming after disconnects.
-    Sub(client::SubArgs),
+    /// Print the events of topics from a running hub, one line each; reconnects after
+    /// disconnects and outages (0.5 s doubling to 30 s with jitter, never sooner than the hub's
+    /// `retry:` hint) and resumes after the last event printed.
+    Sub(sub::SubArgs),
     /// Administer the embedded store (ls, info, purge, repair).
     Stream(stream_cmd::StreamArgs),
     /// Load a running hub with SSE clients and publishes; report throughput, latency, losses
@@ -69,8 +73,7 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(run(cli.command)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            // The whole cause chain on one line, naming the bad value; no backtrace noise.
-            eprintln!("sluice: {err:#}");
+            eprintln!("sluice: {}", one_line(&err));
             std::process::ExitCode::FAILURE
         }
     }
@@ -80,8 +83,26 @@ async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => serve::run(args).await,
         Command::Pub(args) => client::publish(args).await,
-        Command::Sub(args) => client::subscribe(args).await,
+        Command::Sub(args) => sub::run(args).await,
         Command::Stream(args) => stream_cmd::run(args).await,
         Command::Bench(args) => bench::run(args).await,
     }
+}
+
+/// The whole cause chain on one line, naming the bad value; no backtrace noise. A cause whose
+/// text its outer message already quotes (`cannot read k.pem: No such file or directory (os
+/// error 2)` caused by `No such file or directory (os error 2)`) is not repeated.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }

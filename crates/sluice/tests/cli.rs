@@ -224,3 +224,354 @@ fn stream_commands_on_a_missing_data_directory_are_an_error_not_a_new_store() {
     );
     assert!(!missing.exists(), "a store was created");
 }
+
+/// How long a `sluice sub` test waits for a line or an exit.
+const SUB_WAIT: Duration = Duration::from_secs(30);
+
+/// A running `sluice sub`: its stdout and stderr read line by line; killed when dropped.
+struct Sub {
+    child: tokio::process::Child,
+    stdout: tokio::sync::mpsc::UnboundedReceiver<String>,
+    stderr: tokio::sync::mpsc::UnboundedReceiver<String>,
+    /// Every stderr line read so far, for failure messages.
+    errors: Vec<String>,
+}
+
+impl Sub {
+    fn start(args: &[&str]) -> Self {
+        let mut child = tokio::process::Command::new(BIN)
+            .arg("sub")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start sluice sub");
+        let stdout = lines(child.stdout.take().expect("piped stdout"));
+        let stderr = lines(child.stderr.take().expect("piped stderr"));
+        Self {
+            child,
+            stdout,
+            stderr,
+            errors: Vec::new(),
+        }
+    }
+
+    /// The next line on stdout.
+    async fn line(&mut self) -> String {
+        match tokio::time::timeout(SUB_WAIT, self.stdout.recv()).await {
+            Ok(Some(line)) => line,
+            other => panic!(
+                "no stdout line ({other:?}); stderr: {:#?}",
+                self.drain_errors()
+            ),
+        }
+    }
+
+    /// Waits for a stderr line containing `needle` and returns it.
+    async fn stderr_line(&mut self, needle: &str) -> String {
+        loop {
+            match tokio::time::timeout(SUB_WAIT, self.stderr.recv()).await {
+                Ok(Some(line)) => {
+                    self.errors.push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
+                other => panic!(
+                    "no stderr line with {needle:?} ({other:?}): {:#?}",
+                    self.errors
+                ),
+            }
+        }
+    }
+
+    /// Waits for the process to exit; its status and everything it wrote on stderr.
+    async fn exit(&mut self) -> (std::process::ExitStatus, String) {
+        let status = tokio::time::timeout(SUB_WAIT, self.child.wait())
+            .await
+            .expect("sluice sub exits")
+            .expect("wait for sluice sub");
+        (status, self.drain_errors().join("\n"))
+    }
+
+    fn drain_errors(&mut self) -> Vec<String> {
+        while let Ok(line) = self.stderr.try_recv() {
+            self.errors.push(line);
+        }
+        self.errors.clone()
+    }
+}
+
+fn lines(
+    pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    use tokio::io::AsyncBufReadExt;
+    let (send, receive) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(pipe).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    receive
+}
+
+async fn publish(hub: &SluiceProcess, payload: &str) {
+    let answer = http::post_json(
+        &hub.url("/publish"),
+        &json!({ "topic": "t", "payload": payload }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.text());
+}
+
+/// The `<seq>` of a `message <seq>-<incarnation> <data>` line and its payload.
+fn message(line: &str) -> (u64, String) {
+    let mut parts = line.splitn(3, ' ');
+    assert_eq!(parts.next(), Some("message"), "{line}");
+    let id = parts.next().expect("an id");
+    let seq = id.split('-').next().unwrap().parse().expect("a sequence");
+    let data: Value = serde_json::from_str(parts.next().expect("data")).expect("JSON data");
+    (
+        seq,
+        data["payload"].as_str().expect("a text payload").to_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_survives_a_killed_hub_and_prints_every_message_exactly_once_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut hub = SluiceProcess::start(
+        BIN,
+        ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()],
+    )
+    .await
+    .unwrap();
+    publish(&hub, "before-1").await;
+    publish(&hub, "before-2").await;
+    let base = hub.base_url();
+    let mut sub = Sub::start(&["--hub", &base, "--last-id", "0", "t"]);
+    assert!(sub.line().await.starts_with("connected 0-"));
+    let mut printed = vec![message(&sub.line().await), message(&sub.line().await)];
+
+    hub.kill().unwrap();
+    let report = sub.stderr_line("reconnecting").await;
+    assert!(report.contains("reason="), "{report}");
+    hub.restart()
+        .await
+        .expect("the hub restarts on its port and data");
+    // Published after the restart, while `sub` is still waiting to reconnect (the hub's
+    // `retry:` hint of 2 s is the shortest delay) or just after: printed once either way.
+    publish(&hub, "outage-3").await;
+    publish(&hub, "outage-4").await;
+    let resumed = sub.line().await;
+    assert!(
+        resumed.starts_with("connected 2-"),
+        "resumes after the last printed id: {resumed}"
+    );
+    publish(&hub, "after-5").await;
+    publish(&hub, "after-6").await;
+    for _ in 0..4 {
+        printed.push(message(&sub.line().await));
+    }
+    let payloads: Vec<&str> = printed.iter().map(|(_, p)| p.as_str()).collect();
+    assert_eq!(
+        payloads,
+        [
+            "before-1", "before-2", "outage-3", "outage-4", "after-5", "after-6"
+        ]
+    );
+    // In stream order (a restarted store may skip sequences it had leased, never reuse one).
+    assert!(printed.windows(2).all(|w| w[0].0 < w[1].0), "{printed:?}");
+    // Nothing else: the next line is the one for a seventh message.
+    publish(&hub, "last-7").await;
+    assert_eq!(message(&sub.line().await).1, "last-7");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_started_before_the_hub_waits_for_it_and_receives() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut hub = SluiceProcess::start(
+        BIN,
+        ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()],
+    )
+    .await
+    .unwrap();
+    // A port nobody listens on, which the hub will take again.
+    hub.kill().unwrap();
+    let base = hub.base_url();
+    let mut sub = Sub::start(&["--hub", &base, "t"]);
+    let report = sub.stderr_line("reconnecting").await;
+    assert!(report.contains("Connection refused"), "{report}");
+    hub.restart().await.expect("the hub starts on the port");
+    assert!(sub.line().await.starts_with("connected "));
+    publish(&hub, "hello").await;
+    assert_eq!(message(&sub.line().await), (1, "hello".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_gives_up_after_max_wait_without_a_connection() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let mut sub = Sub::start(&["--hub", &base, "--max-wait", "1s", "t"]);
+    let (status, stderr) = sub.exit().await;
+    assert!(!status.success(), "{status:?}");
+    assert!(
+        stderr.contains("--max-wait")
+            && stderr.contains("giving up")
+            && stderr.contains("Connection refused"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_rejects_a_malformed_last_id_naming_it_and_the_accepted_form() {
+    let mut sub = Sub::start(&["--hub", "http://127.0.0.1:9", "--last-id", "garbage", "t"]);
+    let (status, stderr) = sub.exit().await;
+    assert!(!status.success(), "{status:?}");
+    assert!(
+        stderr.contains("garbage") && stderr.contains("<seq>-<incarnation>"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("reconnecting"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_refused_by_the_hub_exits_at_once_with_its_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(
+        &config,
+        "[auth.subscribe]\nalgorithms = [\"HS256\"]\n[[auth.subscribe.keys]]\ntype = \"hmac\"\nsecret = \"a-long-enough-test-secret-of-32-bytes\"\n",
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let hub = SluiceProcess::start(
+        BIN,
+        [
+            "serve".as_ref(),
+            "--config".as_ref(),
+            config.as_os_str(),
+            "--data-dir".as_ref(),
+            data.as_os_str(),
+        ],
+    )
+    .await
+    .unwrap();
+    let base = hub.base_url();
+    let mut sub = Sub::start(&["--hub", &base, "t"]);
+    let (status, stderr) = sub.exit().await;
+    assert!(!status.success(), "{status:?}");
+    assert!(stderr.contains("401"), "{stderr}");
+    assert!(!stderr.contains("reconnecting"), "{stderr}");
+}
+
+/// `sluice serve` with `args` and `env`, expected to refuse its configuration: its stderr.
+fn refused_serve(args: &[&std::ffi::OsStr], env: &[(&str, &str)]) -> String {
+    let out = Command::new(BIN)
+        .arg("serve")
+        .args(args)
+        .args(["--listen", "127.0.0.1:0"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("listening"),
+        "{stderr}"
+    );
+    stderr
+}
+
+#[test]
+fn a_missing_file_is_reported_once_naming_the_key_and_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = dir.path().join("sluice.toml");
+    let cases = [
+        (
+            "[auth.subscribe]\nalgorithms = [\"HS256\"]\n[[auth.subscribe.keys]]\ntype = \"hmac\"\nsecret_file = \"/no/such/secret\"\n",
+            "auth.subscribe.keys[0]",
+            "/no/such/secret",
+        ),
+        (
+            "backend = \"jetstream\"\n[jetstream]\nstream = \"EVENTS\"\nnkey_seed_file = \"/no/such/seed\"\n",
+            "jetstream.nkey_seed_file",
+            "/no/such/seed",
+        ),
+    ];
+    for (text, key, path) in cases {
+        std::fs::write(&config, text).unwrap();
+        let stderr = refused_serve(
+            &[
+                "--config".as_ref(),
+                config.as_os_str(),
+                "--data-dir".as_ref(),
+                data.as_os_str(),
+            ],
+            &[],
+        );
+        assert!(stderr.contains(key) && stderr.contains(path), "{stderr}");
+        assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
+    }
+    let missing = dir.path().join("missing.toml");
+    let stderr = refused_serve(&["--config".as_ref(), missing.as_os_str()], &[]);
+    assert!(stderr.contains("missing.toml"), "{stderr}");
+    assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
+}
+
+#[test]
+fn configuration_errors_from_variables_and_flags_name_them() {
+    let stderr = refused_serve(&[], &[("SLUICE_SSE_HEARTBEAT", "soon")]);
+    assert!(
+        stderr.contains("environment variable SLUICE_SSE_HEARTBEAT")
+            && stderr.contains("sse.heartbeat")
+            && stderr.contains("\"soon\"")
+            && stderr.contains("a duration such as"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("defaults"), "{stderr}");
+    let stderr = refused_serve(&["--backend".as_ref(), "nope".as_ref()], &[]);
+    assert!(
+        stderr.contains("flag --backend") && stderr.contains("`embedded`, `jetstream`"),
+        "{stderr}"
+    );
+    for word in ["untagged", "enum", "variant"] {
+        assert!(!stderr.contains(word), "{stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_with_a_ttl_of_the_wrong_type_says_what_a_ttl_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let hub = SluiceProcess::start(
+        BIN,
+        ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()],
+    )
+    .await
+    .unwrap();
+    for ttl in [json!(true), json!(-5), json!(1.5), json!(["30s"])] {
+        let answer = http::post_json(
+            &hub.url("/publish"),
+            &json!({ "topic": "t", "payload": 1, "ttl": ttl }),
+        )
+        .await
+        .unwrap();
+        assert_eq!(answer.status, 400, "{}", answer.text());
+        let text = answer.text();
+        assert!(
+            text.contains("a whole number of seconds") && !text.contains("untagged"),
+            "{ttl}: {text}"
+        );
+    }
+}

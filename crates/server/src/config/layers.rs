@@ -11,7 +11,7 @@ use std::path::Path;
 
 use toml::{Table, Value};
 
-use super::{Config, ConfigError};
+use super::{Config, ConfigError, explain};
 
 /// Values given on the command line; each wins over the file and the environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,10 +65,14 @@ pub fn load_str(
     env: impl IntoIterator<Item = (String, String)>,
     overrides: &Overrides,
 ) -> Result<Loaded, ConfigError> {
-    let mut table: Table = toml::from_str(text).map_err(|err| ConfigError::Syntax {
+    let table: Table = toml::from_str(text).map_err(|err| ConfigError::Syntax {
         origin: origin.to_owned(),
         message: syntax_message(text, &err),
     })?;
+    let mut layers = Layers {
+        table,
+        given: Vec::new(),
+    };
     let known = known_keys();
     let mut warnings = Vec::new();
     let mut aliases = Overrides::default();
@@ -82,38 +86,116 @@ pub fn load_str(
             "NATS_URL" => aliases.nats_url = Some(value),
             _ if COMMAND_VARIABLES.contains(&name.as_str()) => {}
             _ => match env_key(rest, &known) {
-                Some((key, kind)) => set(&mut table, &key, kind.value(&name, &value)?),
+                Some((key, kind)) => {
+                    layers.set(
+                        &key,
+                        kind.value(&value),
+                        format!("environment variable {name}"),
+                    );
+                }
                 None => warnings.push(format!("ignoring unknown environment variable {name}")),
             },
         }
     }
-    apply(&mut table, &aliases);
-    apply(&mut table, overrides);
-    let config: Config = serde_path_to_error::deserialize(Value::Table(table)).map_err(|err| {
-        let key = err.path().to_string();
-        let message = if holds_secret(&key) {
-            format!("`{key}`: expected a string (the value of a secret key is never shown)")
-        } else {
-            format!("`{key}`: {}", err.into_inner())
-        };
-        ConfigError::Syntax {
-            origin: origin.to_owned(),
-            message,
-        }
-    })?;
-    config.validate()?;
+    layers.apply(&aliases, &|flag| {
+        format!(
+            "environment variable SLUICE_{}",
+            flag.to_ascii_uppercase().replace('-', "_")
+        )
+    });
+    layers.apply(overrides, &|flag| format!("flag --{flag}"));
+    let config: Config = serde_path_to_error::deserialize(Value::Table(layers.table.clone()))
+        .map_err(|err| {
+            let path = err.path().to_string();
+            ConfigError::Syntax {
+                origin: layers.given_by(&path).unwrap_or(origin).to_owned(),
+                message: explain::type_error(&layers.table, &path, err.inner().message()),
+            }
+        })?;
+    config.validate().map_err(|err| layers.attribute(err))?;
     Ok((config, warnings))
 }
 
-/// Keys whose values are secrets (`auth.*.secret`, `nats.password`, `nats.token`): an error
-/// about one names the key, never the value.
-const SECRET_KEYS: [&str; 3] = ["secret", "password", "token"];
+/// The merged table and which keys an environment variable or a flag set, so that an error
+/// about one of them names the variable or the flag.
+struct Layers {
+    table: Table,
+    /// Dotted keys and what set them (`environment variable SLUICE_SSE_HEARTBEAT`).
+    given: Vec<(String, String)>,
+}
 
-fn holds_secret(key_path: &str) -> bool {
-    key_path
-        .rsplit('.')
-        .next()
-        .is_some_and(|last| SECRET_KEYS.contains(&last))
+impl Layers {
+    fn set(&mut self, key: &str, value: Value, by: String) {
+        set(&mut self.table, key, value);
+        self.given.retain(|(given, _)| given != key);
+        self.given.push((key.to_owned(), by));
+    }
+
+    /// What set the key at `key_path` (`jetstream.urls[1]` is `jetstream.urls`'s), if not the
+    /// file.
+    fn given_by(&self, key_path: &str) -> Option<&str> {
+        let path: Vec<&str> = key_path
+            .trim_start_matches('.')
+            .split('.')
+            .map(|part| part.split('[').next().unwrap_or(part))
+            .collect();
+        let path = path.join(".");
+        self.given
+            .iter()
+            .filter(|(key, _)| {
+                path == *key
+                    || path
+                        .strip_prefix(key.as_str())
+                        .is_some_and(|r| r.starts_with('.'))
+            })
+            .max_by_key(|(key, _)| key.len())
+            .map(|(_, by)| by.as_str())
+    }
+
+    /// A validation error about a key a variable or a flag set, prefixed with its name.
+    fn attribute(&self, err: ConfigError) -> ConfigError {
+        let key = match &err {
+            ConfigError::Invalid { key, .. } => key,
+            ConfigError::JetStream(err) => &err.key,
+            _ => return err,
+        };
+        match self.given_by(key) {
+            Some(by) => ConfigError::Given {
+                by: by.to_owned(),
+                error: Box::new(err),
+            },
+            None => err,
+        }
+    }
+
+    /// Applies command-line style overrides; `by` names what set a value from its flag's name.
+    fn apply(&mut self, overrides: &Overrides, by: &dyn Fn(&str) -> String) {
+        let string = |value: &String| Value::String(value.clone());
+        if let Some(backend) = &overrides.backend {
+            self.set("backend", string(backend), by("backend"));
+        }
+        if let Some(listen) = &overrides.listen {
+            self.set("listen", string(listen), by("listen"));
+        }
+        if let Some(dir) = &overrides.data_dir {
+            self.set("embedded.data_dir", string(dir), by("data-dir"));
+        }
+        if let Some(prefix) = &overrides.topic_prefix {
+            self.set("topic_prefix", string(prefix), by("topic-prefix"));
+        }
+        if let Some(urls) = &overrides.nats_url {
+            self.set("jetstream.urls", list(urls), by("nats-url"));
+        }
+        if let Some(stream) = &overrides.stream {
+            let jetstream = self.table.get("backend").and_then(Value::as_str) == Some("jetstream");
+            let key = if jetstream {
+                "jetstream.stream"
+            } else {
+                "embedded.stream"
+            };
+            self.set(key, string(stream), by("stream"));
+        }
+    }
 }
 
 /// A TOML syntax error as line, column and the parser's message — never the source line, which
@@ -127,35 +209,6 @@ fn syntax_message(text: &str, err: &toml::de::Error) -> String {
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     format!("line {line}, column {column}: {message}")
-}
-
-/// Applies command-line style overrides to the merged table.
-fn apply(table: &mut Table, overrides: &Overrides) {
-    let string = |value: &String| Value::String(value.clone());
-    if let Some(backend) = &overrides.backend {
-        set(table, "backend", string(backend));
-    }
-    if let Some(listen) = &overrides.listen {
-        set(table, "listen", string(listen));
-    }
-    if let Some(dir) = &overrides.data_dir {
-        set(table, "embedded.data_dir", string(dir));
-    }
-    if let Some(prefix) = &overrides.topic_prefix {
-        set(table, "topic_prefix", string(prefix));
-    }
-    if let Some(urls) = &overrides.nats_url {
-        set(table, "jetstream.urls", list(urls));
-    }
-    if let Some(stream) = &overrides.stream {
-        let jetstream = table.get("backend").and_then(Value::as_str) == Some("jetstream");
-        let key = if jetstream {
-            "jetstream.stream"
-        } else {
-            "embedded.stream"
-        };
-        set(table, key, string(stream));
-    }
 }
 
 /// The type a key's environment value is converted to.
@@ -177,18 +230,20 @@ impl Kind {
         }
     }
 
-    fn value(self, name: &str, raw: &str) -> Result<Value, ConfigError> {
-        let bad = |reason: &str| ConfigError::invalid(name, raw, reason);
-        Ok(match self {
-            Self::Text => Value::String(raw.to_owned()),
-            Self::Integer => Value::Integer(raw.trim().parse().map_err(|_| bad("not an integer"))?),
-            Self::Boolean => Value::Boolean(match raw.trim() {
-                "true" | "1" => true,
-                "false" | "0" => false,
-                _ => return Err(bad("not true or false")),
-            }),
+    /// The TOML value of an environment variable. A value that is not of the key's kind is
+    /// kept as text, so that the type check names the key and says what it takes.
+    fn value(self, raw: &str) -> Value {
+        let text = || Value::String(raw.to_owned());
+        match self {
+            Self::Text => text(),
+            Self::Integer => raw.trim().parse().map_or_else(|_| text(), Value::Integer),
+            Self::Boolean => match raw.trim() {
+                "true" | "1" => Value::Boolean(true),
+                "false" | "0" => Value::Boolean(false),
+                _ => text(),
+            },
             Self::List => list(raw),
-        })
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 //! Every key is documented in `docs/CONFIGURATION.md`. Unknown keys are errors, and every error
 //! names the key and the offending value.
 
+mod explain;
 mod layers;
 mod validate;
 
@@ -35,7 +36,8 @@ pub enum ConfigError {
     /// The file is not valid TOML, or a value has the wrong type or an unknown key.
     #[error("{origin}: {message}")]
     Syntax {
-        /// Where the text came from (file name, `environment`, …).
+        /// Where the value came from: the file's name, `environment variable SLUICE_…` or
+        /// `flag --…`.
         origin: String,
         /// The parser's message, naming the key.
         message: String,
@@ -53,6 +55,14 @@ pub enum ConfigError {
     /// A value of the `[jetstream]` section is not acceptable.
     #[error(transparent)]
     JetStream(#[from] JetStreamConfigError),
+    /// A value an environment variable or a flag set is not acceptable.
+    #[error("{by}: {error}")]
+    Given {
+        /// `environment variable SLUICE_…` or `flag --…`.
+        by: String,
+        /// What is wrong with the value.
+        error: Box<ConfigError>,
+    },
 }
 
 impl ConfigError {
@@ -70,7 +80,7 @@ impl ConfigError {
 }
 
 /// Which durable stream the hub serves.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// sluice's embedded store in `embedded.data_dir` (the default).
@@ -82,7 +92,7 @@ pub enum BackendKind {
 
 /// Where a client resumes when its position is lost (expired, ahead of the stream, or from
 /// another incarnation of it). The client is always told with a `gap` frame first.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OnLoss {
     /// Continue from the earliest retained message (the default).
@@ -90,6 +100,24 @@ pub enum OnLoss {
     Earliest,
     /// Continue with new messages only.
     Live,
+}
+
+impl<'de> Deserialize<'de> for BackendKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        validate::choice(
+            deserializer,
+            &[("embedded", Self::Embedded), ("jetstream", Self::Jetstream)],
+        )
+    }
+}
+
+impl<'de> Deserialize<'de> for OnLoss {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        validate::choice(
+            deserializer,
+            &[("earliest", Self::Earliest), ("live", Self::Live)],
+        )
+    }
 }
 
 /// The hub's whole configuration, every section with its defaults; [`load`] builds it from a

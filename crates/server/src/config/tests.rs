@@ -308,3 +308,454 @@ fn configuration_errors_never_print_a_secret() {
         assert!(message.contains(key), "{message}");
     }
 }
+
+/// Words of Rust's and serde's that no configuration error may show.
+const INTERNAL_WORDS: [&str; 7] = [
+    "untagged", "enum", "usize", "u64", "i64", "struct", "variant",
+];
+
+/// `message` names each of `names`, says what is allowed, and speaks no Rust.
+fn assert_user_words(message: &str, names: &[&str], allowed: &str) {
+    for name in names {
+        assert!(message.contains(name), "{name:?} not named: {message}");
+    }
+    assert!(message.contains(allowed), "{allowed:?} not said: {message}");
+    let lower = message.to_lowercase();
+    for word in INTERNAL_WORDS {
+        assert!(!lower.contains(word), "{word:?} shown: {message}");
+    }
+}
+
+const JETSTREAM: &str = "backend = \"jetstream\"\n[jetstream]\nstream = \"EVENTS\"\n";
+const HMAC_KEY: &str =
+    "[auth.subscribe]\nalgorithms = [\"HS256\"]\n[[auth.subscribe.keys]]\ntype = \"hmac\"\n";
+const STREAM: &str = "[[embedded.streams]]\nname = \"sluice\"\nsubjects = [\">\"]\n";
+
+/// Every kind of key (durations, sizes, integers, booleans, choices, lists, addresses, strings,
+/// paths, tables) given a value of the wrong type in the file: the key and the value are named
+/// and what the key takes is said in words.
+#[test]
+fn wrongly_typed_file_values_are_named_and_explained() {
+    let duration = "a duration such as \"10s\"";
+    let whole = "a whole number";
+    let cases: Vec<(String, &str, &str, &str)> = vec![
+        (
+            "[sse]\nheartbeat = true".into(),
+            "sse.heartbeat",
+            "true",
+            duration,
+        ),
+        ("[sse]\nretry = 1.5".into(), "sse.retry", "1.5", duration),
+        (
+            "[sse]\nwrite_timeout = \"soon\"".into(),
+            "sse.write_timeout",
+            "\"soon\"",
+            duration,
+        ),
+        (
+            "[replay]\nwindow = [1]".into(),
+            "replay.window",
+            "[1]",
+            duration,
+        ),
+        (
+            format!("{JETSTREAM}connect_timeout = false"),
+            "jetstream.connect_timeout",
+            "false",
+            duration,
+        ),
+        (
+            format!("{STREAM}max_age = \"forever\""),
+            "embedded.streams[0].max_age",
+            "\"forever\"",
+            duration,
+        ),
+        (
+            "[sse]\nmax_event_size = \"1MB\"".into(),
+            "sse.max_event_size",
+            "\"1MB\"",
+            whole,
+        ),
+        (
+            "[limits]\nmax_publish_body = -1".into(),
+            "limits.max_publish_body",
+            "-1",
+            whole,
+        ),
+        (
+            "[limits]\nmax_connections = 1.5".into(),
+            "limits.max_connections",
+            "1.5",
+            whole,
+        ),
+        (
+            "[fanout]\nring_size = \"many\"".into(),
+            "fanout.ring_size",
+            "\"many\"",
+            whole,
+        ),
+        (
+            "[replay]\nmax_messages = true".into(),
+            "replay.max_messages",
+            "true",
+            whole,
+        ),
+        (
+            format!("{JETSTREAM}max_reconnects = \"forever\""),
+            "jetstream.max_reconnects",
+            "\"forever\"",
+            whole,
+        ),
+        (
+            format!("{STREAM}max_msgs = \"lots\""),
+            "embedded.streams[0].max_msgs",
+            "\"lots\"",
+            whole,
+        ),
+        (
+            format!("{HMAC_KEY}secret = \"s\"\n[auth.subscribe.x]"),
+            "auth.subscribe.x",
+            "",
+            "unknown key",
+        ),
+        (
+            format!("{JETSTREAM}tls_insecure_skip_verify = \"yes\""),
+            "jetstream.tls_insecure_skip_verify",
+            "\"yes\"",
+            "true or false",
+        ),
+        (
+            format!("{STREAM}allow_msg_ttl = 1"),
+            "embedded.streams[0].allow_msg_ttl",
+            "1",
+            "true or false",
+        ),
+        (
+            "backend = \"nope\"".into(),
+            "backend",
+            "\"nope\"",
+            "`embedded`, `jetstream`",
+        ),
+        (
+            "backend = 3".into(),
+            "backend",
+            "3",
+            "`embedded`, `jetstream`",
+        ),
+        (
+            "[replay]\non_loss = true".into(),
+            "replay.on_loss",
+            "true",
+            "`earliest`, `live`",
+        ),
+        (
+            "[auth.subscribe]\nalgorithms = [\"XX\"]".into(),
+            "auth.subscribe.algorithms[0]",
+            "\"XX\"",
+            "`HS256`",
+        ),
+        (
+            "[[auth.subscribe.keys]]\ntype = \"foo\"".into(),
+            "auth.subscribe.keys[0].type",
+            "\"foo\"",
+            "`hmac`",
+        ),
+        (
+            "[auth.subscribe]\nkeys = [5]".into(),
+            "auth.subscribe.keys[0]",
+            "5",
+            "a table",
+        ),
+        (
+            "[cors]\nallowed_origins = \"x\"".into(),
+            "cors.allowed_origins",
+            "\"x\"",
+            "a list",
+        ),
+        (
+            "[cors]\nallowed_origins = [1]".into(),
+            "cors.allowed_origins[0]",
+            "1",
+            "a string",
+        ),
+        (
+            format!("{JETSTREAM}urls = 5"),
+            "jetstream.urls",
+            "5",
+            "a list",
+        ),
+        ("listen = 5".into(), "listen", "5", "a string"),
+        (
+            "listen = \"here\"".into(),
+            "listen",
+            "\"here\"",
+            "an address like",
+        ),
+        ("hub_url = 5".into(), "hub_url", "5", "a string"),
+        (
+            "topic_prefix = [1]".into(),
+            "topic_prefix",
+            "[1]",
+            "a string",
+        ),
+        (
+            "[embedded]\ndata_dir = 5".into(),
+            "embedded.data_dir",
+            "5",
+            "a file path",
+        ),
+        (
+            format!("{HMAC_KEY}secret_file = 5"),
+            "auth.subscribe.keys[0].secret_file",
+            "5",
+            "a file path",
+        ),
+        (
+            format!("{JETSTREAM}creds_file = true"),
+            "jetstream.creds_file",
+            "true",
+            "a file path",
+        ),
+        ("sse = 5".into(), "sse", "5", "a table"),
+        (
+            "[embedded]\nstreams = [5]".into(),
+            "embedded.streams[0]",
+            "5",
+            "a table",
+        ),
+        (
+            "[[embedded.streams]]\nname = \"s\"".into(),
+            "embedded.streams[0]",
+            "",
+            "missing its key `subjects`",
+        ),
+        (
+            "[sse]\nheartbeet = \"5s\"".into(),
+            "sse.heartbeet",
+            "",
+            "`heartbeat`",
+        ),
+    ];
+    for (text, key, value, allowed) in &cases {
+        let message = error_text(text);
+        assert_user_words(&message, &["test.toml", key, value], allowed);
+    }
+}
+
+/// A secret of the wrong type is named by its key and said to be a string; its value is not
+/// shown, nor is a secret beside an unknown key.
+#[test]
+fn wrongly_typed_secrets_are_named_but_never_shown() {
+    for (text, key) in [
+        (
+            format!("{HMAC_KEY}secret = 987654321"),
+            "auth.subscribe.keys[0].secret",
+        ),
+        (format!("{JETSTREAM}token = 987654321"), "jetstream.token"),
+        (
+            format!("{JETSTREAM}user = \"u\"\npassword = [987654321]"),
+            "jetstream.password",
+        ),
+    ] {
+        let message = error_text(&text);
+        assert_user_words(&message, &[key], "a string");
+        assert!(!message.contains("987654321"), "{message}");
+    }
+    let message = error_text(&format!("{HMAC_KEY}secrett = \"987654321\""));
+    assert_user_words(&message, &["auth.subscribe.keys[0]"], "unknown");
+    assert!(!message.contains("987654321"), "{message}");
+}
+
+/// The same kinds of mistakes in environment variables: the variable, the key and the value are
+/// named, whether the type check or a validation rule refuses it.
+#[test]
+fn wrong_environment_values_name_the_variable_key_and_value() {
+    let cases = [
+        (
+            "SLUICE_SSE_HEARTBEAT",
+            "soon",
+            "sse.heartbeat",
+            "a duration such as",
+        ),
+        (
+            "SLUICE_SSE_HEARTBEAT",
+            "0s",
+            "sse.heartbeat",
+            "must be more than 0s",
+        ),
+        (
+            "SLUICE_REPLAY_WINDOW",
+            "never",
+            "replay.window",
+            "a duration such as",
+        ),
+        (
+            "SLUICE_JETSTREAM_CONNECT_TIMEOUT",
+            "soon",
+            "jetstream.connect_timeout",
+            "a duration",
+        ),
+        (
+            "SLUICE_SSE_MAX_EVENT_SIZE",
+            "1MB",
+            "sse.max_event_size",
+            "a whole number",
+        ),
+        (
+            "SLUICE_LIMITS_MAX_CONNECTIONS",
+            "-1",
+            "limits.max_connections",
+            "a whole number, 0 or more",
+        ),
+        (
+            "SLUICE_FANOUT_RING_SIZE",
+            "lots",
+            "fanout.ring_size",
+            "a whole number",
+        ),
+        (
+            "SLUICE_FANOUT_RING_SIZE",
+            "2",
+            "fanout.ring_size",
+            "between 16 and",
+        ),
+        (
+            "SLUICE_JETSTREAM_MAX_RECONNECTS",
+            "forever",
+            "jetstream.max_reconnects",
+            "a whole number",
+        ),
+        (
+            "SLUICE_JETSTREAM_TLS_INSECURE_SKIP_VERIFY",
+            "yes",
+            "jetstream.tls_insecure_skip_verify",
+            "true or false",
+        ),
+        (
+            "SLUICE_BACKEND",
+            "nope",
+            "backend",
+            "`embedded`, `jetstream`",
+        ),
+        ("SLUICE_BACKEND", "jetstream", "backend", "[jetstream]"),
+        (
+            "SLUICE_REPLAY_ON_LOSS",
+            "never",
+            "replay.on_loss",
+            "`earliest`, `live`",
+        ),
+        (
+            "SLUICE_CORS_ALLOWED_ORIGINS",
+            "x",
+            "cors.allowed_origins[0]",
+            "can never match",
+        ),
+        ("SLUICE_LISTEN", "here", "listen", "an address like"),
+        ("SLUICE_HUB_URL", "ftp://x", "hub_url", "http://"),
+        (
+            "SLUICE_DATA_DIR",
+            "",
+            "embedded.data_dir",
+            "must not be empty",
+        ),
+        (
+            "SLUICE_STREAM",
+            "a/b",
+            "embedded.stream",
+            "not one of the streams",
+        ),
+        (
+            "SLUICE_NATS_URL",
+            "http://x",
+            "jetstream.urls[0]",
+            "schemes are",
+        ),
+    ];
+    for (variable, value, key, allowed) in cases {
+        let err = load_str(
+            "",
+            "defaults",
+            env(&[(variable, value)]),
+            &Overrides::default(),
+        )
+        .expect_err(variable)
+        .to_string();
+        let named = format!("environment variable {variable}");
+        assert_user_words(&err, &[&named, key, value], allowed);
+        assert!(!err.contains("defaults"), "{err}");
+    }
+}
+
+/// And in flags: the flag, the key and the value are named.
+#[test]
+fn wrong_flag_values_name_the_flag_key_and_value() {
+    let flags = |set: &dyn Fn(&mut Overrides)| {
+        let mut flags = Overrides::default();
+        set(&mut flags);
+        flags
+    };
+    let cases: [(Overrides, &str, &str, &str, &str); 6] = [
+        (
+            flags(&|f| f.listen = Some("here".into())),
+            "--listen",
+            "listen",
+            "\"here\"",
+            "an address like",
+        ),
+        (
+            flags(&|f| f.backend = Some("nope".into())),
+            "--backend",
+            "backend",
+            "\"nope\"",
+            "`embedded`",
+        ),
+        (
+            flags(&|f| f.data_dir = Some(String::new())),
+            "--data-dir",
+            "embedded.data_dir",
+            "\"\"",
+            "must not be empty",
+        ),
+        (
+            flags(&|f| f.stream = Some("a/b".into())),
+            "--stream",
+            "embedded.stream",
+            "\"a/b\"",
+            "not one of",
+        ),
+        (
+            flags(&|f| f.topic_prefix = Some("a..b".into())),
+            "--topic-prefix",
+            "topic_prefix",
+            "\"a..b\"",
+            "empty token",
+        ),
+        (
+            flags(&|f| {
+                f.backend = Some("jetstream".into());
+                f.stream = Some("S".into());
+                f.nats_url = Some("http://x".into());
+            }),
+            "--nats-url",
+            "jetstream.urls[0]",
+            "\"http://x\"",
+            "schemes are",
+        ),
+    ];
+    for (overrides, flag, key, value, allowed) in cases {
+        let err = load_str("", "defaults", env(&[]), &overrides)
+            .expect_err(flag)
+            .to_string();
+        assert_user_words(&err, &[&format!("flag {flag}"), key, value], allowed);
+    }
+    // A flag wins over the variable for the same key, and so is the one named.
+    let err = load_str(
+        "",
+        "defaults",
+        env(&[("SLUICE_LISTEN", "127.0.0.1:1")]),
+        &flags(&|f| f.listen = Some("here".into())),
+    )
+    .expect_err("bad flag")
+    .to_string();
+    assert!(err.starts_with("flag --listen: "), "{err}");
+}

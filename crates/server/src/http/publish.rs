@@ -52,11 +52,33 @@ struct Body {
     headers: BTreeMap<String, String>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// `ttl`: a number of seconds, or a duration or `never` as text.
 enum Ttl {
     Seconds(u64),
     Text(String),
+}
+
+/// Reads a `ttl`; any other JSON value is refused saying what a TTL is (serde's untagged enums
+/// would answer "data did not match any variant of untagged enum").
+impl<'de> Deserialize<'de> for Ttl {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TtlVisitor;
+        impl serde::de::Visitor<'_> for TtlVisitor {
+            type Value = Ttl;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "a TTL: a duration such as \"90s\" or \"1h\", a whole number of seconds, or \"never\"",
+                )
+            }
+            fn visit_u64<E: serde::de::Error>(self, secs: u64) -> Result<Ttl, E> {
+                Ok(Ttl::Seconds(secs))
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Ttl, E> {
+                Ok(Ttl::Text(text.to_owned()))
+            }
+        }
+        deserializer.deserialize_any(TtlVisitor)
+    }
 }
 
 /// The answer to a successful publish.
