@@ -40,18 +40,28 @@ impl Plan {
             return plan;
         };
         let next = cursor.next_seq();
-        let (reason, lost_from) = if cursor.incarnation.is_some_and(|e| e != state.incarnation) {
-            (GapReason::Incarnation, first)
-        } else if next < first {
-            (GapReason::Expired, next)
-        } else if next > live {
-            (GapReason::Ahead, fallback)
-        } else {
-            plan.start = next;
-            return plan;
-        };
+        let expired_below = state.expired_below.min(first);
+        let (reason, lost_from, lost_to) =
+            if cursor.incarnation.is_some_and(|e| e != state.incarnation) {
+                (GapReason::Incarnation, first, fallback)
+            } else if next < expired_below {
+                // Positions from `expired_below` on went by their own TTL or a delete: the gap
+                // ends before them unless the client is sent to the live end.
+                let to = match on_loss {
+                    OnLoss::Earliest => expired_below,
+                    OnLoss::Live => fallback,
+                };
+                (GapReason::Expired, next, to)
+            } else if next > live {
+                (GapReason::Ahead, fallback, fallback)
+            } else {
+                // Nothing was lost, even where positions before the first retained one are
+                // gone (by their own TTL or a delete): the read skips them.
+                plan.start = next;
+                return plan;
+            };
         plan.start = fallback;
-        let mut gap = Gap::range(reason, lost_from, fallback.saturating_sub(1));
+        let mut gap = Gap::range(reason, lost_from, lost_to.saturating_sub(1));
         gap.cursor = Some(cursor.to_string());
         plan.gap = Some(gap);
         plan
@@ -70,6 +80,7 @@ mod tests {
     fn state(first: u64, last: u64, incarnation: u64) -> StreamState {
         StreamState {
             first_seq: first,
+            expired_below: first,
             last_seq: last,
             first_time: None,
             incarnation,
@@ -111,6 +122,21 @@ mod tests {
         let plan = Plan::new(id(2, 7), &state(6, 10, 7), OnLoss::Live);
         let gap = plan.gap.expect("gap");
         assert_eq!((plan.start, gap.from, gap.to), (11, Some(3), Some(10)));
+    }
+
+    #[test]
+    fn positions_gone_by_their_own_ttl_are_no_gap() {
+        // 1..=2 removed by a limit, 3..=5 by their own TTL.
+        let mut state = state(6, 10, 7);
+        state.expired_below = 3;
+        let plan = Plan::new(id(3, 7), &state, OnLoss::Earliest);
+        assert_eq!((plan.start, plan.gap), (4, None));
+        let plan = Plan::new(id(0, 7), &state, OnLoss::Earliest);
+        let gap = plan.gap.expect("gap");
+        assert_eq!((plan.start, gap.from, gap.to), (6, Some(1), Some(2)));
+        let plan = Plan::new(id(0, 7), &state, OnLoss::Live);
+        let gap = plan.gap.expect("gap");
+        assert_eq!((plan.start, gap.from, gap.to), (11, Some(1), Some(10)));
     }
 
     #[test]

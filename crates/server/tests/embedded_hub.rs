@@ -313,3 +313,51 @@ async fn a_refused_undeclared_stream_keeps_the_backend_from_opening() {
 async fn steady_slow_reader_on_a_reused_connection_is_never_closed() {
     common::scenarios::steady_slow_reader_gets_everything(&Embedded, true).await;
 }
+
+/// A message removed by its own TTL is never a gap, at the head of the stream as anywhere: a
+/// client resuming from before it gets the next message and no `gap`. A position a purge
+/// removed is still told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_gone_by_its_own_ttl_at_the_head_is_not_a_gap() {
+    let (hub, backend) = Embedded::start_with_store(Config::default()).await;
+    let stream = backend.store().unwrap().stream("sluice").unwrap();
+    let mut before = hub.subscribe("?topic=t").await;
+    let from_start = expect_event(&mut before, "connected")
+        .await
+        .unwrap()
+        .id
+        .unwrap();
+    drop(before);
+    let short = hub
+        .publish_raw(json!({ "topic": "t", "payload": "short", "ttl": "1s" }))
+        .await;
+    assert_eq!(short.status, 200, "{}", short.text());
+    let kept = hub.publish("t", json!("kept")).await;
+    sluice_test_support::eventually("the TTL removed the first message", || {
+        stream.get(1).unwrap().is_none()
+    })
+    .await;
+    let resume = [("last-event-id", from_start.as_str())];
+    let mut client = hub.subscribe_with("?topic=t", &resume).await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let next = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(next.id.as_deref(), kept["id"].as_str());
+    assert_eq!(hub.metric("sluice_gaps_total{reason=\"expired\"}"), 0);
+
+    let last = hub.publish("t", json!("last")).await;
+    let purge = PurgeRequest {
+        up_to_seq: Some(3),
+        ..Default::default()
+    };
+    assert_eq!(stream.purge(purge).await.unwrap(), 1);
+    let mut client = hub.subscribe_with("?topic=t", &resume).await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let gap = expect_event(&mut client, "gap").await.unwrap();
+    assert_eq!(
+        (data(&gap)["reason"].clone(), data(&gap)["to"].clone()),
+        (json!("expired"), json!(2))
+    );
+    let next = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(next.id.as_deref(), last["id"].as_str());
+    hub.stop().await;
+}

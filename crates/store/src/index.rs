@@ -1,7 +1,8 @@
 //! `msgs/index.db`: a snapshot of the stream's table so open reads no block.
 //!
-//! Version 2 (FORMAT.md) holds no per-message entry: the header (last sequence and time, the
-//! last record's checksum, the first live message's time), per block its size, counters, time
+//! Version 3 (FORMAT.md) holds no per-message entry: the header (last sequence and time, the
+//! last record's checksum, the first live message's time, the position below which removed
+//! messages are told as expired), per block its size, counters, time
 //! range and deleted sequences as ranges, per subject its live count and block range, the last
 //! message id, and an xxh3-64 of everything before it. Its size follows blocks + subjects +
 //! runs of deletes, not the messages. Decoding checks every count against the bytes that
@@ -18,7 +19,10 @@ use crate::table::{BlockEntry, BlockStats, MAX_SEQ, RangeSet, SubjectSummary, Ta
 /// The file's name in `msgs/`.
 pub const FILE: &str = "index.db";
 const MAGIC: &[u8; 4] = b"SLIX";
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
+/// The version before `expired_below` was kept; still read (every removed position counts as
+/// expired then, as it did).
+const VERSION_WITHOUT_EXPIRED_BELOW: u8 = 2;
 
 /// What index.db says about the blocks, to check against the files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +63,7 @@ pub fn encode(
         last_checksum,
         first_seq,
         first_ts as u64,
+        table.expired_below,
     ] {
         out.extend_from_slice(&v.to_le_bytes());
     }
@@ -117,7 +122,7 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
         return Err("bad magic".into());
     }
     let version = r.u8().ok_or_else(|| bad("version"))?;
-    if version != VERSION {
+    if version != VERSION && version != VERSION_WITHOUT_EXPIRED_BELOW {
         return Err(format!("unknown version {version}"));
     }
     let mut header = [0u64; 5];
@@ -125,6 +130,10 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
         *x = r.u64().ok_or_else(|| bad("header"))?;
     }
     let [last_seq, last_ts, last_checksum, first_seq, first_ts] = header;
+    let expired_below = match version {
+        VERSION => Some(r.u64().ok_or_else(|| bad("header"))?),
+        _ => None,
+    };
     // The next sequences must exist (found by the `store_index` and `store_open` targets).
     if last_seq > MAX_SEQ {
         return Err(format!(
@@ -166,6 +175,16 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
         blocks.push(claim);
     }
     let mut table = Table::unloaded(msgs_dir, last_seq, last_ts as i64, entries);
+    let first_live = table.first_seq();
+    table.expired_below = match expired_below {
+        Some(seq) if seq > first_live => {
+            return Err(format!(
+                "expired positions up to {seq} reach past the first message, {first_live}"
+            ));
+        }
+        Some(seq) => seq,
+        None => first_live,
+    };
     let msgs = table.count();
     let n = r.count(5).ok_or_else(|| bad("subject count"))?;
     let mut subject_msgs = 0u64;

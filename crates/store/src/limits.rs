@@ -4,7 +4,7 @@ use crate::config::{DiscardPolicy, limit};
 use crate::error::{ApiError, Result};
 use crate::proto::names;
 use crate::record::flags;
-use crate::state::State;
+use crate::state::{Removal, State};
 use crate::table::MsgMeta;
 
 /// Rejects a new message that would exceed a limit under discard `new`.
@@ -43,7 +43,7 @@ pub fn enforce(st: &mut State, subject: Option<&str>) -> Result<()> {
             }
         }
     }
-    st.remove(&doomed)?;
+    st.remove(&doomed, Removal::Expired)?;
     let max_msgs = limit(st.config.max_msgs).unwrap_or(u64::MAX);
     let max_bytes = limit(st.config.max_bytes).unwrap_or(u64::MAX);
     let (mut count, mut bytes) = (st.table.count(), st.table.bytes());
@@ -56,14 +56,18 @@ pub fn enforce(st: &mut State, subject: Option<&str>) -> Result<()> {
             count > max_msgs || bytes > max_bytes
         })?;
     }
-    st.remove(&front)?;
+    st.remove(&front, Removal::Expired)?;
     Ok(())
 }
 
 /// Removes messages older than `max_age` (except TTL `never` ones) and those whose TTL is due;
 /// returns the age-removed messages that were the last of their subject (for delete markers).
+/// A message gone by its own TTL was meant to go: readers are not told of it, as they are of
+/// those `max_age` removed.
 pub fn expire(st: &mut State, now: i64) -> Result<Vec<MsgMeta>> {
-    let mut doomed = st.ttl.due(now);
+    let mut due = st.ttl.due(now);
+    due.sort_unstable();
+    let mut aged = Vec::new();
     let max_age = crate::time::nanos(st.config.max_age);
     if max_age > 0 {
         let cutoff = now.saturating_sub(max_age);
@@ -71,15 +75,16 @@ pub fn expire(st: &mut State, now: i64) -> Result<Vec<MsgMeta>> {
             if m.ts >= cutoff {
                 return false;
             }
-            if m.flags & flags::TTL_NEVER == 0 {
-                doomed.push(seq);
+            if m.flags & flags::TTL_NEVER == 0 && due.binary_search(&seq).is_err() {
+                aged.push(seq);
             }
             true
         })?;
     }
-    doomed.sort_unstable();
-    doomed.dedup();
-    let removed = st.remove(&doomed)?;
+    // IMPORTANT: the TTL's removals first: an aged message right behind them is then at the
+    // front when it goes, so readers are told of it.
+    let mut removed = st.remove(&due, Removal::Intended)?;
+    removed.extend(st.remove(&aged, Removal::Expired)?);
     let mut orphaned = Vec::new();
     if max_age > 0 && !st.config.subject_delete_marker_ttl.is_zero() {
         for (_, meta) in removed {

@@ -2,7 +2,7 @@
 
 use crate::error::{ApiError, Result, StoreError};
 use crate::proto::{self, FilterSet};
-use crate::state::State;
+use crate::state::{Removal, State};
 use crate::types::PurgeRequest;
 
 /// Removes one message; `Ok(false)` when it did not exist.
@@ -13,7 +13,7 @@ pub fn delete_msg(st: &mut State, seq: u64) -> Result<bool> {
     if st.config.deny_delete {
         return Err(ApiError::msg_delete_not_permitted().into());
     }
-    Ok(!st.remove(&[seq])?.is_empty())
+    Ok(!st.remove(&[seq], Removal::Intended)?.is_empty())
 }
 
 /// Purges per the request; returns how many messages were removed.
@@ -45,7 +45,7 @@ pub fn purge(st: &mut State, req: &PurgeRequest) -> Result<u64> {
     if !doomed.is_empty() && doomed.len() as u64 == st.table.count() {
         st.roll()?;
     }
-    Ok(st.remove(&doomed)?.len() as u64)
+    Ok(st.remove(&doomed, Removal::Expired)?.len() as u64)
 }
 
 /// The live sequences a purge of `filter` up to `upto` (keeping `req.keep`) removes.

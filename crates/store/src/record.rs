@@ -38,6 +38,10 @@ pub mod flags {
     pub const MSG_ID: u8 = 16;
     /// The message's TTL is `never` (exempt from max_age).
     pub const TTL_NEVER: u8 = 32;
+    /// On a purge marker: the messages below it went as their publisher meant (their own TTL,
+    /// a delete), so readers are not told of them. Without it they were removed by a limit or
+    /// a purge, and readers that asked for them are told (`expired`).
+    pub const INTENDED: u8 = 64;
 }
 
 /// A decoded record borrowing from its buffer.

@@ -44,6 +44,7 @@ impl BatchStart {
 pub fn undo(st: &mut State, start: BatchStart, rebuild: bool) -> Result<()> {
     st.blocks.undo_since(start.blocks)?;
     st.purge_to = None;
+    st.expired_to = None;
     st.stats = start.stats;
     if rebuild {
         reload(st)?;

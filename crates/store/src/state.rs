@@ -56,10 +56,24 @@ pub struct State {
     pub stats: WriteStats,
     /// Front removals of this batch not yet recorded: a purge marker for this first sequence.
     pub purge_to: Option<u64>,
+    /// Front removals of this batch by a limit or a purge not yet recorded: a purge marker
+    /// without `INTENDED` for this sequence (at most `purge_to`).
+    pub expired_to: Option<u64>,
     /// Changed since index.db and the sidecars were last written.
     pub dirty: bool,
     /// The sequence lease on disk: every sequence handed out is below it (file streams).
     pub lease: u64,
+}
+
+/// Why messages are removed, which decides whether a reader that asked for them is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    /// By a limit (messages, bytes, age, per subject) or a purge: a reader that asked for
+    /// them is told (an `expired` gap).
+    Expired,
+    /// As their publisher meant: their own TTL, a delete, a schedule that has fired. Nothing
+    /// was lost, so nothing is told.
+    Intended,
 }
 
 impl State {
@@ -112,10 +126,15 @@ impl State {
 
     /// Appends a tombstone, purge or last-sequence marker.
     pub fn append_marker(&mut self, kind: Kind, seq: u64) -> Result<()> {
+        self.append_marker_with(kind, seq, 0)
+    }
+
+    /// Appends a marker with record flags `flags`.
+    fn append_marker_with(&mut self, kind: Kind, seq: u64, flags: u8) -> Result<()> {
         let ts = self.next_ts();
         let rec = RecordRef {
             kind,
-            flags: 0,
+            flags,
             seq,
             ts,
             subject: &[],
@@ -132,8 +151,10 @@ impl State {
     }
 
     /// Removes live messages and records the removal durably: one purge marker for those
-    /// below the new first sequence, a tombstone for each interior one. Returns what was removed.
-    pub fn remove(&mut self, seqs: &[u64]) -> Result<Vec<(u64, MsgMeta)>> {
+    /// below the new first sequence, a tombstone for each interior one. `why` decides whether
+    /// readers that asked for those below the new first sequence are told
+    /// ([`Table::expired_below`](crate::table::Table::expired_below)). Returns what was removed.
+    pub fn remove(&mut self, seqs: &[u64], why: Removal) -> Result<Vec<(u64, MsgMeta)>> {
         let mut removed: Vec<(u64, MsgMeta)> = Vec::with_capacity(seqs.len());
         for &s in seqs {
             if let Some(meta) = self.table.remove(s)? {
@@ -147,6 +168,12 @@ impl State {
         if removed.iter().any(|(s, _)| *s < first) {
             // One purge marker per batch is enough: written by `flush` with the batch.
             self.purge_to = Some(first);
+        }
+        if why == Removal::Expired {
+            let front = removed.iter().map(|(s, _)| *s).filter(|s| *s < first).max();
+            if let Some(front) = front {
+                self.expire_below(front + 1);
+            }
         }
         for (s, _) in removed.iter().filter(|(s, _)| *s >= first) {
             self.append_marker(Kind::Tombstone, *s)?;
@@ -165,8 +192,17 @@ impl State {
         self.ttl = TtlWheel::default();
         self.schedules = Schedules::default();
         self.purge_to = Some(self.table.last_seq + 1);
+        self.expire_below(self.table.last_seq + 1);
         self.dirty = true;
         n
+    }
+
+    /// Raises the first position readers are not told of to `seq`, for the next purge marker.
+    fn expire_below(&mut self, seq: u64) {
+        if seq > self.table.expired_below {
+            self.table.expired_below = seq;
+            self.expired_to = Some(seq);
+        }
     }
 
     /// Whether the batch holds records not written yet (what [`State::flush`] writes).
@@ -185,6 +221,7 @@ impl State {
         self.schedules = r.schedules;
         self.sources = r.sources;
         self.purge_to = None;
+        self.expired_to = None;
         self.dirty = !r.index_current;
         self.lease = r.lease;
         // Never above the last sequence: the next one appended must not be visible before it
@@ -194,8 +231,16 @@ impl State {
 
     /// Writes the batch's front-removal marker (if any) and the batch to the active block.
     pub fn flush(&mut self) -> Result<()> {
-        if let Some(first) = self.purge_to.take() {
-            self.append_marker(Kind::PurgeTo, first)?;
+        // Two markers when the batch removed some of the front by a limit or a purge and the
+        // rest as meant: recovery raises `expired_below` only for the first.
+        let expired_to = self.expired_to.take();
+        if let Some(expired_to) = expired_to {
+            self.append_marker(Kind::PurgeTo, expired_to)?;
+        }
+        if let Some(first) = self.purge_to.take()
+            && expired_to.is_none_or(|to| first > to)
+        {
+            self.append_marker_with(Kind::PurgeTo, first, record::flags::INTENDED)?;
         }
         // IMPORTANT: the lease covers the batch's sequences before any of its records reaches
         // a block: whatever is later cut from the block, they are never handed out again.
@@ -317,6 +362,7 @@ impl State {
                 msgs: t.count(),
                 bytes: t.bytes(),
                 first_seq: first,
+                expired_below: t.expired_below.min(first),
                 first_time: first_time.map(timestamp),
                 last_seq: last,
                 last_time: (t.last_ts > 0).then(|| timestamp(t.last_ts)),

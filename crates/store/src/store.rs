@@ -501,6 +501,7 @@ fn stream_state(meta: Meta, dir: Option<PathBuf>, r: Recovered) -> State {
         stats: Default::default(),
         dirty: !r.index_current,
         purge_to: None,
+        expired_to: None,
         lease: r.lease,
     }
 }

@@ -279,8 +279,10 @@ impl StreamHandle {
     /// [`StreamHandle::info`] (no configuration copied, no block read).
     pub fn retained_from(&self) -> Retained {
         let st = self.shared.lock();
+        let first_seq = st.visible_range().0;
         Retained {
-            first_seq: st.visible_range().0,
+            first_seq,
+            expired_below: st.table.expired_below.min(first_seq),
             incarnation: st.incarnation,
         }
     }

@@ -77,6 +77,10 @@ pub struct PurgeRequest {
 pub struct Retained {
     /// The first retained sequence; the last + 1 when the stream holds no messages.
     pub first_seq: u64,
+    /// Positions below this one were removed by a limit or a purge: a reader that asked for
+    /// them is told they expired. Those from here to `first_seq` went by their own TTL or a
+    /// delete, which is not a loss. At most `first_seq`.
+    pub expired_below: u64,
     /// The stream's incarnation (changes when it is deleted and created again).
     pub incarnation: u64,
 }
@@ -90,6 +94,10 @@ pub struct StreamState {
     pub bytes: u64,
     /// First live sequence; `last_seq + 1` when empty.
     pub first_seq: u64,
+    /// Positions below this one were removed by a limit or a purge (readers asking for them
+    /// are told they expired); those from here to `first_seq` went by their own TTL or a
+    /// delete. At most `first_seq`. Not part of JetStream's state.
+    pub expired_below: u64,
     /// Time of the first live message.
     pub first_time: Option<jiff::Timestamp>,
     /// Last sequence ever assigned (0 = none).

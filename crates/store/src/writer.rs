@@ -20,7 +20,7 @@ use crate::persist;
 use crate::purge;
 use crate::rollback::{self, BatchStart};
 use crate::rules::{self, Publish};
-use crate::state::State;
+use crate::state::{Removal, State};
 use crate::time::now_ns;
 use crate::types::{PubAck, PurgeRequest};
 
@@ -346,7 +346,7 @@ fn fire_schedules(st: &mut State, now: i64) -> Result<()> {
         match next {
             Some(next) => st.schedules.insert(&subject, entry.seq, next),
             None => {
-                st.remove(&[entry.seq])?;
+                st.remove(&[entry.seq], Removal::Intended)?;
             }
         }
     }

@@ -126,3 +126,77 @@ async fn max_age_removal_leaves_subject_delete_marker() {
     assert!(marker.payload.is_empty());
     assert!(!live(&s, 1));
 }
+
+/// `(first_seq, expired_below)` of stream `s`.
+fn front(s: &StreamHandle) -> (u64, u64) {
+    let state = s.info(None).state;
+    assert_eq!(
+        (state.first_seq, state.expired_below),
+        {
+            let retained = s.retained_from();
+            (retained.first_seq, retained.expired_below)
+        },
+        "info and retained_from agree"
+    );
+    (state.first_seq, state.expired_below)
+}
+
+/// Why the front of a stream went is kept: a purge or a limit raises `expired_below` (readers
+/// that asked for those positions are told), a message's own TTL or a delete does not. Both
+/// the fast open from index.db and a rebuild from the blocks alone give it back.
+#[tokio::test]
+async fn own_ttl_and_deletes_at_the_front_are_not_expired_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (store, s) = open_ttl_stream(dir.path());
+        s.publish("t", Headers::new(), "1 purged").await.unwrap();
+        s.publish("t", ttl("1s"), "2 by its own TTL").await.unwrap();
+        s.publish("t", Headers::new(), "3 deleted").await.unwrap();
+        s.publish("t", Headers::new(), "4 kept").await.unwrap();
+        let purge = sluice_store::PurgeRequest {
+            up_to_seq: Some(2),
+            ..Default::default()
+        };
+        assert_eq!(s.purge(purge).await.unwrap(), 1);
+        assert_eq!(front(&s), (2, 2));
+        eventually("the 1s TTL expired", || !live(&s, 2)).await;
+        assert_eq!(front(&s), (3, 2));
+        assert!(s.delete_msg(3).await.unwrap());
+        assert_eq!(front(&s), (4, 2));
+        store.close();
+    }
+    for remove_index in [false, true] {
+        if remove_index {
+            std::fs::remove_file(dir.path().join("streams/T/msgs/index.db")).unwrap();
+        }
+        let (store, _) = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let s = store.stream("T").unwrap();
+        assert_eq!(front(&s), (4, 2), "index.db removed: {remove_index}");
+        store.close();
+    }
+}
+
+/// A message `max_age` removes right behind one that went by its own TTL is an expired
+/// position, and so is everything a purge of the whole stream removes.
+#[tokio::test]
+async fn limits_and_purges_at_the_front_are_expired_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let cfg = StreamConfig {
+        allow_msg_ttl: true,
+        max_age: Duration::from_secs(2),
+        ..StreamConfig::new("T", ["t"])
+    };
+    let s = store.create_stream(cfg).unwrap();
+    s.publish("t", ttl("1s"), "1 by its own TTL").await.unwrap();
+    s.publish("t", Headers::new(), "2 by max_age")
+        .await
+        .unwrap();
+    eventually("max_age removed 2", || !live(&s, 2)).await;
+    assert_eq!(front(&s), (3, 3));
+    s.publish("t", Headers::new(), "3").await.unwrap();
+    s.publish("t", Headers::new(), "4").await.unwrap();
+    assert_eq!(s.purge(Default::default()).await.unwrap(), 2);
+    assert_eq!(front(&s), (5, 5));
+    store.close();
+}

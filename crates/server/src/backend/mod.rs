@@ -69,6 +69,11 @@ pub struct LostRange {
 pub struct StreamState {
     /// First retained sequence; `last_seq + 1` when the stream holds no messages.
     pub first_seq: u64,
+    /// Positions below this one that are gone were removed by a limit or a purge: a reader
+    /// that asks for them is told (`expired`). Those from here up to `first_seq` went by
+    /// their own TTL or a delete and are skipped silently. At most `first_seq`; equal to it
+    /// where the backend cannot tell why messages went (NATS JetStream).
+    pub expired_below: u64,
     /// Last sequence ever assigned; 0 when nothing was ever stored.
     pub last_seq: u64,
     /// Time of the first retained message, if any.
@@ -124,6 +129,8 @@ pub enum Health {
 pub struct Retained {
     /// The first retained sequence; the last + 1 when the stream holds no messages.
     pub first_seq: u64,
+    /// As [`StreamState::expired_below`].
+    pub expired_below: u64,
     /// The stream's incarnation.
     pub incarnation: u64,
 }

@@ -113,8 +113,8 @@ impl Source {
     /// Subscribes from `start`, only if the stream is still the encoder's incarnation. The
     /// incarnation is checked before and after subscribing, so a subscription made while the
     /// stream is being recreated never silently continues in the new incarnation with positions
-    /// of the old one. Positions below the first retained sequence are reported first, as one
-    /// `Lost` entry.
+    /// of the old one. Positions a limit or a purge removed from below the first retained
+    /// sequence are reported first, as one `Lost` entry.
     pub async fn open(spec: SourceSpec, start: u64) -> Result<Self, Lost> {
         let subscribed = subscribe_in_incarnation(&spec, start).await;
         let (stream, lost) = subscribed.map_err(|err| spec.failed(err, "subscribe failed"))?;
@@ -270,6 +270,7 @@ impl SourceSpec {
         match self.backend.stream_state().await {
             Ok(state) => Ok(Retained {
                 first_seq: state.first_seq,
+                expired_below: state.expired_below,
                 incarnation: state.incarnation,
             }),
             Err(err) => Err(self.failed(Fault::Backend(err), "state check failed")),
@@ -293,7 +294,8 @@ impl SourceSpec {
 }
 
 /// Subscribes from `start` if the stream is still the encoder's incarnation, before and after;
-/// also returns the positions `from..=to` no longer retained when the subscription began.
+/// also returns the positions `from..=to` a limit or a purge had removed when the subscription
+/// began (see [`StreamState::expired_below`](crate::backend::StreamState::expired_below)).
 async fn subscribe_in_incarnation(
     spec: &SourceSpec,
     start: u64,
@@ -301,7 +303,7 @@ async fn subscribe_in_incarnation(
     let incarnation = spec.encoder.incarnation;
     let check = || async {
         match spec.backend.stream_state().await {
-            Ok(state) if state.incarnation == incarnation => Ok(state.first_seq),
+            Ok(state) if state.incarnation == incarnation => Ok(state.expired_below),
             Ok(_) => Err(Fault::Replaced),
             Err(err) => Err(Fault::Backend(err)),
         }
@@ -312,16 +314,19 @@ async fn subscribe_in_incarnation(
         .subscribe(spec.filters.as_slice(), start)
         .await
         .map_err(Fault::Backend)?;
-    let first = check().await?;
-    Ok((stream, (start < first).then(|| (start, first - 1))))
+    let expired_below = check().await?;
+    Ok((
+        stream,
+        (start < expired_below).then(|| (start, expired_below - 1)),
+    ))
 }
 
-/// A read of the stream skipped positions `from..=to`: those that hold other topics or were
-/// deleted on purpose, and those removed from the stream's front (limits, age, purge) before the
-/// read reached them, which readers must be told of. Front removal only ever raises the first
-/// retained sequence, so every skipped position below it now may have held a message the reader
-/// never got: that range is returned (positions, not messages — some may hold other topics).
-/// An error when the stream is no longer incarnation `incarnation`.
+/// A read of the stream skipped positions `from..=to`: those that hold other topics, were
+/// deleted on purpose or went by their own TTL, and those removed from the stream's front by a
+/// limit or a purge before the read reached them, which readers must be told of. Such removal
+/// only ever raises `expired_below`, so every skipped position below it now may have held a
+/// message the reader never got: that range is returned (positions, not messages — some may
+/// hold other topics). An error when the stream is no longer incarnation `incarnation`.
 fn removed_from_front(
     retained: Retained,
     incarnation: u64,
@@ -331,8 +336,8 @@ fn removed_from_front(
     if retained.incarnation != incarnation {
         return Err(Lost::Replaced);
     }
-    let first = retained.first_seq;
-    Ok((first > from).then(|| (from, to.min(first - 1))))
+    let expired_below = retained.expired_below.min(retained.first_seq);
+    Ok((expired_below > from).then(|| (from, to.min(expired_below - 1))))
 }
 
 /// Logs and counts a backend error by kind.

@@ -282,6 +282,9 @@ fn apply(
             for s in table.seqs_in(0, rec.seq.saturating_sub(1))? {
                 table.remove(s)?;
             }
+            if rec.flags & flags::INTENDED == 0 {
+                table.expired_below = table.expired_below.max(rec.seq);
+            }
             table.note_marker(block);
             table.raise_last(rec.seq.saturating_sub(1));
         }

@@ -60,6 +60,11 @@ pub struct Table {
     blocks_loaded: u64,
     /// Positions known lost (from lost.db and recovery); readers are told of them.
     pub losses: Losses,
+    /// Readers that ask for a position below this one that is no longer stored are told it
+    /// expired: a limit or a purge removed it. Positions from here up to the first live one
+    /// went as their publisher meant (their own TTL, a delete) and are skipped silently. At
+    /// most the first live sequence; raised only by removals from the front.
+    pub expired_below: u64,
 }
 
 /// What a reader finds next.

@@ -214,6 +214,7 @@ impl Backend for EmbeddedBackend {
         };
         Ok(StreamState {
             first_seq: info.state.first_seq,
+            expired_below: info.state.expired_below,
             last_seq: info.state.last_seq,
             first_time: info.state.first_time,
             incarnation: info.incarnation,
@@ -226,6 +227,7 @@ impl Backend for EmbeddedBackend {
         let retained = self.handle().ok()?.retained_from();
         Some(Retained {
             first_seq: retained.first_seq,
+            expired_below: retained.expired_below,
             incarnation: retained.incarnation,
         })
     }

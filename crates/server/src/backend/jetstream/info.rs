@@ -50,10 +50,13 @@ fn facts(info: &stream::Info) -> StreamFacts {
         .as_ref()
         .map(|limits| limits.inactive_threshold)
         .filter(|limit| !limit.is_zero());
+    // JetStream reports first = last + 1 for an emptied stream, but 0 for a new one.
+    let first_seq = state.first_sequence.max(1).min(state.last_sequence + 1);
     StreamFacts {
         state: StreamState {
-            // JetStream reports first = last + 1 for an emptied stream, but 0 for a new one.
-            first_seq: state.first_sequence.max(1).min(state.last_sequence + 1),
+            first_seq,
+            // The server does not say why messages went: every removed position counts.
+            expired_below: first_seq,
             last_seq: state.last_sequence,
             first_time,
             incarnation: incarnation(info.created),
