@@ -112,6 +112,17 @@ async fn read_ids(client: &mut SseClient, count: usize) -> Vec<String> {
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
+/// The names of the consumers on the `EVENTS` stream.
+async fn consumer_names(js: &async_nats::jetstream::Context) -> Vec<String> {
+    js.get_stream("EVENTS")
+        .await
+        .expect("the stream exists")
+        .consumer_names()
+        .map(|name| name.expect("a consumer name"))
+        .collect()
+        .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_deleted_under_a_connected_client_loses_nothing() {
     let (hub, server) = JetStream::start_with_server(Config::default()).await;
@@ -239,4 +250,34 @@ async fn positions_removed_during_catch_up_are_reported() {
     })
     .await;
     hub.stop().await;
+}
+
+/// A clean stop deletes the hub's consumers before it closes the connection, rather than
+/// leaving them to the server's inactivity threshold. Several rounds, as a race would leave
+/// some behind only now and then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_stop_leaves_no_consumer_on_the_server() {
+    const TOPIC_SETS: [&str; 4] = ["?topic=a", "?topic=b", "?topic=c", "?topic=a&topic=b"];
+    for round in 1..=5 {
+        let (hub, server) = JetStream::start_with_server(Config::default()).await;
+        let js = operator(&server).await;
+        let mut clients = Vec::new();
+        for query in TOPIC_SETS {
+            let mut client = hub.subscribe(query).await;
+            expect_event(&mut client, "connected")
+                .await
+                .expect("connected");
+            clients.push(client);
+        }
+        eventually_async("a consumer per topic set", async || {
+            consumer_names(&js).await.len() >= TOPIC_SETS.len()
+        })
+        .await;
+        hub.stop().await;
+        assert_eq!(
+            consumer_names(&js).await,
+            Vec::<String>::new(),
+            "consumers left after stop number {round}"
+        );
+    }
 }

@@ -199,7 +199,9 @@ impl JetStreamConfig {
     /// The credentials written into the server URLs, if any (validation makes sure that every
     /// URL carrying some carries the same, and that no other authentication key is set).
     pub(super) fn url_credentials(&self) -> Option<UrlCredentials> {
-        self.urls_with_credentials().next().map(|(_, credentials)| credentials)
+        self.urls_with_credentials()
+            .next()
+            .map(|(_, credentials)| credentials)
     }
 
     /// (index, credentials) of every URL that parses and carries usable credentials.

@@ -7,6 +7,7 @@
 
 mod config;
 mod connect;
+mod consumers;
 mod error;
 mod filters;
 mod info;
@@ -60,6 +61,8 @@ struct Shared {
     stats: Stats,
     /// Set by [`Backend::shutdown`]; the connection is draining or closed.
     shut_down: AtomicBool,
+    /// The feeds' consumers, deleted by [`Backend::shutdown`].
+    consumers: consumers::Consumers,
 }
 
 /// Counters of what the backend did behind the hub's back.
@@ -139,6 +142,7 @@ impl JetStreamBackend {
                 reconnects: connection.reconnects,
                 stats: Stats::default(),
                 shut_down: AtomicBool::new(false),
+                consumers: consumers::Consumers::default(),
             }),
         })
     }
@@ -222,6 +226,23 @@ impl Backend for JetStreamBackend {
         let shared = &self.shared;
         shared.shut_down.store(true, Ordering::Relaxed);
         let limit = shared.config.request_timeout;
+        // Before the connection closes: afterwards nothing could delete them, and the server
+        // would keep them until their inactivity threshold.
+        let names = shared.consumers.close().await;
+        let deletions = names
+            .iter()
+            .map(|name| subscribe::delete_consumer(shared, name));
+        let results = futures::future::join_all(deletions).await;
+        let failed = results.iter().filter(|gone| !**gone).count();
+        if failed == 0 {
+            tracing::info!(deleted = names.len(), "JetStream consumers deleted");
+        } else {
+            tracing::warn!(
+                deleted = names.len() - failed,
+                failed,
+                "some JetStream consumers could not be deleted; the server reaps them"
+            );
+        }
         match tokio::time::timeout(limit, shared.client.drain()).await {
             Ok(Ok(())) => tracing::info!("NATS connection drained"),
             Ok(Err(err)) => tracing::warn!(%err, "draining the NATS connection failed"),

@@ -10,6 +10,7 @@
 //! consumer is deleted (bounded by the request timeout).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, pull};
@@ -200,6 +201,11 @@ impl Feed {
 
     fn lose(&mut self, reason: &str) {
         let consumer = self.current.take().map(|current| current.name.clone());
+        if self.shared.shut_down.load(Ordering::Relaxed) {
+            // Shutting down deletes the consumers and drains the connection: no loss.
+            tracing::debug!(consumer, reason, "JetStream consumer ended by the shutdown");
+            return;
+        }
         self.shared.stats.consumers_lost.inc();
         tracing::warn!(
             stream = self.shared.config.stream,
@@ -299,6 +305,11 @@ impl Feed {
             ..Default::default()
         };
         let what = format!("creating a consumer on stream {stream:?}");
+        let permission = shared
+            .consumers
+            .creating()
+            .await
+            .ok_or(Unavailable::ConnectionClosed)?;
         let consumer = bounded(limit, &what, async {
             shared
                 .context
@@ -311,11 +322,10 @@ impl Feed {
         })
         .await?;
         let name = consumer.cached_info().name.clone();
+        shared.consumers.register(&permission, &name);
         let cleanup = ConsumerCleanup {
-            context: shared.context.clone(),
-            stream: stream.clone(),
+            shared: shared.clone(),
             name: name.clone(),
-            limit,
         };
         let messages = bounded(limit, &what, async {
             consumer
@@ -358,34 +368,48 @@ struct LiveConsumer {
 
 /// Deletes the server-side consumer when the feed lets go of it.
 struct ConsumerCleanup {
-    context: async_nats::jetstream::Context,
-    stream: String,
+    shared: Arc<Shared>,
     name: String,
-    limit: Duration,
 }
 
 impl Drop for ConsumerCleanup {
     fn drop(&mut self) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return; // No runtime left: the server reaps it after the inactive threshold.
+            // No runtime left: shutting down deletes it, as it is still registered.
+            return;
         };
-        let (context, stream, name, limit) = (
-            self.context.clone(),
-            std::mem::take(&mut self.stream),
-            std::mem::take(&mut self.name),
-            self.limit,
-        );
+        let (shared, name) = (self.shared.clone(), std::mem::take(&mut self.name));
         runtime.spawn(async move {
-            let deleted =
-                tokio::time::timeout(limit, context.delete_consumer_from_stream(&name, &stream))
-                    .await;
-            if !matches!(deleted, Ok(Ok(_))) {
+            if !delete_consumer(&shared, &name).await {
                 tracing::debug!(
-                    stream,
+                    stream = shared.config.stream,
                     consumer = name,
-                    "consumer not deleted; the server reaps it"
+                    "consumer not deleted; shutting down or the server reaps it"
                 );
             }
         });
     }
+}
+
+/// Deletes a feed's consumer, within the request timeout; true when it is gone (also when it
+/// was already), and then it is forgotten.
+pub(super) async fn delete_consumer(shared: &Shared, name: &str) -> bool {
+    let (stream, limit) = (&shared.config.stream, shared.config.request_timeout);
+    let deleted = tokio::time::timeout(
+        limit,
+        shared.context.delete_consumer_from_stream(name, stream),
+    )
+    .await;
+    let gone = match deleted {
+        Ok(Ok(_)) => true,
+        Ok(Err(err)) => match err.kind() {
+            ConsumerErrorKind::JetStream(api) => api.code() == 404,
+            _ => false,
+        },
+        Err(_) => false,
+    };
+    if gone {
+        shared.consumers.forget(name);
+    }
+    gone
 }

@@ -87,8 +87,8 @@ mod tests {
 
     #[test]
     fn stripping_keeps_everything_but_the_credentials() {
-        let addr: ServerAddr = "wss://alice:secret@h:443/path".parse().unwrap();
+        let addr: ServerAddr = "wss://alice:secret@h:4443/path".parse().unwrap();
         let stripped = without_credentials(addr).into_inner().to_string();
-        assert_eq!(stripped, "wss://h:443/path");
+        assert_eq!(stripped, "wss://h:4443/path");
     }
 }
