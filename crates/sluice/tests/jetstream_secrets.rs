@@ -49,10 +49,7 @@ fn assert_connected_without_secrets(output: &str, secrets: &[&str]) {
         output.contains("\"EVENTS\" does not exist"),
         "the hub did not get as far as the stream:\n{output}"
     );
-    assert!(
-        output.contains("DEBUG"),
-        "debug logging is on:\n{output}"
-    );
+    assert!(output.contains("DEBUG"), "debug logging is on:\n{output}");
     for secret in secrets {
         assert!(!output.contains(secret), "{secret:?} printed:\n{output}");
     }
