@@ -83,6 +83,10 @@ pub(super) async fn connect(config: &JetStreamConfig) -> Result<Connection, Back
             urls: shown_urls,
             reason: config.scrub(&err.to_string()),
         })?;
+    // The first connection's event comes through a task of async-nats: taken in here, it is
+    // not mistaken later for a re-connection.
+    let mut first = reconnects.clone();
+    let _ = tokio::time::timeout(config.connect_timeout, first.wait_for(|count| *count > 0)).await;
     Ok(Connection { client, reconnects })
 }
 

@@ -27,6 +27,7 @@ use super::publish::from_nats_headers;
 use crate::backend::{
     ApiError, BackendError, BackendMessage, Delivery, MessageStream, Unavailable,
 };
+use crate::metrics::Metrics;
 
 /// How long a consumer may sit idle before the server deletes it, unless the stream sets a
 /// shorter limit. Live pulls keep it active, so this only matters once the feed is gone.
@@ -103,7 +104,53 @@ enum Opening {
 /// What happened while waiting for the next message.
 enum Step {
     Message(Box<async_nats::jetstream::Message>),
-    Lost(String),
+    Lost(Loss, String),
+}
+
+/// Why a consumer was found lost: the `reason` label of `sluice_jetstream_consumers_lost`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Loss {
+    /// The connection was re-established: the consumer is recreated at once, as messages in
+    /// flight were lost with the old connection, without waiting for missed heartbeats.
+    Reconnected,
+    /// Two idle heartbeats did not come (the server holding it died, or the network).
+    HeartbeatsMissed,
+    /// The server deleted it (an operator, its inactivity threshold) or ended its delivery.
+    Deleted,
+    /// Its delivery sequence jumped: a message was lost in flight.
+    DeliveryGap,
+    /// A pull failed, or a delivery could not be read.
+    Failed,
+}
+
+impl Loss {
+    /// Every reason, for metrics.
+    pub const ALL: [Self; 5] = [
+        Self::Reconnected,
+        Self::HeartbeatsMissed,
+        Self::Deleted,
+        Self::DeliveryGap,
+        Self::Failed,
+    ];
+
+    /// The metric and log label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Reconnected => "reconnected",
+            Self::HeartbeatsMissed => "heartbeats_missed",
+            Self::Deleted => "deleted",
+            Self::DeliveryGap => "delivery_gap",
+            Self::Failed => "failed",
+        }
+    }
+
+    fn of(error: &pull::MessagesError) -> Self {
+        match error.kind() {
+            pull::MessagesErrorKind::MissingHeartbeat => Self::HeartbeatsMissed,
+            pull::MessagesErrorKind::ConsumerDeleted => Self::Deleted,
+            _ => Self::Failed,
+        }
+    }
 }
 
 impl Feed {
@@ -126,7 +173,10 @@ impl Feed {
             let step = tokio::select! {
                 biased;
                 changed = self.reconnects.changed() => match changed {
-                    Ok(()) => Step::Lost("the NATS connection was re-established".to_owned()),
+                    Ok(()) => Step::Lost(
+                        Loss::Reconnected,
+                        "the NATS connection was re-established".to_owned(),
+                    ),
                     Err(_) => {
                         self.finished = true;
                         return Some(Err(Unavailable::ConnectionClosed.into()));
@@ -134,21 +184,21 @@ impl Feed {
                 },
                 next = current.messages.next() => match next {
                     Some(Ok(message)) => Step::Message(Box::new(message)),
-                    Some(Err(err)) => Step::Lost(format!("the consumer failed: {err}")),
-                    None => Step::Lost("the consumer ended".to_owned()),
+                    Some(Err(err)) => Step::Lost(Loss::of(&err), format!("the consumer failed: {err}")),
+                    None => Step::Lost(Loss::Deleted, "the consumer ended".to_owned()),
                 },
             };
             let message = match step {
                 Step::Message(message) => message,
-                Step::Lost(reason) => {
-                    self.lose(&reason);
+                Step::Lost(loss, detail) => {
+                    self.lose(loss, &detail);
                     continue;
                 }
             };
             match self.accept(&message) {
                 Ok(Some(delivered)) => return Some(Ok(delivered)),
                 Ok(None) => continue,
-                Err(reason) => self.lose(&reason),
+                Err((loss, detail)) => self.lose(loss, &detail),
             }
         }
     }
@@ -158,18 +208,21 @@ impl Feed {
     fn accept(
         &mut self,
         message: &async_nats::jetstream::Message,
-    ) -> Result<Option<BackendMessage>, String> {
+    ) -> Result<Option<BackendMessage>, (Loss, String)> {
         let current = self
             .current
             .as_mut()
             .expect("a message comes from the current consumer");
         let delivery = message
             .info()
-            .map_err(|err| format!("unreadable delivery metadata: {err}"))?;
+            .map_err(|err| (Loss::Failed, format!("unreadable delivery metadata: {err}")))?;
         if delivery.consumer_sequence != current.delivered + 1 {
-            return Err(format!(
-                "delivery sequence jumped from {} to {}",
-                current.delivered, delivery.consumer_sequence
+            return Err((
+                Loss::DeliveryGap,
+                format!(
+                    "delivery sequence jumped from {} to {}",
+                    current.delivered, delivery.consumer_sequence
+                ),
             ));
         }
         current.delivered = delivery.consumer_sequence;
@@ -199,19 +252,21 @@ impl Feed {
         }))
     }
 
-    fn lose(&mut self, reason: &str) {
+    fn lose(&mut self, loss: Loss, detail: &str) {
         let consumer = self.current.take().map(|current| current.name.clone());
         if self.shared.shut_down.load(Ordering::Relaxed) {
             // Shutting down deletes the consumers and drains the connection: no loss.
-            tracing::debug!(consumer, reason, "JetStream consumer ended by the shutdown");
+            tracing::debug!(consumer, detail, "JetStream consumer ended by the shutdown");
             return;
         }
-        self.shared.stats.consumers_lost.inc();
+        let reason = loss.label();
+        Metrics::count(&self.shared.stats.consumers_lost, "reason", reason);
         tracing::warn!(
             stream = self.shared.config.stream,
             consumer,
             next_seq = self.next_seq,
             reason,
+            detail,
             "JetStream consumer lost; recreating it from the next sequence"
         );
     }
@@ -240,7 +295,15 @@ impl Feed {
                         retry_in = ?pause,
                         "cannot recreate the JetStream consumer yet"
                     );
-                    tokio::time::sleep(pause).await;
+                    // A reconnection ends the pause: the consumer is recreated at once.
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {}
+                        changed = self.reconnects.changed() => {
+                            if changed.is_err() {
+                                return Err(Unavailable::ConnectionClosed.into());
+                            }
+                        }
+                    }
                     pause = (pause * 2).min(MAX_RETRY_PAUSE);
                 }
             }
@@ -253,7 +316,7 @@ impl Feed {
         let (stream, limit) = (&shared.config.stream, shared.config.request_timeout);
         // Whatever happened to the connection so far is covered by the new consumer.
         self.reconnects.borrow_and_update();
-        let facts = info::fetch(&shared.context, stream, limit).await?;
+        let facts = shared.read_stream(limit).await?;
         match opening {
             Opening::First => {
                 if let Some(filter) = self.plan.outside(&facts.state.subjects) {
