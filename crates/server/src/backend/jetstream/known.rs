@@ -12,7 +12,10 @@
 //!   known in this incarnation: sequences only grow within one incarnation, so the stream was
 //!   created again. The stream's info is read before answering and its incarnation is used.
 //!
-//! The info is read again at most once per such event, not per publish.
+//! The info is read again at most once per such event, not per publish. Not covered: a stream
+//! created again and filled past the highest sequence known before its advisory arrives (an
+//! acknowledgement does not carry the incarnation); reading the info before each publish left
+//! the same window between the two requests.
 
 use std::sync::Mutex;
 
