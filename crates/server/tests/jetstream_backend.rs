@@ -744,3 +744,24 @@ async fn a_filter_outside_the_stream_is_an_api_error() {
         Ok(_) => panic!("subscribed outside the stream"),
     }
 }
+
+/// A publish no stream answers for — what a JetStream leader election looks like (here a
+/// subject outside the stream) — says the stream is temporarily unavailable and to retry.
+#[tokio::test]
+async fn a_publish_no_stream_answers_reads_as_temporarily_unavailable() {
+    let server = start_server().await;
+    create_stream(&operator(&server).await, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    match backend.publish(request("elsewhere.x", "lost")).await {
+        Err(BackendError::Unavailable(reason)) => {
+            assert_eq!(reason.reason(), "stream_unavailable");
+            let text = reason.to_string();
+            assert!(
+                text.contains("temporarily unavailable") && text.contains("retry"),
+                "{text}"
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(publish(&backend, "events.a", "after").await, 1);
+}

@@ -90,6 +90,45 @@ async fn user_and_password_authentication() {
 }
 
 #[tokio::test]
+async fn user_and_password_in_the_url_authenticate_percent_decoded() {
+    let server = start("authorization { user: alice, password: \"p@ss:w0rd\" }").await;
+    create_stream(
+        async_nats::ConnectOptions::with_user_and_password("alice".into(), "p@ss:w0rd".into()),
+        &server.url(),
+    )
+    .await;
+    let port = server.port();
+    assert_ready(&config(format!(
+        "nats://alice:p%40ss%3Aw0rd@127.0.0.1:{port}"
+    )))
+    .await;
+
+    let err = refused(&config(format!("nats://alice:wr0ng-p4ss@127.0.0.1:{port}"))).await;
+    assert!(!err.contains("wr0ng-p4ss"), "{err}");
+    assert!(err.contains("authorization violation"), "{err}");
+}
+
+#[tokio::test]
+async fn a_token_in_the_url_authenticates() {
+    let server = start("authorization { token: \"t0ken/123\" }").await;
+    create_stream(
+        async_nats::ConnectOptions::with_token("t0ken/123".into()),
+        &server.url(),
+    )
+    .await;
+    let port = server.port();
+    // Percent-encoded, in the second of two URLs: the credentials serve every server.
+    let mut config = config(server.url());
+    config
+        .urls
+        .push(format!("nats://t0ken%2F123@127.0.0.1:{port}"));
+    assert_ready(&config).await;
+
+    let err = refused(&self::config(format!("nats://wr0ng-t0k@127.0.0.1:{port}"))).await;
+    assert!(!err.contains("wr0ng-t0k"), "{err}");
+}
+
+#[tokio::test]
 async fn nkey_authentication() {
     // The user key pair from the NATS documentation.
     const SEED: &str = "SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY";

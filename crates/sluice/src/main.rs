@@ -1,6 +1,7 @@
 //! The `sluice` command: `serve`, `pub`, `sub`, `stream`, `bench`.
 //!
-//! Logs go to stderr (`--log-format text|json`, filter with `SLUICE_LOG`, default `info`);
+//! Logs go to stderr (`--log-format text|json`, filter with `SLUICE_LOG`, default `info`;
+//! async-nats's connection details below info are never shown, as they may quote credentials);
 //! stdout carries only command output (for `serve`: the `sluice listening on http://…` line).
 
 mod backoff;
@@ -47,16 +48,21 @@ enum Command {
 }
 
 fn init_logging(format: LogFormat) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Whatever SLUICE_LOG enables, a library event that may quote a secret is never shown.
+    let safe = tracing_subscriber::filter::filter_fn(sluice_server::backend::jetstream::may_log);
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(ansi);
+    let registry = tracing_subscriber::registry().with(filter).with(safe);
     match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => registry.with(layer).init(),
+        LogFormat::Json => registry.with(layer.json()).init(),
     }
 }
 

@@ -79,8 +79,13 @@ pub enum Unavailable {
     /// brings it back.
     #[error("stream {0:?} is closed")]
     StreamClosed(String),
-    /// A request got no answer within its time limit.
-    #[error("{what}: no answer within {}", crate::duration::format(*.limit))]
+    /// A request got no answer within its time limit: a stream electing a leader answers
+    /// nothing for a while.
+    #[error(
+        "{what}: no answer within {}; the stream is temporarily unavailable (a leader election \
+         or an overloaded server), retry later",
+        crate::duration::format(*.limit)
+    )]
     Timeout {
         /// The request, e.g. `reading stream "EVENTS"`.
         what: String,
@@ -112,8 +117,12 @@ pub enum Unavailable {
         /// the address it tried, credentials included, so it is kept only as scrubbed text.
         reason: String,
     },
-    /// The server knows no stream capturing the subject published to.
-    #[error("{what}: no stream captures this subject")]
+    /// No stream answered for the subject published to: the stream is electing a leader, or
+    /// it was deleted.
+    #[error(
+        "{what}: no stream answered for this subject; the stream is temporarily unavailable \
+         (a leader election, or it was deleted), retry later"
+    )]
     NoStream {
         /// The request, e.g. `publishing to "orders.new"`.
         what: String,
@@ -121,6 +130,13 @@ pub enum Unavailable {
     /// The NATS connection is closed for good.
     #[error("the NATS connection is closed")]
     ConnectionClosed,
+    /// The NATS connection is down (the client is reconnecting): answered at once instead of
+    /// waiting for a request timeout.
+    #[error("not connected to NATS at {urls} (reconnecting); retry later")]
+    NotConnected {
+        /// The servers, passwords redacted.
+        urls: String,
+    },
     /// The stream could not be read right after connecting; the server may lack JetStream.
     #[error("{source} (NATS at {urls}; is JetStream enabled?)")]
     NoJetStream {
@@ -129,6 +145,23 @@ pub enum Unavailable {
         /// Why reading the stream failed.
         source: Box<Unavailable>,
     },
+}
+
+impl Unavailable {
+    /// Why, as a log and metric label: `disconnected`, `timeout`, `stream_unavailable`,
+    /// `request_failed`, `connect_failed` or `closed`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::StoreClosed | Self::StreamClosed(_) => "closed",
+            Self::NotConnected { .. } | Self::ConnectionClosed => "disconnected",
+            Self::Timeout { .. } => "timeout",
+            Self::NoStream { .. } => "stream_unavailable",
+            Self::Request { .. } => "request_failed",
+            Self::ConnectTimeout { .. } | Self::Connect { .. } | Self::NoJetStream { .. } => {
+                "connect_failed"
+            }
+        }
+    }
 }
 
 impl BackendError {

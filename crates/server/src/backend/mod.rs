@@ -107,6 +107,9 @@ pub struct PublishAck {
     /// served stream through its sources, at a sequence not known yet, and `seq` is the
     /// storing stream's.
     pub stream: Option<String>,
+    /// The served stream's incarnation the sequence belongs to (the event id's epoch);
+    /// meaningless when `stream` is set.
+    pub incarnation: u64,
 }
 
 /// Whether the backend can serve requests now.
@@ -156,6 +159,13 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The stream's current state.
     async fn stream_state(&self) -> Result<StreamState, BackendError>;
+
+    /// The subjects the stream captures, as the backend knows them: a publish checks its
+    /// subject against them. JetStream answers from what it knows of the stream without a
+    /// request (refreshed when the stream changes); by default, [`Backend::stream_state`].
+    async fn subjects(&self) -> Result<Vec<String>, BackendError> {
+        Ok(self.stream_state().await?.subjects)
+    }
 
     /// What the stream retains, when the backend knows it in-process, without a request (the
     /// embedded store); `None` otherwise. Readers whose subscription skipped positions check

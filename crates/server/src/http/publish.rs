@@ -135,6 +135,16 @@ pub async fn publish(
             Json(answer).into_response()
         }
         Err(Failure::Auth(err)) => refused_by_auth(&hub, err),
+        Err(Failure::Unavailable { reason, error }) => {
+            Metrics::count(&hub.metrics.publishes, "result", "unavailable");
+            tracing::info!(result = "unavailable", reason, status = error.status, detail = %error.description, "publish refused");
+            let mut response = error_response(&error);
+            let seconds = hub.config.sse.retry.as_secs().max(1).to_string();
+            if let Ok(value) = HeaderValue::from_str(&seconds) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            response
+        }
         Err(Failure::Api(err)) => {
             let result = if (400..500).contains(&err.status) {
                 "rejected"
@@ -178,9 +188,15 @@ fn refused_by_auth(hub: &Hub, err: AuthError) -> Response {
     err.into_response()
 }
 
-/// Why a publish failed: an authorization refusal or any other error.
+/// Why a publish failed: an authorization refusal, the stream unavailable for now (`503`,
+/// retry), or any other error.
 enum Failure {
     Auth(AuthError),
+    Unavailable {
+        /// The log label: why it is unavailable.
+        reason: &'static str,
+        error: ApiError,
+    },
     Api(ApiError),
 }
 
@@ -192,7 +208,16 @@ impl From<ApiError> for Failure {
 
 impl From<BackendError> for Failure {
     fn from(err: BackendError) -> Self {
-        Self::Api(err.into())
+        let reason = match &err {
+            BackendError::Unavailable(unavailable) => unavailable.reason(),
+            // JetStream's own 503s (10008 "JetStream system temporarily unavailable", …).
+            BackendError::Api(api) if api.status == 503 => "stream_unavailable",
+            _ => return Self::Api(err.into()),
+        };
+        Self::Unavailable {
+            reason,
+            error: err.into(),
+        }
     }
 }
 
@@ -208,15 +233,11 @@ async fn store(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Answer, Failure>
         headers: headers(&body)?,
         payload: payload(&body.payload)?,
     };
-    let state = hub.backend.stream_state().await?;
-    if !state
-        .subjects
-        .iter()
-        .any(|f| filter_matches(f, &request.subject))
-    {
+    let subjects = hub.backend.subjects().await?;
+    if !subjects.iter().any(|f| filter_matches(f, &request.subject)) {
         return Err(bad_request(format!(
-            "topic {:?} is outside the stream's subjects {:?}",
-            body.topic, state.subjects
+            "topic {:?} is outside the stream's subjects {subjects:?}",
+            body.topic
         ))
         .into());
     }
@@ -225,7 +246,7 @@ async fn store(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Answer, Failure>
         id: ack.stream.is_none().then(|| {
             EventId {
                 seq: ack.seq,
-                incarnation: Some(state.incarnation),
+                incarnation: Some(ack.incarnation),
             }
             .to_string()
         }),

@@ -186,6 +186,8 @@ impl Backend for EmbeddedBackend {
         // As on JetStream, a subject is stored by the stream that captures it: a served stream
         // that sources others receives the message through its sources.
         let served = self.handle()?;
+        // A handle is one incarnation of the stream: a recreated stream gets a new handle.
+        let incarnation = served.retained_from().incarnation;
         let handle = if served.captures(&request.subject) {
             served
         } else {
@@ -200,6 +202,7 @@ impl Backend for EmbeddedBackend {
             seq: ack.seq,
             duplicate: ack.duplicate,
             stream: (handle.name() != self.stream).then(|| handle.name().to_owned()),
+            incarnation,
         })
     }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::url_auth::{self, UrlCredentials};
 use crate::duration;
 
 /// A `[jetstream]` value that cannot be used; the message names the key and the value, never a
@@ -50,7 +51,9 @@ const URL_REDACTED: &str = "redacted";
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct JetStreamConfig {
-    /// Server URLs (`nats://`, `tls://`, `ws://`, `wss://`); tried in turn.
+    /// Server URLs (`nats://`, `tls://`, `ws://`, `wss://`); tried in turn. A URL may carry
+    /// credentials (`nats://user:password@host`, `nats://token@host`, percent-encoded), used
+    /// for every server.
     pub urls: Vec<String>,
     /// The JetStream stream that holds the messages; it must already exist.
     pub stream: String,
@@ -156,20 +159,56 @@ impl JetStreamConfig {
     }
 
     /// `text` with every secret of this configuration (token, password, credentials embedded
-    /// in URLs) replaced, for messages that quote what a library reported.
+    /// in URLs, as written and percent-decoded) replaced, for messages that quote what a
+    /// library reported.
     pub fn scrub(&self, text: &str) -> String {
         let url_secrets = self.urls.iter().filter_map(|url| {
             let addr: async_nats::ServerAddr = url.parse().ok()?;
+            let decoded = url_auth::credentials(&addr)
+                .ok()
+                .flatten()
+                .map(|credentials| credentials.secret().to_owned());
             let url = addr.into_inner();
-            let secret = url.password().unwrap_or(url.username());
-            (!secret.is_empty()).then(|| secret.to_owned())
+            let written = url.password().unwrap_or(url.username()).to_owned();
+            Some([Some(written), decoded])
         });
-        let secrets: Vec<String> = url_secrets
+        let mut secrets: Vec<String> = url_secrets
+            .flatten()
+            .flatten()
             .chain(self.token.iter().cloned())
             .chain(self.password.iter().cloned())
+            .filter(|secret| !secret.is_empty())
             .collect();
+        // Longest first, so a secret containing another is replaced whole.
+        secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
         secrets.iter().fold(text.to_owned(), |text, secret| {
             text.replace(secret.as_str(), REDACTED)
+        })
+    }
+
+    /// The server addresses as async-nats gets them: without the credentials they may carry
+    /// (see [`JetStreamConfig::url_credentials`]). Call after [`JetStreamConfig::validate`].
+    pub(super) fn server_addrs(&self) -> Vec<async_nats::ServerAddr> {
+        self.urls
+            .iter()
+            .filter_map(|url| url.parse().ok())
+            .map(url_auth::without_credentials)
+            .collect()
+    }
+
+    /// The credentials written into the server URLs, if any (validation makes sure that every
+    /// URL carrying some carries the same, and that no other authentication key is set).
+    pub(super) fn url_credentials(&self) -> Option<UrlCredentials> {
+        self.urls_with_credentials()
+            .next()
+            .map(|(_, credentials)| credentials)
+    }
+
+    /// (index, credentials) of every URL that parses and carries usable credentials.
+    fn urls_with_credentials(&self) -> impl Iterator<Item = (usize, UrlCredentials)> + '_ {
+        self.urls.iter().enumerate().filter_map(|(index, url)| {
+            let addr = url.parse().ok()?;
+            Some((index, url_auth::credentials(&addr).ok()??))
         })
     }
 
@@ -191,6 +230,7 @@ impl JetStreamConfig {
             if addr.host().is_empty() {
                 return Err(invalid(&key, &shown, "has no host"));
             }
+            url_auth::credentials(&addr).map_err(|reason| invalid(&key, &shown, reason))?;
             let is_websocket = addr.is_websocket();
             if *websocket.get_or_insert(is_websocket) != is_websocket {
                 return Err(invalid(
@@ -199,6 +239,19 @@ impl JetStreamConfig {
                     "cannot mix WebSocket (ws, wss) and plain (nats, tls) URLs",
                 ));
             }
+        }
+        let mut carrying = self.urls_with_credentials();
+        if let Some((first, credentials)) = carrying.next()
+            && let Some((other, _)) = carrying.find(|(_, other)| *other != credentials)
+        {
+            return Err(invalid(
+                format!("urls[{other}]"),
+                redact_url(&self.urls[other]),
+                format!(
+                    "carries other credentials than urls[{first}]; one connection uses one set \
+                     of credentials for every server"
+                ),
+            ));
         }
         Ok(())
     }
@@ -232,6 +285,18 @@ impl JetStreamConfig {
         .into_iter()
         .filter_map(|(key, set)| set.then_some(key))
         .collect();
+        if let (Some((index, _)), Some(key)) =
+            (self.urls_with_credentials().next(), methods.first())
+        {
+            return Err(invalid(
+                key,
+                format!("urls[{index}], {key}"),
+                format!(
+                    "credentials are given both in urls[{index}] and in `{key}`; give them in \
+                     one place"
+                ),
+            ));
+        }
         if methods.len() > 1 {
             return Err(invalid(
                 methods[1],
@@ -578,6 +643,38 @@ mod tests {
     }
 
     #[test]
+    fn url_credentials_conflicting_with_other_credentials_name_both() {
+        let mut config = valid();
+        config.urls = vec!["nats://h:1".into(), "nats://alice:s3cret@h:2".into()];
+        config.validate().unwrap();
+        assert!(matches!(
+            config.url_credentials(),
+            Some(UrlCredentials::UserPassword { user, password })
+                if user == "alice" && password == "s3cret"
+        ));
+        assert_eq!(
+            config.server_addrs()[1].clone().into_inner().to_string(),
+            "nats://h:2"
+        );
+        config.token = Some("t0ken".into());
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains("urls[1]") && err.contains("`token`"), "{err}");
+        assert!(!err.contains("s3cret") && !err.contains("t0ken"), "{err}");
+
+        config.token = None;
+        config.urls.push("nats://bob:other@h:3".into());
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains("urls[2]") && err.contains("urls[1]"), "{err}");
+        assert!(!err.contains("other@") && !err.contains("s3cret"), "{err}");
+        config.urls[2] = "nats://al%69ce:s3cr%65t@h:3".into();
+        config.validate().unwrap();
+
+        config.urls = vec!["nats://:s3cret@h:1".into()];
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains("urls[0]") && !err.contains("s3cret"), "{err}");
+    }
+
+    #[test]
     fn missing_files_are_named() {
         let mut config = valid();
         config.creds_file = Some("/nonexistent/user.creds".into());
@@ -647,6 +744,11 @@ mod tests {
         assert_eq!(
             text,
             "failed nats://alice:<redacted>@h:4222 and <redacted>@h with <redacted>"
+        );
+        config.urls = vec!["nats://alice:s3cr%65t@h:4222".into()];
+        assert_eq!(
+            config.scrub("s3cr%65t or s3cret"),
+            "<redacted> or <redacted>"
         );
     }
 

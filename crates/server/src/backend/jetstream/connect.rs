@@ -10,6 +10,7 @@ use async_nats::{Client, ConnectOptions, Event};
 use tokio::sync::watch;
 
 use super::config::JetStreamConfig;
+use super::url_auth::UrlCredentials;
 use crate::backend::{BackendError, Unavailable};
 
 /// Why the NATS connection cannot be set up as configured; names the `[jetstream]` key and
@@ -71,7 +72,7 @@ pub(super) async fn connect(config: &JetStreamConfig) -> Result<Connection, Back
             .unwrap_or(u32::MAX)
             .saturating_add(1),
     );
-    let client = tokio::time::timeout(attempt_limit, options.connect(config.urls.as_slice()))
+    let client = tokio::time::timeout(attempt_limit, options.connect(config.server_addrs()))
         .await
         .map_err(|_| Unavailable::ConnectTimeout {
             urls: shown_urls.clone(),
@@ -82,6 +83,10 @@ pub(super) async fn connect(config: &JetStreamConfig) -> Result<Connection, Back
             urls: shown_urls,
             reason: config.scrub(&err.to_string()),
         })?;
+    // The first connection's event comes through a task of async-nats: taken in here, it is
+    // not mistaken later for a re-connection.
+    let mut first = reconnects.clone();
+    let _ = tokio::time::timeout(config.connect_timeout, first.wait_for(|count| *count > 0)).await;
     Ok(Connection { client, reconnects })
 }
 
@@ -147,6 +152,14 @@ async fn authenticate(
             }
             .into()
         });
+    }
+    // Validation allows URL credentials only when no other method is configured.
+    match config.url_credentials() {
+        Some(UrlCredentials::Token(token)) => return Ok(options.token(token)),
+        Some(UrlCredentials::UserPassword { user, password }) => {
+            return Ok(options.user_and_password(user, password));
+        }
+        None => {}
     }
     if let Some(token) = &config.token {
         return Ok(options.token(token.clone()));

@@ -59,10 +59,11 @@ pub(super) fn from_nats(what: &str, error: impl StdError + Send + Sync + 'static
 }
 
 /// True when repeating the request cannot help: the server answered with an API error other
-/// than "unavailable", or the failure was not the server's.
+/// than "unavailable", the connection is closed for good, or the failure was not the server's.
 pub(super) fn is_permanent(error: &BackendError) -> bool {
     match error {
         BackendError::Api(api) => api.status != 503,
+        BackendError::Unavailable(Unavailable::ConnectionClosed) => true,
         BackendError::Unavailable(_) => false,
         _ => true,
     }

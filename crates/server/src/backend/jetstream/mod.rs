@@ -5,13 +5,17 @@
 //! from the JetStream API keep their status and code, and credentials never reach logs or
 //! error messages.
 
+mod advisories;
 mod config;
 mod connect;
+mod consumers;
 mod error;
 mod filters;
 mod info;
+mod known;
 mod publish;
 mod subscribe;
+mod url_auth;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,10 +31,23 @@ pub use config::{JetStreamConfig, JetStreamConfigError};
 pub use connect::SetupError;
 pub use filters::ServerVersion;
 
+use info::StreamFacts;
+use known::{Known, KnownStream};
+
 use crate::backend::{
     Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, StreamState,
     Unavailable,
 };
+use crate::metrics::Counters;
+
+/// Whether a log event may be shown at all, whatever the log filter enables: async-nats's
+/// connector (target `async_nats::connector`) prints server addresses and connection details
+/// at debug and trace level, with any credentials they carry, so its events below info are
+/// dropped. Every other event may be shown.
+pub fn may_log(metadata: &tracing::Metadata<'_>) -> bool {
+    *metadata.level() <= tracing::Level::INFO
+        || !metadata.target().starts_with("async_nats::connector")
+}
 
 /// The longest a health check may take.
 const HEALTH_LIMIT: Duration = Duration::from_millis(900);
@@ -50,14 +67,87 @@ struct Shared {
     stats: Stats,
     /// Set by [`Backend::shutdown`]; the connection is draining or closed.
     shut_down: AtomicBool,
+    /// The feeds' consumers, deleted by [`Backend::shutdown`].
+    consumers: consumers::Consumers,
+    /// What is known of the stream between requests.
+    known: Arc<KnownStream>,
+    /// Keeps `known` up to date with the stream's advisories while the backend lives.
+    _advisories: advisories::Watch,
+}
+
+impl Shared {
+    /// Fails at once while the connection is known to be down or shut down: a request would
+    /// only wait for its timeout.
+    fn ensure_connected(&self) -> Result<(), BackendError> {
+        if self.shut_down.load(Ordering::Relaxed) {
+            return Err(Unavailable::ConnectionClosed.into());
+        }
+        if self.client.connection_state() != State::Connected {
+            return Err(Unavailable::NotConnected {
+                urls: self.config.redacted_urls(),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// How many times the connection was established so far.
+    fn connections(&self) -> u64 {
+        *self.reconnects.borrow()
+    }
+
+    /// Reads the stream's info within `limit`, and remembers it.
+    async fn read_stream(&self, limit: Duration) -> Result<StreamFacts, BackendError> {
+        self.ensure_connected()?;
+        let connections = self.connections();
+        let facts = info::fetch(&self.context, &self.config.stream, limit).await?;
+        self.known.remember(&facts, connections);
+        Ok(facts)
+    }
+
+    /// What is known of the stream, read first when nothing (still valid) is.
+    async fn known_stream(&self) -> Result<Known, BackendError> {
+        if let Some(known) = self.known.get(self.connections()) {
+            return Ok(known);
+        }
+        let facts = self.read_stream(self.config.request_timeout).await?;
+        Ok(self
+            .known
+            .get(self.connections())
+            .unwrap_or_else(|| Known::from_facts(&facts)))
+    }
 }
 
 /// Counters of what the backend did behind the hub's back.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Stats {
     consumers_created: Counter,
-    consumers_lost: Counter,
+    /// By [`subscribe::Loss`] label; every label is present from the start.
+    consumers_lost: Counters,
     filtered_out: Counter,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        let consumers_lost = Counters::default();
+        for loss in subscribe::Loss::ALL {
+            // Creating the series is the point: every reason shows, at 0 until it happens.
+            let _ = consumers_lost.get_or_create(&[("reason", loss.label())]);
+        }
+        Self {
+            consumers_created: Counter::default(),
+            consumers_lost,
+            filtered_out: Counter::default(),
+        }
+    }
+}
+
+impl Stats {
+    fn lost(&self, loss: subscribe::Loss) -> u64 {
+        self.consumers_lost
+            .get_or_create(&[("reason", loss.label())])
+            .get()
+    }
 }
 
 /// A snapshot of the backend's counters, for metrics.
@@ -66,8 +156,10 @@ pub struct JetStreamStats {
     /// Consumers created for feeds (first creations and recreations).
     pub consumers_created: u64,
     /// Consumers found lost (deleted, reaped, heartbeats missed, delivery gap, reconnection)
-    /// and recreated from the next sequence.
+    /// and recreated from the next sequence, all reasons together.
     pub consumers_lost: u64,
+    /// Of those, consumers recreated because the connection was re-established.
+    pub consumers_lost_on_reconnect: u64,
     /// Messages a feed dropped because the server could not filter them itself (servers
     /// before 2.10 or overlapping filters) and they matched no filter of the subscription.
     pub filtered_out: u64,
@@ -121,6 +213,9 @@ impl JetStreamBackend {
             incarnation = format_args!("{:x}", facts.state.incarnation),
             "connected to the JetStream stream"
         );
+        let known = Arc::new(KnownStream::default());
+        known.remember(&facts, *connection.reconnects.borrow());
+        let advisories = advisories::watch(&connection.client, &config.stream, known.clone()).await;
         Ok(Self {
             shared: Arc::new(Shared {
                 config: config.clone(),
@@ -129,6 +224,9 @@ impl JetStreamBackend {
                 reconnects: connection.reconnects,
                 stats: Stats::default(),
                 shut_down: AtomicBool::new(false),
+                consumers: consumers::Consumers::default(),
+                known,
+                _advisories: advisories,
             }),
         })
     }
@@ -143,7 +241,11 @@ impl JetStreamBackend {
         let stats = &self.shared.stats;
         JetStreamStats {
             consumers_created: stats.consumers_created.get(),
-            consumers_lost: stats.consumers_lost.get(),
+            consumers_lost: subscribe::Loss::ALL
+                .into_iter()
+                .map(|loss| stats.lost(loss))
+                .sum(),
+            consumers_lost_on_reconnect: stats.lost(subscribe::Loss::Reconnected),
             filtered_out: stats.filtered_out.get(),
         }
     }
@@ -156,24 +258,17 @@ impl Backend for JetStreamBackend {
     }
 
     async fn publish(&self, request: PublishRequest) -> Result<PublishAck, BackendError> {
-        publish::publish(
-            &self.shared.context,
-            &self.shared.config.stream,
-            request,
-            self.shared.config.request_timeout,
-        )
-        .await
+        publish::publish(&self.shared, request).await
     }
 
     async fn stream_state(&self) -> Result<StreamState, BackendError> {
         let shared = &self.shared;
-        let facts = info::fetch(
-            &shared.context,
-            &shared.config.stream,
-            shared.config.request_timeout,
-        )
-        .await?;
+        let facts = shared.read_stream(shared.config.request_timeout).await?;
         Ok(facts.state)
+    }
+
+    async fn subjects(&self) -> Result<Vec<String>, BackendError> {
+        Ok(self.shared.known_stream().await?.subjects)
     }
 
     async fn subscribe(
@@ -199,7 +294,7 @@ impl Backend for JetStreamBackend {
             };
         }
         let limit = shared.config.request_timeout.min(HEALTH_LIMIT);
-        match info::fetch(&shared.context, &shared.config.stream, limit).await {
+        match shared.read_stream(limit).await {
             Ok(_) => Health::Ready,
             Err(err) => Health::Unavailable {
                 cause: "stream_unavailable",
@@ -212,6 +307,23 @@ impl Backend for JetStreamBackend {
         let shared = &self.shared;
         shared.shut_down.store(true, Ordering::Relaxed);
         let limit = shared.config.request_timeout;
+        // Before the connection closes: afterwards nothing could delete them, and the server
+        // would keep them until their inactivity threshold.
+        let names = shared.consumers.close().await;
+        let deletions = names
+            .iter()
+            .map(|name| subscribe::delete_consumer(shared, name));
+        let results = futures::future::join_all(deletions).await;
+        let failed = results.iter().filter(|gone| !**gone).count();
+        if failed == 0 {
+            tracing::info!(deleted = names.len(), "JetStream consumers deleted");
+        } else {
+            tracing::warn!(
+                deleted = names.len() - failed,
+                failed,
+                "some JetStream consumers could not be deleted; the server reaps them"
+            );
+        }
         match tokio::time::timeout(limit, shared.client.drain()).await {
             Ok(Ok(())) => tracing::info!("NATS connection drained"),
             Ok(Err(err)) => tracing::warn!(%err, "draining the NATS connection failed"),
@@ -229,7 +341,7 @@ impl Backend for JetStreamBackend {
         );
         js.register(
             "consumers_lost",
-            "Consumers found lost (deleted, reaped, heartbeats missed) and recreated from the next sequence",
+            "Consumers found lost and recreated from the next sequence, by reason",
             stats.consumers_lost.clone(),
         );
         js.register(

@@ -1,40 +1,69 @@
 //! Publishing to the stream, and converting headers between sluice and async-nats.
 
 use std::str::FromStr;
-use std::time::Duration;
 
 use async_nats::jetstream::{self, context::PublishErrorKind};
 use async_nats::{HeaderMap, HeaderName, HeaderValue};
 use sluice_protocol::headers::Headers;
 
+use super::Shared;
 use super::error::{bounded, from_nats};
 use crate::backend::{ApiError, BackendError, PublishAck, PublishRequest, Unavailable};
 
-/// Publishes one message and waits for the stream's acknowledgement, all within `limit`.
+/// Publishes one message and waits for the stream's acknowledgement, each request within the
+/// request timeout: one round trip, unless what is known of the stream must be read first or
+/// the acknowledgement shows the stream was created again (see [`super::known`]).
 pub(super) async fn publish(
-    context: &jetstream::Context,
-    served: &str,
+    shared: &Shared,
     request: PublishRequest,
-    limit: Duration,
 ) -> Result<PublishAck, BackendError> {
+    let limit = shared.config.request_timeout;
     let what = format!("publishing to {:?}", request.subject);
     let headers = to_nats(&request.headers)?;
     let message = jetstream::message::PublishMessage::build()
         .headers(headers)
         .payload(request.payload);
-    bounded(limit, &what, async {
-        let pending = context
+    shared.ensure_connected()?;
+    let known = shared.known_stream().await?;
+    let ack = bounded(limit, &what, async {
+        let pending = shared
+            .context
             .send_publish(request.subject.clone(), message)
             .await
             .map_err(|err| publish_error(&what, err))?;
-        let ack = pending.await.map_err(|err| publish_error(&what, err))?;
-        Ok(PublishAck {
-            seq: ack.sequence,
-            duplicate: ack.duplicate,
-            stream: (ack.stream != served).then_some(ack.stream),
-        })
+        pending.await.map_err(|err| publish_error(&what, err))
     })
     .await
+    .inspect_err(|err| {
+        if matches!(err, BackendError::Unavailable(Unavailable::NoStream { .. })) {
+            shared.known.forget();
+        }
+    })?;
+    let stream = (ack.stream != shared.config.stream).then_some(ack.stream);
+    let incarnation = if stream.is_some()
+        || ack.duplicate
+        || shared.known.acknowledged(known.incarnation, ack.sequence)
+    {
+        known.incarnation
+    } else {
+        let now = shared.read_stream(limit).await?.state.incarnation;
+        if now != known.incarnation {
+            tracing::info!(
+                stream = shared.config.stream,
+                was = format_args!("{:x}", known.incarnation),
+                now = format_args!("{now:x}"),
+                seq = ack.sequence,
+                "the stream was created again; ids carry its new incarnation"
+            );
+        }
+        now
+    };
+    Ok(PublishAck {
+        seq: ack.sequence,
+        duplicate: ack.duplicate,
+        stream,
+        incarnation,
+    })
 }
 
 fn publish_error(what: &str, err: jetstream::context::PublishError) -> BackendError {

@@ -10,6 +10,7 @@
 //! consumer is deleted (bounded by the request timeout).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, pull};
@@ -26,6 +27,7 @@ use super::publish::from_nats_headers;
 use crate::backend::{
     ApiError, BackendError, BackendMessage, Delivery, MessageStream, Unavailable,
 };
+use crate::metrics::Metrics;
 
 /// How long a consumer may sit idle before the server deletes it, unless the stream sets a
 /// shorter limit. Live pulls keep it active, so this only matters once the feed is gone.
@@ -102,7 +104,53 @@ enum Opening {
 /// What happened while waiting for the next message.
 enum Step {
     Message(Box<async_nats::jetstream::Message>),
-    Lost(String),
+    Lost(Loss, String),
+}
+
+/// Why a consumer was found lost: the `reason` label of `sluice_jetstream_consumers_lost`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Loss {
+    /// The connection was re-established: the consumer is recreated at once, as messages in
+    /// flight were lost with the old connection, without waiting for missed heartbeats.
+    Reconnected,
+    /// Two idle heartbeats did not come (the server holding it died, or the network).
+    HeartbeatsMissed,
+    /// The server deleted it (an operator, its inactivity threshold) or ended its delivery.
+    Deleted,
+    /// Its delivery sequence jumped: a message was lost in flight.
+    DeliveryGap,
+    /// A pull failed, or a delivery could not be read.
+    Failed,
+}
+
+impl Loss {
+    /// Every reason, for metrics.
+    pub const ALL: [Self; 5] = [
+        Self::Reconnected,
+        Self::HeartbeatsMissed,
+        Self::Deleted,
+        Self::DeliveryGap,
+        Self::Failed,
+    ];
+
+    /// The metric and log label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Reconnected => "reconnected",
+            Self::HeartbeatsMissed => "heartbeats_missed",
+            Self::Deleted => "deleted",
+            Self::DeliveryGap => "delivery_gap",
+            Self::Failed => "failed",
+        }
+    }
+
+    fn of(error: &pull::MessagesError) -> Self {
+        match error.kind() {
+            pull::MessagesErrorKind::MissingHeartbeat => Self::HeartbeatsMissed,
+            pull::MessagesErrorKind::ConsumerDeleted => Self::Deleted,
+            _ => Self::Failed,
+        }
+    }
 }
 
 impl Feed {
@@ -125,7 +173,10 @@ impl Feed {
             let step = tokio::select! {
                 biased;
                 changed = self.reconnects.changed() => match changed {
-                    Ok(()) => Step::Lost("the NATS connection was re-established".to_owned()),
+                    Ok(()) => Step::Lost(
+                        Loss::Reconnected,
+                        "the NATS connection was re-established".to_owned(),
+                    ),
                     Err(_) => {
                         self.finished = true;
                         return Some(Err(Unavailable::ConnectionClosed.into()));
@@ -133,21 +184,21 @@ impl Feed {
                 },
                 next = current.messages.next() => match next {
                     Some(Ok(message)) => Step::Message(Box::new(message)),
-                    Some(Err(err)) => Step::Lost(format!("the consumer failed: {err}")),
-                    None => Step::Lost("the consumer ended".to_owned()),
+                    Some(Err(err)) => Step::Lost(Loss::of(&err), format!("the consumer failed: {err}")),
+                    None => Step::Lost(Loss::Deleted, "the consumer ended".to_owned()),
                 },
             };
             let message = match step {
                 Step::Message(message) => message,
-                Step::Lost(reason) => {
-                    self.lose(&reason);
+                Step::Lost(loss, detail) => {
+                    self.lose(loss, &detail);
                     continue;
                 }
             };
             match self.accept(&message) {
                 Ok(Some(delivered)) => return Some(Ok(delivered)),
                 Ok(None) => continue,
-                Err(reason) => self.lose(&reason),
+                Err((loss, detail)) => self.lose(loss, &detail),
             }
         }
     }
@@ -157,18 +208,21 @@ impl Feed {
     fn accept(
         &mut self,
         message: &async_nats::jetstream::Message,
-    ) -> Result<Option<BackendMessage>, String> {
+    ) -> Result<Option<BackendMessage>, (Loss, String)> {
         let current = self
             .current
             .as_mut()
             .expect("a message comes from the current consumer");
         let delivery = message
             .info()
-            .map_err(|err| format!("unreadable delivery metadata: {err}"))?;
+            .map_err(|err| (Loss::Failed, format!("unreadable delivery metadata: {err}")))?;
         if delivery.consumer_sequence != current.delivered + 1 {
-            return Err(format!(
-                "delivery sequence jumped from {} to {}",
-                current.delivered, delivery.consumer_sequence
+            return Err((
+                Loss::DeliveryGap,
+                format!(
+                    "delivery sequence jumped from {} to {}",
+                    current.delivered, delivery.consumer_sequence
+                ),
             ));
         }
         current.delivered = delivery.consumer_sequence;
@@ -198,14 +252,21 @@ impl Feed {
         }))
     }
 
-    fn lose(&mut self, reason: &str) {
+    fn lose(&mut self, loss: Loss, detail: &str) {
         let consumer = self.current.take().map(|current| current.name.clone());
-        self.shared.stats.consumers_lost.inc();
+        if self.shared.shut_down.load(Ordering::Relaxed) {
+            // Shutting down deletes the consumers and drains the connection: no loss.
+            tracing::debug!(consumer, detail, "JetStream consumer ended by the shutdown");
+            return;
+        }
+        let reason = loss.label();
+        Metrics::count(&self.shared.stats.consumers_lost, "reason", reason);
         tracing::warn!(
             stream = self.shared.config.stream,
             consumer,
             next_seq = self.next_seq,
             reason,
+            detail,
             "JetStream consumer lost; recreating it from the next sequence"
         );
     }
@@ -234,7 +295,15 @@ impl Feed {
                         retry_in = ?pause,
                         "cannot recreate the JetStream consumer yet"
                     );
-                    tokio::time::sleep(pause).await;
+                    // A reconnection ends the pause: the consumer is recreated at once.
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {}
+                        changed = self.reconnects.changed() => {
+                            if changed.is_err() {
+                                return Err(Unavailable::ConnectionClosed.into());
+                            }
+                        }
+                    }
                     pause = (pause * 2).min(MAX_RETRY_PAUSE);
                 }
             }
@@ -247,7 +316,7 @@ impl Feed {
         let (stream, limit) = (&shared.config.stream, shared.config.request_timeout);
         // Whatever happened to the connection so far is covered by the new consumer.
         self.reconnects.borrow_and_update();
-        let facts = info::fetch(&shared.context, stream, limit).await?;
+        let facts = shared.read_stream(limit).await?;
         match opening {
             Opening::First => {
                 if let Some(filter) = self.plan.outside(&facts.state.subjects) {
@@ -299,6 +368,11 @@ impl Feed {
             ..Default::default()
         };
         let what = format!("creating a consumer on stream {stream:?}");
+        let permission = shared
+            .consumers
+            .creating()
+            .await
+            .ok_or(Unavailable::ConnectionClosed)?;
         let consumer = bounded(limit, &what, async {
             shared
                 .context
@@ -311,11 +385,10 @@ impl Feed {
         })
         .await?;
         let name = consumer.cached_info().name.clone();
+        shared.consumers.register(&permission, &name);
         let cleanup = ConsumerCleanup {
-            context: shared.context.clone(),
-            stream: stream.clone(),
+            shared: shared.clone(),
             name: name.clone(),
-            limit,
         };
         let messages = bounded(limit, &what, async {
             consumer
@@ -358,34 +431,48 @@ struct LiveConsumer {
 
 /// Deletes the server-side consumer when the feed lets go of it.
 struct ConsumerCleanup {
-    context: async_nats::jetstream::Context,
-    stream: String,
+    shared: Arc<Shared>,
     name: String,
-    limit: Duration,
 }
 
 impl Drop for ConsumerCleanup {
     fn drop(&mut self) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return; // No runtime left: the server reaps it after the inactive threshold.
+            // No runtime left: shutting down deletes it, as it is still registered.
+            return;
         };
-        let (context, stream, name, limit) = (
-            self.context.clone(),
-            std::mem::take(&mut self.stream),
-            std::mem::take(&mut self.name),
-            self.limit,
-        );
+        let (shared, name) = (self.shared.clone(), std::mem::take(&mut self.name));
         runtime.spawn(async move {
-            let deleted =
-                tokio::time::timeout(limit, context.delete_consumer_from_stream(&name, &stream))
-                    .await;
-            if !matches!(deleted, Ok(Ok(_))) {
+            if !delete_consumer(&shared, &name).await {
                 tracing::debug!(
-                    stream,
+                    stream = shared.config.stream,
                     consumer = name,
-                    "consumer not deleted; the server reaps it"
+                    "consumer not deleted; shutting down or the server reaps it"
                 );
             }
         });
     }
+}
+
+/// Deletes a feed's consumer, within the request timeout; true when it is gone (also when it
+/// was already), and then it is forgotten.
+pub(super) async fn delete_consumer(shared: &Shared, name: &str) -> bool {
+    let (stream, limit) = (&shared.config.stream, shared.config.request_timeout);
+    let deleted = tokio::time::timeout(
+        limit,
+        shared.context.delete_consumer_from_stream(name, stream),
+    )
+    .await;
+    let gone = match deleted {
+        Ok(Ok(_)) => true,
+        Ok(Err(err)) => match err.kind() {
+            ConsumerErrorKind::JetStream(api) => api.code() == 404,
+            _ => false,
+        },
+        Err(_) => false,
+    };
+    if gone {
+        shared.consumers.forget(name);
+    }
+    gone
 }
