@@ -114,6 +114,7 @@ mod tests {
         StreamFacts {
             state: StreamState {
                 first_seq: 1,
+                expired_below: 1,
                 last_seq,
                 first_time: None,
                 incarnation,
