@@ -4,22 +4,37 @@ use anyhow::{Context, bail};
 use bytes::Bytes;
 use clap::Args;
 use http_body_util::{BodyExt, Full};
-use hyper::header::CONTENT_TYPE;
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE};
 use hyper::{Request, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
-/// Where the hub is.
+/// Where the hub is, and the token to show it.
 #[derive(Debug, Args)]
 pub struct HubArgs {
     /// The hub's base URL.
     #[arg(long, env = "SLUICE_HUB", default_value = "http://127.0.0.1:8080")]
     hub: String,
+    /// A token the hub's authorization accepts (a JWT), sent as `Authorization: Bearer`.
+    /// Prefer the environment variable: a flag is visible to other users of the machine.
+    #[arg(long, env = "SLUICE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 impl HubArgs {
+    /// `request` with the token, if one was given.
+    pub fn authorize(
+        &self,
+        request: hyper::http::request::Builder,
+    ) -> hyper::http::request::Builder {
+        match &self.token {
+            Some(token) => request.header(AUTHORIZATION, format!("Bearer {token}")),
+            None => request,
+        }
+    }
+
     /// The URL of `path` on the hub; an error naming `--hub` when it is no `http://` URL.
     pub fn uri(&self, path: &str) -> anyhow::Result<Uri> {
         let text = format!("{}{path}", self.hub.trim_end_matches('/'));
@@ -73,7 +88,9 @@ pub async fn publish(args: PubArgs) -> anyhow::Result<()> {
         body["ttl"] = json!(ttl);
     }
     let url = args.hub.uri("/publish")?;
-    let request = Request::post(&url)
+    let request = args
+        .hub
+        .authorize(Request::post(&url))
         .header(CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body.to_string())))?;
     let response = client()

@@ -88,10 +88,11 @@ pub async fn run(args: SubArgs) -> anyhow::Result<()> {
     let mut backoff = Backoff::new();
     let mut down_since = Instant::now();
     loop {
-        let (reason, connected) = match connection(&uri, &mut printer, &mut backoff).await? {
-            Ended::Done => return Ok(()),
-            Ended::Retry { reason, connected } => (reason, connected),
-        };
+        let (reason, connected) =
+            match connection(&uri, &args.hub, &mut printer, &mut backoff).await? {
+                Ended::Done => return Ok(()),
+                Ended::Retry { reason, connected } => (reason, connected),
+            };
         if connected {
             backoff.reset();
             down_since = Instant::now();
@@ -121,11 +122,14 @@ pub async fn run(args: SubArgs) -> anyhow::Result<()> {
 /// One connection: opens the stream, prints its events until it ends.
 async fn connection(
     uri: &Uri,
+    hub: &HubArgs,
     printer: &mut Printer,
     backoff: &mut Backoff,
 ) -> anyhow::Result<Ended> {
     let retry = |reason: String, connected| Ok(Ended::Retry { reason, connected });
-    let mut request = Request::get(uri).header(ACCEPT, "text/event-stream");
+    let mut request = hub
+        .authorize(Request::get(uri))
+        .header(ACCEPT, "text/event-stream");
     if let Some(id) = &printer.last_id {
         request = request.header("last-event-id", id);
     }

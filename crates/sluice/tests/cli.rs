@@ -575,3 +575,87 @@ async fn a_publish_with_a_ttl_of_the_wrong_type_says_what_a_ttl_is() {
         );
     }
 }
+
+/// `sluice pub` and `sluice sub` show a hub with authorization the token of `SLUICE_TOKEN` (or
+/// `--token`): the publish is taken and the subscription prints it; without a token the same
+/// publish is a 401, and `--help` never shows the variable's value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pub_and_sub_send_their_token() {
+    const SECRET: &str = "a-long-enough-test-secret-of-32-bytes";
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sluice.toml");
+    let keys = format!(
+        "algorithms = [\"HS256\"]\n[[auth.DIR.keys]]\ntype = \"hmac\"\nsecret = \"{SECRET}\"\n"
+    );
+    let text = ["subscribe", "publish"]
+        .map(|dir| format!("[auth.{dir}]\n{}", keys.replace("DIR", dir)))
+        .join("");
+    std::fs::write(&config, text).unwrap();
+    let data = dir.path().join("data");
+    let serve = [
+        "serve".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+    ];
+    let hub = SluiceProcess::start(BIN, serve).await.unwrap();
+    let base = hub.base_url();
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 600;
+    let claims =
+        json!({ "sub": "cli", "exp": exp, "sluice": { "subscribe": ["t"], "publish": ["t"] } });
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()).unwrap(),
+    )
+    .unwrap();
+    let run = |args: &[&str], token: Option<&str>| {
+        let mut command = Command::new(BIN);
+        command.args(args).env_remove("SLUICE_TOKEN");
+        if let Some(token) = token {
+            command.env("SLUICE_TOKEN", token);
+        }
+        command.output().unwrap()
+    };
+    let publish = ["pub", "--hub", &base, "t", "hello"];
+    let refused = run(&publish, None);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("401"));
+    let out = run(&publish, Some(&token));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let subscribe = [
+        "sub",
+        "--hub",
+        &base,
+        "--token",
+        &token,
+        "--last-id",
+        "0",
+        "--count",
+        "1",
+        "t",
+    ];
+    let out = run(&subscribe, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).unwrap();
+    assert!(printed.contains(r#""payload":"hello""#), "{printed}");
+    let help = run(&["sub", "--help"], Some(&token));
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("SLUICE_TOKEN") && !help.contains(&token),
+        "{help}"
+    );
+}

@@ -564,14 +564,29 @@ pub async fn steady_slow_reader_gets_everything(f: &dyn HubFactory, reused: bool
             pace.tick().await;
         }
         reads += 1;
-        let n = socket.read(&mut buf).await.unwrap();
+        let read = tokio::time::timeout(Duration::from_secs(20), socket.read(&mut buf)).await;
+        let n = match read {
+            Ok(read) => read.unwrap(),
+            Err(_) => 0,
+        };
         if n == 0 {
             let text = hub.hub.metrics_text();
-            let disconnects: Vec<_> = text
+            let told: Vec<_> = text
                 .lines()
-                .filter(|l| l.starts_with("sluice_disconnects_total"))
+                .filter(|l| {
+                    [
+                        "sluice_disconnects_total",
+                        "sluice_gaps_total",
+                        "sluice_jetstream",
+                    ]
+                    .iter()
+                    .any(|name| l.starts_with(name))
+                })
                 .collect();
-            panic!("closed after {messages} messages, {reads} reads: {disconnects:?}");
+            panic!(
+                "closed or silent after {messages} messages, {reads} reads: {told:?}; {:?}",
+                String::from_utf8_lossy(&tail)
+            );
         }
         // Count in what arrived, after the end of what came before (a line may be split).
         tail.extend_from_slice(&buf[..n]);
