@@ -514,11 +514,10 @@ pub async fn paused_reader_gets_everything(f: &dyn HubFactory) {
 }
 
 /// A client that keeps reading, however slowly, is never closed: here it reads 4 KiB every
-/// 40 ms (100 KiB/s) for 8 s while far more than its socket buffers hold waits for it, then
-/// reads the rest at full speed. Linux reports the hub's socket writable only once a third of
-/// its send buffer (grown to 4 MiB by then) has drained, which at this pace takes longer than
-/// `write_timeout`; the socket takes bytes all along, so the client is merely behind, and
-/// gets every message.
+/// 40 ms (100 KiB/s) while ~5 MiB are published for it, and for 8 s after, then reads the rest
+/// at full speed. Linux reports the hub's socket writable only once a third of its send buffer
+/// (grown to 4 MiB by then) has drained, which at this pace takes longer than `write_timeout`;
+/// the socket takes bytes all along, so the client is merely behind, and gets every message.
 pub async fn steady_slow_reader_is_never_closed(f: &dyn HubFactory) {
     steady_slow_reader_gets_everything(f, false).await;
 }
@@ -527,8 +526,6 @@ pub async fn steady_slow_reader_is_never_closed(f: &dyn HubFactory) {
 /// connection when `reused` (hyper serves it then, not the connection layer).
 pub async fn steady_slow_reader_gets_everything(f: &dyn HubFactory, reused: bool) {
     const MESSAGES: usize = 2_500;
-    const SLOW_READS: usize = 200;
-    const MESSAGE: &[u8] = b"event: message\n";
     let mut config = config();
     config.fanout.ring_size = 16;
     config.sse.write_timeout = Duration::from_secs(3);
@@ -550,51 +547,84 @@ pub async fn steady_slow_reader_gets_everything(f: &dyn HubFactory, reused: bool
         .write_all(b"GET /events?topic=t HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
         .await
         .unwrap();
-    // ~5 MiB: more than the hub's send buffer holds, however far Linux grows it.
-    let payload = "s".repeat(2 * 1024);
-    for _ in 0..MESSAGES {
-        hub.publish("t", json!(payload)).await;
-    }
-    let (mut tail, mut messages, mut reads) = (Vec::new(), 0, 0);
+    // Published while the client reads: a client that read nothing meanwhile would overrun its
+    // receive buffer, and the kernel's retransmission backoff would stall the connection itself.
+    let published = std::sync::atomic::AtomicBool::new(false);
+    let publish = async {
+        // ~5 MiB: more than the hub's send buffer holds, however far Linux grows it.
+        let payload = "s".repeat(2 * 1024);
+        for _ in 0..MESSAGES {
+            hub.publish("t", json!(payload)).await;
+        }
+        published.store(true, std::sync::atomic::Ordering::Release);
+    };
+    let read = read_slowly_then_fast(&hub, &mut socket, MESSAGES, &published);
+    tokio::join!(publish, read);
+    assert_eq!(hub.metric("sluice_slow_client_disconnects_total"), 0);
+    hub.stop().await;
+}
+
+/// Reads `messages` message events from the raw event stream on `socket`: 4 KiB every 40 ms
+/// until `published` is set and 200 reads (8 s) after, then at full speed. Fails when the
+/// stream closes or 30 s pass without a message.
+async fn read_slowly_then_fast(
+    hub: &TestHub,
+    socket: &mut tokio::net::TcpStream,
+    messages: usize,
+    published: &std::sync::atomic::AtomicBool,
+) {
+    const SLOW_READS_AFTER_PUBLISHING: usize = 200;
+    const MESSAGE: &[u8] = b"event: message\n";
+    let (mut tail, mut received, mut bytes, mut slow_reads_left) =
+        (Vec::new(), 0, 0, SLOW_READS_AFTER_PUBLISHING);
     let mut buf = vec![0u8; 4096];
     // The pace of the reader is the behaviour under test.
     let mut pace = tokio::time::interval(Duration::from_millis(40));
-    while messages < MESSAGES {
-        if reads < SLOW_READS {
+    let mut progress = tokio::time::Instant::now();
+    while received < messages {
+        if slow_reads_left > 0 {
             pace.tick().await;
+            if published.load(std::sync::atomic::Ordering::Acquire) {
+                slow_reads_left -= 1;
+            }
         }
-        reads += 1;
-        let read = tokio::time::timeout(Duration::from_secs(20), socket.read(&mut buf)).await;
-        let n = match read {
+        let silence = progress + Duration::from_secs(30);
+        let n = match tokio::time::timeout_at(silence, socket.read(&mut buf)).await {
             Ok(read) => read.unwrap(),
             Err(_) => 0,
         };
         if n == 0 {
-            let text = hub.hub.metrics_text();
-            let told: Vec<_> = text
-                .lines()
-                .filter(|l| {
-                    [
-                        "sluice_disconnects_total",
-                        "sluice_gaps_total",
-                        "sluice_jetstream",
-                    ]
-                    .iter()
-                    .any(|name| l.starts_with(name))
-                })
-                .collect();
             panic!(
-                "closed or silent after {messages} messages, {reads} reads: {told:?}; {:?}",
-                String::from_utf8_lossy(&tail)
+                "closed, or no message for 30 s, after {received} messages, {bytes} bytes: {:?}",
+                delivery_counters(hub)
             );
         }
+        bytes += n;
         // Count in what arrived, after the end of what came before (a line may be split).
         tail.extend_from_slice(&buf[..n]);
-        messages += count(&tail, MESSAGE);
+        let arrived = count(&tail, MESSAGE);
+        if arrived > 0 {
+            progress = tokio::time::Instant::now();
+        }
+        received += arrived;
         tail.drain(..tail.len().saturating_sub(MESSAGE.len() - 1));
     }
-    assert_eq!(hub.metric("sluice_slow_client_disconnects_total"), 0);
-    hub.stop().await;
+}
+
+/// The hub's disconnect, gap, catch-up and JetStream counters, for failure messages.
+fn delivery_counters(hub: &TestHub) -> Vec<String> {
+    let names = [
+        "sluice_disconnects",
+        "sluice_gaps",
+        "sluice_catchups",
+        "sluice_jetstream",
+    ];
+    hub.hub
+        .metrics_text()
+        .lines()
+        .filter(|l| !l.starts_with('#') && names.iter().any(|name| l.starts_with(name)))
+        .map(str::to_owned)
+        .collect()
 }
 
 fn count(haystack: &[u8], needle: &[u8]) -> usize {
