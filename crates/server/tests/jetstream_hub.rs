@@ -411,13 +411,7 @@ async fn a_lost_connection_is_answered_at_once_with_retry_after() {
         tokio::time::timeout(soon, hub.publish_raw(json!({"topic": "t", "payload": 2})))
             .await
             .expect("the publish is answered before its request timeout");
-    assert_eq!(published.status, 503, "{}", published.text());
-    assert!(published.header("retry-after").is_some(), "{published:?}");
-    let description = published.json().expect("json")["description"].to_string();
-    assert!(
-        description.contains("not connected to NATS"),
-        "{description}"
-    );
+    assert_not_connected(&published);
     assert_eq!(
         hub.metric("sluice_publishes_total{result=\"unavailable\"}"),
         1
@@ -426,18 +420,23 @@ async fn a_lost_connection_is_answered_at_once_with_retry_after() {
     let refused = tokio::time::timeout(soon, hub.get("/events?topic=t"))
         .await
         .expect("the subscription is answered at once");
-    assert_eq!(refused.status, 503, "{}", refused.text());
-    assert!(refused.header("retry-after").is_some(), "{refused:?}");
-    let description = refused.json().expect("json")["description"].to_string();
-    assert!(
-        description.contains("not connected to NATS"),
-        "{description}"
-    );
+    assert_not_connected(&refused);
     assert_eq!(
         hub.metric("sluice_connections_rejected_total{reason=\"backend_unavailable\"}"),
         1
     );
     hub.stop().await;
+}
+
+/// `response` is a `503` with `Retry-After` saying the NATS connection is down.
+fn assert_not_connected(response: &sluice_test_support::HttpResponse) {
+    assert_eq!(response.status, 503, "{}", response.text());
+    assert!(response.header("retry-after").is_some(), "{response:?}");
+    let description = response.json().expect("json")["description"].to_string();
+    assert!(
+        description.contains("not connected to NATS"),
+        "{description}"
+    );
 }
 
 /// The server killed and started again (same port, same store) under a connected subscriber:

@@ -156,13 +156,7 @@ async fn invalid_configuration_fails_before_listening_naming_key_and_value() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_commands_list_describe_and_purge() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let mut hub = SluiceProcess::start(
-        BIN,
-        ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()],
-    )
-    .await
-    .unwrap();
+    let mut hub = SluiceProcess::serve(BIN, dir.path(), None).await.unwrap();
     for n in 0..3 {
         let answer = http::post_json(&hub.url("/publish"), &json!({ "topic": "t", "payload": n }))
             .await
@@ -170,6 +164,7 @@ async fn stream_commands_list_describe_and_purge() {
         assert_eq!(answer.status, 200);
     }
     hub.terminate(Duration::from_secs(10)).await.unwrap();
+    let data = dir.path().join("data");
     let data = data.to_str().unwrap();
     let out = sluice(&["stream", "--data-dir", data, "ls"], dir.path());
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "sluice");
@@ -346,13 +341,7 @@ fn message(line: &str) -> (u64, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sub_survives_a_killed_hub_and_prints_every_message_exactly_once_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let mut hub = SluiceProcess::start(
-        BIN,
-        ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()],
-    )
-    .await
-    .unwrap();
+    let mut hub = SluiceProcess::serve(BIN, dir.path(), None).await.unwrap();
     publish(&hub, "before-1").await;
     publish(&hub, "before-2").await;
     let base = hub.base_url();
@@ -397,13 +386,7 @@ async fn sub_survives_a_killed_hub_and_prints_every_message_exactly_once_in_orde
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sub_started_before_the_hub_waits_for_it_and_receives() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let mut hub = SluiceProcess::start(
-        BIN,
-        ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()],
-    )
-    .await
-    .unwrap();
+    let mut hub = SluiceProcess::serve(BIN, dir.path(), None).await.unwrap();
     // A port nobody listens on, which the hub will take again.
     hub.kill().unwrap();
     let base = hub.base_url();
@@ -447,25 +430,9 @@ async fn sub_rejects_a_malformed_last_id_naming_it_and_the_accepted_form() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sub_refused_by_the_hub_exits_at_once_with_its_answer() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("sluice.toml");
-    std::fs::write(
-        &config,
-        "[auth.subscribe]\nalgorithms = [\"HS256\"]\n[[auth.subscribe.keys]]\ntype = \"hmac\"\nsecret = \"a-long-enough-test-secret-of-32-bytes\"\n",
-    )
-    .unwrap();
-    let data = dir.path().join("data");
-    let hub = SluiceProcess::start(
-        BIN,
-        [
-            "serve".as_ref(),
-            "--config".as_ref(),
-            config.as_os_str(),
-            "--data-dir".as_ref(),
-            data.as_os_str(),
-        ],
-    )
-    .await
-    .unwrap();
+    let hub = SluiceProcess::serve(BIN, dir.path(), Some("[auth.subscribe]\nalgorithms = [\"HS256\"]\n[[auth.subscribe.keys]]\ntype = \"hmac\"\nsecret = \"a-long-enough-test-secret-of-32-bytes\"\n"))
+        .await
+        .unwrap();
     let base = hub.base_url();
     let mut sub = Sub::start(&["--hub", &base, "t"]);
     let (status, stderr) = sub.exit().await;
@@ -553,13 +520,7 @@ fn configuration_errors_from_variables_and_flags_name_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publish_with_a_ttl_of_the_wrong_type_says_what_a_ttl_is() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let hub = SluiceProcess::start(
-        BIN,
-        ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()],
-    )
-    .await
-    .unwrap();
+    let hub = SluiceProcess::serve(BIN, dir.path(), None).await.unwrap();
     for ttl in [json!(true), json!(-5), json!(1.5), json!(["30s"])] {
         let answer = http::post_json(
             &hub.url("/publish"),

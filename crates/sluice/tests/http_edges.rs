@@ -19,21 +19,13 @@ const WAIT: Duration = Duration::from_secs(20);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_are_logged_with_their_reason_and_peers_as_addresses() {
     let root = tempfile::tempdir().unwrap();
-    let config = root.path().join("sluice.toml");
-    std::fs::write(
-        &config,
-        "[auth.publish]\nalgorithms = [\"HS256\"]\n[[auth.publish.keys]]\ntype = \"hmac\"\nsecret = \"a-long-enough-test-secret-of-32-bytes\"\n",
+    let mut hub = SluiceProcess::serve(
+        BIN,
+        root.path(),
+        Some("[auth.publish]\nalgorithms = [\"HS256\"]\n[[auth.publish.keys]]\ntype = \"hmac\"\nsecret = \"a-long-enough-test-secret-of-32-bytes\"\n"),
     )
-    .unwrap();
-    let data = root.path().join("data");
-    let args = [
-        "serve".as_ref(),
-        "--config".as_ref(),
-        config.as_os_str(),
-        "--data-dir".as_ref(),
-        data.as_os_str(),
-    ];
-    let mut hub = SluiceProcess::start(BIN, args).await.expect("serve starts");
+    .await
+    .expect("serve starts");
 
     // A subscription with an invalid topic: 400.
     let answer = http::get(&hub.url("/events?topic=a..b")).await.unwrap();
@@ -73,9 +65,9 @@ async fn refusals_are_logged_with_their_reason_and_peers_as_addresses() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_path_form_adds_the_topic_parameters_instead_of_dropping_them() {
     let root = tempfile::tempdir().unwrap();
-    let data = root.path().join("data");
-    let args = ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()];
-    let hub = SluiceProcess::start(BIN, args).await.expect("serve starts");
+    let hub = SluiceProcess::serve(BIN, root.path(), None)
+        .await
+        .expect("serve starts");
     let mut client = SseClient::connect(&hub.url("/events/a/b?topic=c.d"))
         .await
         .unwrap();
@@ -96,9 +88,9 @@ async fn the_path_form_adds_the_topic_parameters_instead_of_dropping_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_topic_that_is_not_utf8_once_decoded_is_a_json_400() {
     let root = tempfile::tempdir().unwrap();
-    let data = root.path().join("data");
-    let args = ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()];
-    let hub = SluiceProcess::start(BIN, args).await.expect("serve starts");
+    let hub = SluiceProcess::serve(BIN, root.path(), None)
+        .await
+        .expect("serve starts");
     let answer = http::get(&hub.url("/events?topic=chat.room%FF"))
         .await
         .unwrap();
@@ -123,21 +115,13 @@ async fn a_topic_that_is_not_utf8_once_decoded_is_a_json_400() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_refusals_are_logged_with_their_reason_and_peer() {
     let root = tempfile::tempdir().unwrap();
-    let config = root.path().join("sluice.toml");
-    std::fs::write(
-        &config,
-        "[limits]\nmax_publish_body = 1024\nbody_read_timeout = \"1s\"\n",
+    let mut hub = SluiceProcess::serve(
+        BIN,
+        root.path(),
+        Some("[limits]\nmax_publish_body = 1024\nbody_read_timeout = \"1s\"\n"),
     )
-    .unwrap();
-    let data = root.path().join("data");
-    let args = [
-        "serve".as_ref(),
-        "--config".as_ref(),
-        config.as_os_str(),
-        "--data-dir".as_ref(),
-        data.as_os_str(),
-    ];
-    let mut hub = SluiceProcess::start(BIN, args).await.expect("serve starts");
+    .await
+    .expect("serve starts");
 
     let big = json!({ "topic": "t", "payload": "x".repeat(2048) });
     let answer = http::post_json(&hub.url("/publish"), &big).await.unwrap();
@@ -258,9 +242,9 @@ fn declared_families(text: &str) -> Vec<(String, String)> {
 async fn metrics_answer_prometheus_text_or_openmetrics_as_accepted() {
     let root = tempfile::tempdir().unwrap();
     let python = python_with_prometheus_client(root.path());
-    let data = root.path().join("data");
-    let args = ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()];
-    let hub = SluiceProcess::start(BIN, args).await.expect("serve starts");
+    let hub = SluiceProcess::serve(BIN, root.path(), None)
+        .await
+        .expect("serve starts");
     // Labelled counters with samples, and a refusal.
     let body = json!({ "topic": "t", "payload": 1 });
     assert_eq!(

@@ -41,6 +41,31 @@ impl SluiceProcess {
         Self::start_configured(binary, args, |_| {}).await
     }
 
+    /// Starts `binary serve` with its data directory at `dir/data` and, when `config` is
+    /// given, the configuration file `dir/sluice.toml` holding it (`--config`).
+    ///
+    /// # Errors
+    /// A [`StartError`] naming the binary, the listen address and its last lines of output.
+    pub async fn serve(
+        binary: impl AsRef<Path>,
+        dir: &Path,
+        config: Option<&str>,
+    ) -> Result<Self, StartError> {
+        let mut args: Vec<OsString> = vec!["serve".into()];
+        if let Some(config) = config {
+            let file = dir.join("sluice.toml");
+            std::fs::write(&file, config).unwrap_or_else(|err| {
+                panic!(
+                    "cannot write the test configuration {}: {err}",
+                    file.display()
+                )
+            });
+            args.extend(["--config".into(), file.into_os_string()]);
+        }
+        args.extend(["--data-dir".into(), dir.join("data").into_os_string()]);
+        Self::start(binary, args).await
+    }
+
     /// Like [`SluiceProcess::start`], letting `configure` adjust the command first (environment
     /// variables such as `SLUICE_…`, the working directory); it is applied again on
     /// [`SluiceProcess::restart`].
