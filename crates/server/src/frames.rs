@@ -150,9 +150,10 @@ enum Payload<'a> {
     Text(std::borrow::Cow<'a, str>),
 }
 
-/// A `message` frame. The payload is embedded as JSON when it is a JSON document, otherwise as
-/// a string (invalid UTF-8 replaced by U+FFFD).
-pub fn message(id: EventId, topic: &str, payload: &[u8], time: Timestamp) -> Bytes {
+/// A message frame of event type `event` (`sse.event_type`, `message` by default). The payload
+/// is embedded as JSON when it is a JSON document, otherwise as a string (invalid UTF-8
+/// replaced by U+FFFD).
+pub fn message(id: EventId, event: &str, topic: &str, payload: &[u8], time: Timestamp) -> Bytes {
     let payload = match serde_json::from_slice::<&RawValue>(payload) {
         Ok(raw) => Payload::Json(raw),
         Err(_) => Payload::Text(String::from_utf8_lossy(payload)),
@@ -163,11 +164,7 @@ pub fn message(id: EventId, topic: &str, payload: &[u8], time: Timestamp) -> Byt
         time,
     })
     .unwrap_or_default();
-    encode(
-        &Frame::data(data)
-            .with_id(id.to_string())
-            .with_event("message"),
-    )
+    encode(&Frame::data(data).with_id(id.to_string()).with_event(event))
 }
 
 #[cfg(test)]
@@ -188,7 +185,7 @@ mod tests {
             seq: 3,
             incarnation: Some(1),
         };
-        let frame = parse(&message(id, "a.b", b"{\"x\":\n[1,2]}", time));
+        let frame = parse(&message(id, "message", "a.b", b"{\"x\":\n[1,2]}", time));
         assert_eq!(frame.id.as_deref(), Some("3-1"));
         assert_eq!(frame.event.as_deref(), Some("message"));
         let data: serde_json::Value = serde_json::from_str(frame.data.as_deref().unwrap()).unwrap();
@@ -196,7 +193,7 @@ mod tests {
         assert_eq!(data["time"], "1970-01-01T00:00:00Z");
 
         let hostile = b"line1\n\nevent: evil\r\ndata: x";
-        let frame = parse(&message(id, "a", hostile, time));
+        let frame = parse(&message(id, "message", "a", hostile, time));
         let data: serde_json::Value = serde_json::from_str(frame.data.as_deref().unwrap()).unwrap();
         assert_eq!(data["payload"], String::from_utf8_lossy(hostile).as_ref());
         assert_eq!(frame.event.as_deref(), Some("message"));

@@ -10,7 +10,7 @@ use crate::auth::{AuthConfigError, Authenticator};
 use crate::backend::Backend;
 use crate::config::Config;
 use crate::conn::ConnInfo;
-use crate::fanout::Fanout;
+use crate::fanout::{Encoder, Fanout};
 use crate::metrics::Metrics;
 use crate::session::{ConnectionGuard, SessionContext};
 
@@ -44,8 +44,12 @@ impl Hub {
         let fanout = Fanout::new(
             backend.clone(),
             metrics.clone(),
-            config.topic_prefix.clone(),
-            config.sse.max_event_size,
+            Encoder {
+                incarnation: 0,
+                topic_prefix: config.topic_prefix.clone(),
+                max_event_size: config.sse.max_event_size,
+                event_type: config.sse.event_type.clone(),
+            },
             config.fanout.ring_size,
         );
         Ok(Arc::new(Self {

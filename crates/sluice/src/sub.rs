@@ -36,7 +36,8 @@ pub struct SubArgs {
     /// (`42-18c3f0a1b2`), or `0` for the start of the stream.
     #[arg(long, value_parser = event_id)]
     last_id: Option<EventId>,
-    /// Exit after this many `message` events.
+    /// Exit after this many messages (events of the hub's `sse.event_type`, `message` by
+    /// default).
     #[arg(long)]
     count: Option<u64>,
     /// Give up (exit 1) after this long without a connection, e.g. `30s` or `5m`. Without it
@@ -204,6 +205,9 @@ struct Printer {
     count: Option<u64>,
 }
 
+/// The event types of the hub's own frames; every other event carries a message.
+const HUB_EVENTS: &[&str] = &["connected", "gap", "token_expired"];
+
 impl Printer {
     /// Prints `frame` if it is an event: `<event> <id> <data>`.
     fn print(&mut self, frame: &Frame) -> anyhow::Result<Printed> {
@@ -220,7 +224,8 @@ impl Printer {
         if let Some(id) = &frame.id {
             self.last_id = Some(id.clone());
         }
-        if frame.event_type() == "message" {
+        // A message is any event but the hub's own: its type is `sse.event_type`.
+        if !HUB_EVENTS.contains(&frame.event_type()) {
             self.messages += 1;
             if self.count.is_some_and(|count| self.messages >= count) {
                 return Ok(Printed::Last);

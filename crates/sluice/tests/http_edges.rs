@@ -3,7 +3,8 @@
 //! authorization or for its body leaves an info line naming the reason and status, and a
 //! stream's end names its peer as an address; the path form of `GET /events` adds its `topic=`
 //! parameters; `/metrics` answers the format the scraper accepts, read by the Python
-//! `prometheus_client` parsers.
+//! `prometheus_client` parsers; probe paths, the preflight's lists and the event type of
+//! message frames follow the configuration.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -351,4 +352,89 @@ async fn metrics_answer_prometheus_text_or_openmetrics_as_accepted() {
                 .any(|f| f["name"] == "sluice_publishes" && f["type"] == "counter")
         );
     }
+}
+
+/// The configuration NUTS users know: probes at their own paths (the defaults then `404`), the
+/// preflight's headers and methods from `[cors]`, and message frames of `sse.event_type`, which
+/// the page at `/` listens for and `sluice sub --count` counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_paths_cors_lists_and_the_event_type_are_configurable() {
+    let root = tempfile::tempdir().unwrap();
+    let config = "[sse]\nevent_type = \"update\"\n\
+        [probes]\nlive_path = \"/health/live\"\nready_path = \"/health/ready\"\nhealth_path = \"/health\"\n\
+        [cors]\nallowed_origins = [\"https://app.example.com\"]\n\
+        allowed_headers = [\"x-app-version\", \"last-event-id\"]\nallowed_methods = [\"GET\", \"OPTIONS\"]\n";
+    let hub = SluiceProcess::serve(BIN, root.path(), Some(config))
+        .await
+        .expect("serve starts");
+    for (path, status) in [
+        ("/health/live", 200),
+        ("/health/live/", 200),
+        ("/health/ready", 200),
+        ("/health", 200),
+        ("/livez", 404),
+        ("/readyz", 404),
+        ("/healthz", 404),
+    ] {
+        let answer = http::get(&hub.url(path)).await.unwrap();
+        assert_eq!(answer.status, status, "{path}: {}", answer.text());
+    }
+
+    let preflight = http::request(
+        hyper::Method::OPTIONS,
+        &hub.url("/events?topic=t"),
+        &[
+            ("origin", "https://app.example.com"),
+            ("access-control-request-method", "GET"),
+            ("access-control-request-headers", "x-app-version"),
+        ],
+    )
+    .unwrap()
+    .body(Default::default())
+    .unwrap();
+    let preflight = http::send(preflight).await.unwrap();
+    let allowed = |name: &str| preflight.header(name).unwrap_or("").to_ascii_lowercase();
+    assert_eq!(
+        allowed("access-control-allow-headers"),
+        "x-app-version,last-event-id"
+    );
+    assert_eq!(allowed("access-control-allow-methods"), "get,options");
+
+    let mut client = SseClient::connect(&hub.url("/events?topic=t"))
+        .await
+        .unwrap();
+    assert_eq!(client.next_event().await.unwrap().event_type(), "connected");
+    let answer = http::post_json(&hub.url("/publish"), &json!({ "topic": "t", "payload": 1 }))
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let message = client.next_event().await.unwrap();
+    assert_eq!(message.event_type(), "update");
+
+    let page = http::get(&hub.url("/")).await.unwrap().text();
+    assert!(page.contains(r#"addEventListener("update""#), "{page}");
+    assert!(!page.contains("__SLUICE"), "{page}");
+
+    let sub = tokio::process::Command::new(BIN)
+        .args([
+            "sub",
+            "--hub",
+            &hub.base_url(),
+            "--last-id",
+            "0",
+            "--count",
+            "1",
+            "t",
+        ])
+        .output();
+    let sub = tokio::time::timeout(WAIT, sub)
+        .await
+        .expect("sluice sub stops after one message")
+        .unwrap();
+    let printed = String::from_utf8_lossy(&sub.stdout);
+    assert!(sub.status.success(), "{printed}");
+    assert!(
+        printed.lines().any(|l| l.starts_with("update ")),
+        "{printed}"
+    );
 }

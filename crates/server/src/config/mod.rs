@@ -144,6 +144,8 @@ pub struct Config {
     pub replay: ReplayConfig,
     /// Which browser origins may subscribe and publish.
     pub cors: CorsConfig,
+    /// The paths of the liveness, readiness and health probes.
+    pub probes: ProbesConfig,
     /// The ring of encoded frames shared by the subscribers of one topic set.
     pub fanout: FanoutConfig,
     /// The embedded store: its directory, the served stream, fsync policy, declared streams.
@@ -170,6 +172,10 @@ pub struct SseConfig {
     pub write_timeout: Duration,
     /// Largest encoded event in bytes; a larger message is replaced by a `gap` frame.
     pub max_event_size: usize,
+    /// The SSE event type of message frames (`event: message`), what an `EventSource`
+    /// listens for with `addEventListener`. The hub's own frames keep theirs (`connected`,
+    /// `gap`, `token_expired`).
+    pub event_type: String,
 }
 
 /// Connection and request limits.
@@ -211,13 +217,56 @@ pub struct ReplayConfig {
 }
 
 /// Which browser origins may call the hub (`[cors]`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CorsConfig {
     /// Origins allowed to subscribe and publish from a browser: exact origins such as
     /// `https://app.example.com` (which also get credentials), or `*` for any origin (without
     /// credentials). Empty: no CORS headers.
     pub allowed_origins: Vec<String>,
+    /// Request headers a browser may send (`Access-Control-Allow-Headers` of a preflight).
+    pub allowed_headers: Vec<String>,
+    /// Methods a browser may use (`Access-Control-Allow-Methods` of a preflight).
+    pub allowed_methods: Vec<String>,
+}
+
+impl Default for CorsConfig {
+    fn default() -> Self {
+        Self {
+            allowed_origins: Vec::new(),
+            allowed_headers: [
+                "cache-control",
+                "content-type",
+                "authorization",
+                "last-event-id",
+            ]
+            .map(String::from)
+            .to_vec(),
+            allowed_methods: ["GET", "POST", "OPTIONS"].map(String::from).to_vec(),
+        }
+    }
+}
+
+/// Where the probes answer (`[probes]`); each also answers with a trailing slash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProbesConfig {
+    /// The liveness probe: the process is up.
+    pub live_path: String,
+    /// The readiness probe: the backend and the stream can serve.
+    pub ready_path: String,
+    /// The health summary (readiness with details).
+    pub health_path: String,
+}
+
+impl Default for ProbesConfig {
+    fn default() -> Self {
+        Self {
+            live_path: "/livez".into(),
+            ready_path: "/readyz".into(),
+            health_path: "/healthz".into(),
+        }
+    }
 }
 
 /// The in-memory fan-out (`[fanout]`).
@@ -240,6 +289,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             replay: ReplayConfig::default(),
             cors: CorsConfig::default(),
+            probes: ProbesConfig::default(),
             fanout: FanoutConfig::default(),
             embedded: EmbeddedConfig::default(),
             auth: AuthConfig::default(),
@@ -255,6 +305,7 @@ impl Default for SseConfig {
             retry: Duration::from_secs(2),
             write_timeout: Duration::from_secs(10),
             max_event_size: 1024 * 1024,
+            event_type: "message".into(),
         }
     }
 }

@@ -162,6 +162,75 @@ fn origins_that_can_never_match_are_rejected() {
 }
 
 #[test]
+fn event_types_probe_paths_and_cors_lists_are_checked() {
+    for (text, key, value) in [
+        ("[sse]\nevent_type = \"gap\"", "sse.event_type", "gap"),
+        ("[sse]\nevent_type = \"error\"", "sse.event_type", "error"),
+        ("[sse]\nevent_type = \"a b\"", "sse.event_type", "a b"),
+        ("[sse]\nevent_type = \"\"", "sse.event_type", "\"\""),
+        (
+            "[probes]\nlive_path = \"livez\"",
+            "probes.live_path",
+            "livez",
+        ),
+        (
+            "[probes]\nlive_path = \"/livez/\"",
+            "probes.live_path",
+            "/livez/",
+        ),
+        (
+            "[probes]\nlive_path = \"/a/../b\"",
+            "probes.live_path",
+            "/a/../b",
+        ),
+        ("[probes]\nlive_path = \"/{x}\"", "probes.live_path", "/{x}"),
+        (
+            "[probes]\nready_path = \"/publish\"",
+            "probes.ready_path",
+            "/publish",
+        ),
+        (
+            "[probes]\nready_path = \"/events/x\"",
+            "probes.ready_path",
+            "/events/x",
+        ),
+        (
+            "[probes]\nhealth_path = \"/livez\"",
+            "probes.health_path",
+            "/livez",
+        ),
+        (
+            "[cors]\nallowed_headers = [\"a b\"]",
+            "cors.allowed_headers[0]",
+            "a b",
+        ),
+        (
+            "[cors]\nallowed_methods = [\"G(T\"]",
+            "cors.allowed_methods[0]",
+            "G(T",
+        ),
+        ("[cors]\nallowed_methods = []", "cors.allowed_methods", "[]"),
+    ] {
+        let message = error_text(text);
+        assert!(
+            message.contains(key) && message.contains(value),
+            "{text}: {message}"
+        );
+    }
+    let config = load_text(
+        "[sse]\nevent_type = \"update\"\n[probes]\nlive_path = \"/health/live\"\n\
+         [cors]\nallowed_headers = [\"x-app\"]\nallowed_methods = [\"GET\"]\n",
+    )
+    .expect("valid");
+    assert_eq!(config.sse.event_type, "update");
+    assert_eq!(config.probes.live_path, "/health/live");
+    assert_eq!(
+        config.probes.ready_path, "/readyz",
+        "the others keep their defaults"
+    );
+}
+
+#[test]
 fn hub_url_needs_an_http_scheme() {
     let message = error_text("hub_url = \"ftp://hub\"\n");
     assert!(

@@ -70,9 +70,8 @@ pub fn config(config: &Config) -> Result<(), ConfigError> {
             "must be positive; leave it out to replay the whole backlog",
         ));
     }
-    for (index, origin) in config.cors.allowed_origins.iter().enumerate() {
-        allowed_origin(&format!("cors.allowed_origins[{index}]"), origin)?;
-    }
+    cors(config)?;
+    probes(config)?;
     if !(16..=1 << 20).contains(&config.fanout.ring_size) {
         return Err(ConfigError::invalid(
             "fanout.ring_size",
@@ -105,12 +104,108 @@ fn sse(config: &Config) -> Result<(), ConfigError> {
             ));
         }
     }
+    event_type(&sse.event_type)?;
     if sse.max_event_size < 256 {
         return Err(ConfigError::invalid(
             "sse.max_event_size",
             sse.max_event_size,
             "must be at least 256 bytes",
         ));
+    }
+    Ok(())
+}
+
+/// Event types the hub writes itself, and those an `EventSource` dispatches of its own.
+const RESERVED_EVENT_TYPES: &[&str] = &["connected", "gap", "token_expired", "open", "error"];
+
+fn event_type(value: &str) -> Result<(), ConfigError> {
+    let key = "sse.event_type";
+    let word = |b: u8| b.is_ascii_alphanumeric() || b"._-".contains(&b);
+    if !(1..=64).contains(&value.len()) || !value.bytes().all(word) {
+        return Err(ConfigError::invalid(
+            key,
+            value,
+            "must be 1 to 64 letters, digits, `.`, `_` or `-`",
+        ));
+    }
+    if RESERVED_EVENT_TYPES.contains(&value) {
+        return Err(ConfigError::invalid(
+            key,
+            value,
+            "is an event type the hub or EventSource uses itself (connected, gap, \
+             token_expired, open, error)",
+        ));
+    }
+    Ok(())
+}
+
+fn cors(config: &Config) -> Result<(), ConfigError> {
+    let cors = &config.cors;
+    for (index, origin) in cors.allowed_origins.iter().enumerate() {
+        allowed_origin(&format!("cors.allowed_origins[{index}]"), origin)?;
+    }
+    for (index, name) in cors.allowed_headers.iter().enumerate() {
+        if axum::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            let key = format!("cors.allowed_headers[{index}]");
+            return Err(ConfigError::invalid(key, name, "is not a header name"));
+        }
+    }
+    if cors.allowed_methods.is_empty() {
+        return Err(ConfigError::invalid(
+            "cors.allowed_methods",
+            "[]",
+            "must list at least one method, e.g. \"GET\"",
+        ));
+    }
+    for (index, method) in cors.allowed_methods.iter().enumerate() {
+        if axum::http::Method::from_bytes(method.as_bytes()).is_err() {
+            let key = format!("cors.allowed_methods[{index}]");
+            return Err(ConfigError::invalid(key, method, "is not an HTTP method"));
+        }
+    }
+    Ok(())
+}
+
+/// Paths the hub serves itself (and `/events/…`).
+const HUB_PATHS: &[&str] = &["/", "/events", "/publish", "/metrics"];
+
+fn probes(config: &Config) -> Result<(), ConfigError> {
+    let probes = &config.probes;
+    let mut taken = HashSet::new();
+    for (key, path) in [
+        ("probes.live_path", &probes.live_path),
+        ("probes.ready_path", &probes.ready_path),
+        ("probes.health_path", &probes.health_path),
+    ] {
+        let allowed = |b: u8| b.is_ascii_alphanumeric() || b"/-._~".contains(&b);
+        let segments_ok = path
+            .split('/')
+            .skip(1)
+            .all(|segment| !segment.is_empty() && segment != "." && segment != "..");
+        if path.len() > 256 || !path.starts_with('/') || !path.bytes().all(allowed) || !segments_ok
+        {
+            return Err(ConfigError::invalid(
+                key,
+                path,
+                "must be a path such as \"/livez\": `/` and then letters, digits, `-`, `.`, \
+                 `_` and `~` in `/`-separated segments, at most 256 bytes, no trailing `/` (the \
+                 probe also answers with one)",
+            ));
+        }
+        if HUB_PATHS.contains(&path.as_str()) || path.starts_with("/events/") {
+            return Err(ConfigError::invalid(
+                key,
+                path,
+                "is a path the hub serves itself",
+            ));
+        }
+        if !taken.insert(path.as_str()) {
+            return Err(ConfigError::invalid(
+                key,
+                path,
+                "is already the path of another probe",
+            ));
+        }
     }
     Ok(())
 }

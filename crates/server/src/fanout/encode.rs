@@ -16,6 +16,8 @@ pub struct Encoder {
     pub topic_prefix: String,
     /// Largest frame sent; larger messages become `gap` frames.
     pub max_event_size: usize,
+    /// The event type of message frames (`sse.event_type`).
+    pub event_type: String,
 }
 
 /// Control messages (delete markers, schedule definitions) are stream bookkeeping, never
@@ -38,7 +40,7 @@ impl Encoder {
         // A payload already larger than the limit is not worth encoding; `size` then reports
         // the payload's length (a lower bound of the frame's).
         let frame = (message.payload.len() <= self.max_event_size)
-            .then(|| frames::message(id, topic, &message.payload, message.time));
+            .then(|| frames::message(id, &self.event_type, topic, &message.payload, message.time));
         let (kind, frame) = match frame {
             Some(frame) if frame.len() <= self.max_event_size => (EntryKind::Message, frame),
             oversized => {
@@ -101,6 +103,7 @@ mod tests {
             incarnation: 1,
             topic_prefix: "app".into(),
             max_event_size: max,
+            event_type: "message".into(),
         }
     }
 

@@ -49,26 +49,24 @@ type FeedMap = Mutex<HashMap<FilterSet, Weak<Feed>>>;
 pub struct Fanout {
     backend: Arc<dyn Backend>,
     metrics: Arc<Metrics>,
-    topic_prefix: String,
-    max_event_size: usize,
+    /// The encoder every incarnation's is made from (its incarnation is replaced).
+    encoding: Encoder,
     ring_size: usize,
     feeds: Arc<FeedMap>,
 }
 
 impl Fanout {
-    /// A fan-out over `backend`.
+    /// A fan-out over `backend`, encoding as `encoding` does (whatever its incarnation).
     pub fn new(
         backend: Arc<dyn Backend>,
         metrics: Arc<Metrics>,
-        topic_prefix: String,
-        max_event_size: usize,
+        encoding: Encoder,
         ring_size: usize,
     ) -> Self {
         Self {
             backend,
             metrics,
-            topic_prefix,
-            max_event_size,
+            encoding,
             ring_size,
             feeds: Arc::default(),
         }
@@ -78,8 +76,7 @@ impl Fanout {
     pub fn encoder(&self, incarnation: u64) -> Encoder {
         Encoder {
             incarnation,
-            topic_prefix: self.topic_prefix.clone(),
-            max_event_size: self.max_event_size,
+            ..self.encoding.clone()
         }
     }
 

@@ -36,5 +36,6 @@ pub(super) fn encoder(incarnation: u64) -> Encoder {
         incarnation,
         topic_prefix: String::new(),
         max_event_size: 1 << 20,
+        event_type: "message".into(),
     }
 }

@@ -6,7 +6,7 @@
 //! | `GET /events?topic=…`         | Server-Sent Events stream                |
 //! | `GET /events/<topic>`         | the same with one topic in the path      |
 //! | `POST /publish`               | store one message                        |
-//! | `GET /livez` `/readyz` `/healthz` | probes (trailing slash tolerated)    |
+//! | `GET /livez` `/readyz` `/healthz` | probes, at the `[probes]` paths (trailing slash tolerated) |
 //! | `GET /metrics`                | OpenMetrics or Prometheus text, by `Accept` |
 //! | `GET /`                       | a small page that subscribes and lists events |
 
@@ -32,6 +32,7 @@ use tower_http::cors::{AllowCredentials, AllowOrigin, CorsLayer};
 pub(crate) use events::{accepts_event_stream, transient};
 
 use crate::backend::{ApiError, BackendError};
+use crate::config::CorsConfig;
 use crate::conn::ConnInfo;
 use crate::hub::Hub;
 use crate::metrics::Metrics;
@@ -42,7 +43,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         hub.config.limits.max_publish_body,
         hub.metrics.body_bytes.clone(),
     );
-    let cors = cors(&hub.config.cors.allowed_origins);
+    let cors = cors(&hub.config.cors);
     let mut router = Router::new()
         .route("/", get(page::index))
         .route("/events", get(events::by_query))
@@ -50,10 +51,11 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/events/{*topic}", get(events::by_path))
         .route("/publish", post(publish::publish).layer(Extension(budget)))
         .route("/metrics", get(probes::metrics));
+    let paths = &hub.config.probes;
     for (path, handler) in [
-        ("/livez", get(probes::livez)),
-        ("/readyz", get(probes::readyz)),
-        ("/healthz", get(probes::healthz)),
+        (&paths.live_path, get(probes::livez)),
+        (&paths.ready_path, get(probes::readyz)),
+        (&paths.health_path, get(probes::healthz)),
     ] {
         router = router
             .route(path, handler.clone())
@@ -128,10 +130,22 @@ fn framing_error(
 
 /// CORS for `allowed_origins`: `*` lets any origin in without credentials; listed origins
 /// are echoed and may send credentials. `Vary: Origin` is always set.
-fn cors(allowed: &[String]) -> Option<CorsLayer> {
+fn cors(config: &CorsConfig) -> Option<CorsLayer> {
+    let allowed = &config.allowed_origins;
     if allowed.is_empty() {
         return None;
     }
+    // Validated with the configuration: names and methods all parse.
+    let headers: Vec<HeaderName> = config
+        .allowed_headers
+        .iter()
+        .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
+        .collect();
+    let methods: Vec<Method> = config
+        .allowed_methods
+        .iter()
+        .filter_map(|method| Method::from_bytes(method.as_bytes()).ok())
+        .collect();
     let any = allowed.iter().any(|o| o == "*");
     let exact: Arc<HashSet<HeaderValue>> = Arc::new(
         allowed
@@ -149,13 +163,8 @@ fn cors(allowed: &[String]) -> Option<CorsLayer> {
             .allow_credentials(AllowCredentials::predicate(move |origin, _| {
                 listed.contains(origin)
             }))
-            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
-            .allow_headers([
-                header::CACHE_CONTROL,
-                header::CONTENT_TYPE,
-                header::AUTHORIZATION,
-                HeaderName::from_static("last-event-id"),
-            ])
+            .allow_methods(methods)
+            .allow_headers(headers)
             .max_age(Duration::from_secs(600)),
     )
 }
