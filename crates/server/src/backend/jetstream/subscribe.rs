@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, pull};
+use async_nats::jetstream::consumer::{AckPolicy, Consumer, DeliverPolicy, pull};
 use async_nats::jetstream::stream::ConsumerErrorKind;
 use futures::StreamExt;
 use tokio::sync::watch;
@@ -368,24 +368,13 @@ impl Feed {
             ..Default::default()
         };
         let what = format!("creating a consumer on stream {stream:?}");
-        let permission = shared
-            .consumers
-            .creating()
+        // IMPORTANT: in a task of its own, so that a feed dropped while the request is on its
+        // way (a stream ending at shutdown) cannot leave a consumer on the server that is not
+        // registered: shutting down waits for the task and then deletes it.
+        let consumer = tokio::spawn(create_registered(shared.clone(), config, what.clone()))
             .await
-            .ok_or(Unavailable::ConnectionClosed)?;
-        let consumer = bounded(limit, &what, async {
-            shared
-                .context
-                .create_consumer_on_stream(config, stream)
-                .await
-                .map_err(|err| match err.kind() {
-                    ConsumerErrorKind::JetStream(api) => api_error(&api).into(),
-                    _ => from_nats(&what, err),
-                })
-        })
-        .await?;
+            .map_err(|_| BackendError::from(Unavailable::ConnectionClosed))??;
         let name = consumer.cached_info().name.clone();
-        shared.consumers.register(&permission, &name);
         let cleanup = ConsumerCleanup {
             shared: shared.clone(),
             name: name.clone(),
@@ -417,6 +406,36 @@ impl Feed {
             _cleanup: cleanup,
         })
     }
+}
+
+/// Creates a consumer on the served stream with `config` and registers it, unless the backend
+/// is shutting down.
+async fn create_registered(
+    shared: Arc<Shared>,
+    config: pull::Config,
+    what: String,
+) -> Result<Consumer<pull::Config>, BackendError> {
+    let (stream, limit) = (&shared.config.stream, shared.config.request_timeout);
+    let permission = shared
+        .consumers
+        .creating()
+        .await
+        .ok_or(Unavailable::ConnectionClosed)?;
+    let consumer = bounded(limit, &what, async {
+        shared
+            .context
+            .create_consumer_on_stream(config, stream)
+            .await
+            .map_err(|err| match err.kind() {
+                ConsumerErrorKind::JetStream(api) => api_error(&api).into(),
+                _ => from_nats(&what, err),
+            })
+    })
+    .await?;
+    shared
+        .consumers
+        .register(&permission, &consumer.cached_info().name);
+    Ok(consumer)
 }
 
 /// A consumer the feed is reading.
