@@ -311,6 +311,12 @@ pub async fn positions_removed_during_catch_up_are_reported(
     expect_event(&mut client, "connected").await.unwrap();
     let mut watcher = hub.subscribe("?topic=t").await;
     expect_event(&mut watcher, "connected").await.unwrap();
+    // Neither reads while the messages are published: their receive buffers overflow, and on
+    // a loaded machine the kernel's retransmission backoff can hold a connection still for
+    // longer than the default wait for a frame.
+    for reader in [&mut client, &mut watcher] {
+        reader.set_timeout(Duration::from_secs(60));
+    }
     // 25 MiB: far more than the socket buffers and the ring hold while the client reads
     // nothing, so the session ends up reading from the stream.
     let payload = "p".repeat(128 * 1024);
