@@ -49,20 +49,7 @@ impl Fixture {
 
     /// Every file of the stream with its bytes.
     fn files(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        let mut files = BTreeMap::new();
-        collect_files(&self.data.join("streams"), &mut files);
-        files
-    }
-}
-
-fn collect_files(dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            collect_files(&path, out);
-        } else {
-            out.insert(path.clone(), std::fs::read(&path).unwrap());
-        }
+        sluice_test_support::files_under(&self.data.join("streams"))
     }
 }
 

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use sluice_store::{
-    Delivery, FilterSet, Headers, LossCause, Lost, RecoveryPath, Store, StoreOptions, StreamConfig,
-    StreamHandle,
+    Delivery, FilterSet, Headers, LossCause, Lost, RecoveryPath, RecoveryReport, Store,
+    StoreOptions, StreamConfig, StreamHandle,
 };
 
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -375,25 +375,7 @@ fn a_lost_db_that_does_not_verify_is_set_aside_not_deleted() {
     let lost_db = msgs_dir(dir.path()).join("lost.db");
     edit(&lost_db, |d| d[2] ^= 1);
     let (store, reports) = Store::open(dir.path(), opts(1 << 20)).unwrap();
-    assert!(
-        reports[0]
-            .warnings
-            .iter()
-            .any(|w| w.contains("lost.db") && w.contains("kept as")),
-        "{:?}",
-        reports[0]
-    );
-    let kept = fs::read_dir(msgs_dir(dir.path()))
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with("lost.db.damaged-")
-        })
-        .count();
-    assert_eq!(kept, 1);
+    assert_set_aside_once(dir.path(), &reports[0], "lost.db");
     store.close();
 }
 
@@ -771,24 +753,30 @@ fn a_lease_db_that_does_not_verify_is_set_aside_and_written_again() {
     let lease = msgs_dir(dir.path()).join("lease.db");
     edit(&lease, |d| d[3] ^= 1);
     let (store, reports) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    assert_set_aside_once(dir.path(), &reports[0], "lease.db");
+    assert!(lease.exists(), "open writes the lease again");
+    store.close();
+}
+
+/// Open warned that `file` (in `msgs/`) was kept aside, and exactly one
+/// `<file>.damaged-<ns>` is there.
+fn assert_set_aside_once(dir: &Path, report: &RecoveryReport, file: &str) {
     assert!(
-        reports[0]
+        report
             .warnings
             .iter()
-            .any(|w| w.contains("lease.db") && w.contains("kept as")),
-        "{:?}",
-        reports[0]
+            .any(|w| w.contains(file) && w.contains("kept as")),
+        "{report:?}"
     );
-    let kept = fs::read_dir(msgs_dir(dir.path()))
+    let prefix = format!("{file}.damaged-");
+    let kept = fs::read_dir(msgs_dir(dir))
         .unwrap()
         .filter(|e| {
             let name = e.as_ref().unwrap().file_name();
-            name.to_string_lossy().starts_with("lease.db.damaged-")
+            name.to_string_lossy().starts_with(&prefix)
         })
         .count();
-    assert_eq!(kept, 1);
-    assert!(lease.exists(), "open writes the lease again");
-    store.close();
+    assert_eq!(kept, 1, "one {prefix}<ns>");
 }
 
 #[test]

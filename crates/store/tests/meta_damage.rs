@@ -67,9 +67,7 @@ impl Fixture {
 
     /// Every file under the data directory but the lock, with its bytes.
     fn files(&self) -> BTreeMap<PathBuf, Vec<u8>> {
-        let mut files = BTreeMap::new();
-        collect_files(&self.dir.path().join("streams"), &mut files);
-        files
+        sluice_test_support::files_under(&self.dir.path().join("streams"))
     }
 
     /// Opens the store and checks that `K` is there with its three messages and the original
@@ -93,17 +91,6 @@ impl Fixture {
             store.stream(NAME).unwrap().info(None).incarnation,
             self.incarnation
         );
-    }
-}
-
-fn collect_files(dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            collect_files(&path, out);
-        } else {
-            out.insert(path.clone(), std::fs::read(&path).unwrap());
-        }
     }
 }
 

@@ -39,3 +39,28 @@ pub fn repo_root() -> PathBuf {
         .canonicalize()
         .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")))
 }
+
+/// Every file under `dir` (recursively) with its bytes, by path: what a test compares to see
+/// that nothing on disk changed.
+///
+/// # Panics
+/// When `dir` or a file under it cannot be read.
+pub fn files_under(dir: &std::path::Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut dirs = vec![dir.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        let entries = std::fs::read_dir(&dir)
+            .unwrap_or_else(|err| panic!("cannot list {}: {err}", dir.display()));
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let bytes = std::fs::read(&path)
+                    .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+                files.insert(path, bytes);
+            }
+        }
+    }
+    files
+}
