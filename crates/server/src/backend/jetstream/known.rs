@@ -9,8 +9,11 @@
 //! - the NATS connection was re-established (anything may have happened meanwhile);
 //! - a JetStream advisory about the stream arrived (created, deleted, updated, leader elected);
 //! - an acknowledgement that is not a duplicate carries a sequence at or below the highest one
-//!   known in this incarnation: sequences only grow within one incarnation, so the stream was
-//!   created again. The stream's info is read before answering and its incarnation is used.
+//!   known when its publish was sent: a message sent after sequence N was acknowledged gets a
+//!   higher one in the same incarnation, so the stream was created again. (Measured against
+//!   what was known at sending, not at the acknowledgement: concurrent publishes may be
+//!   acknowledged in any order.) The stream's info is read before answering and its
+//!   incarnation is used.
 //!
 //! The info is read again at most once per such event, not per publish. Not covered: a stream
 //! created again and filled past the highest sequence known before its advisory arrives (an
@@ -75,21 +78,22 @@ impl KnownStream {
         });
     }
 
-    /// Takes in an acknowledged sequence of `incarnation`: false when it cannot belong to it
-    /// (at or below the highest sequence known), i.e. the stream was created again.
-    pub fn acknowledged(&self, incarnation: u64, seq: u64) -> bool {
-        let mut known = self.lock();
-        match known.as_mut() {
-            Some(known) if known.incarnation == incarnation => {
-                if seq <= known.last_seq {
-                    return false;
-                }
-                known.last_seq = seq;
-                true
-            }
-            // Forgotten or replaced meanwhile: the next publish reads the info again anyway.
-            _ => true,
+    /// Takes in the sequence acknowledged for a publish sent while `sent_with` was known:
+    /// false when it cannot belong to that incarnation (at or below the highest sequence known
+    /// then), i.e. the stream was created again.
+    pub fn acknowledged(&self, sent_with: &Known, seq: u64) -> bool {
+        if seq <= sent_with.last_seq {
+            return false;
         }
+        let mut known = self.lock();
+        // Forgotten or replaced meanwhile: the next publish reads the info again anyway.
+        if let Some(known) = known
+            .as_mut()
+            .filter(|known| known.incarnation == sent_with.incarnation)
+        {
+            known.last_seq = known.last_seq.max(seq);
+        }
+        true
     }
 
     /// Drops what is known; the next publish reads the stream's info first.
@@ -128,15 +132,27 @@ mod tests {
     fn a_sequence_that_does_not_grow_means_another_incarnation() {
         let known = KnownStream::default();
         known.remember(&facts(7, 3), 1);
-        assert!(known.acknowledged(7, 4));
-        assert!(!known.acknowledged(7, 4));
-        assert!(!known.acknowledged(7, 1));
-        assert_eq!(known.get(1).unwrap().last_seq, 4);
+        let now = || known.get(1).unwrap();
+        assert!(known.acknowledged(&now(), 4));
+        assert!(!known.acknowledged(&now(), 4));
+        assert!(!known.acknowledged(&now(), 1));
+        assert_eq!(now().last_seq, 4);
         // An older info read does not lower what acknowledgements taught.
         known.remember(&facts(7, 2), 1);
-        assert_eq!(known.get(1).unwrap().last_seq, 4);
+        assert_eq!(now().last_seq, 4);
         known.remember(&facts(8, 0), 1);
-        assert!(known.acknowledged(8, 1));
+        assert!(known.acknowledged(&now(), 1));
+    }
+
+    #[test]
+    fn concurrent_publishes_acknowledged_out_of_order_are_of_the_same_incarnation() {
+        let known = KnownStream::default();
+        known.remember(&facts(7, 3), 1);
+        // Two publishes sent while 3 was the highest sequence; the later one's ack comes first.
+        let sent_with = known.get(1).unwrap();
+        assert!(known.acknowledged(&sent_with, 5));
+        assert!(known.acknowledged(&sent_with, 4));
+        assert_eq!(known.get(1).unwrap().last_seq, 5, "never lowered");
     }
 
     #[test]

@@ -40,24 +40,22 @@ pub(super) async fn publish(
         }
     })?;
     let stream = (ack.stream != shared.config.stream).then_some(ack.stream);
-    let incarnation = if stream.is_some()
-        || ack.duplicate
-        || shared.known.acknowledged(known.incarnation, ack.sequence)
-    {
-        known.incarnation
-    } else {
-        let now = shared.read_stream(limit).await?.state.incarnation;
-        if now != known.incarnation {
-            tracing::info!(
-                stream = shared.config.stream,
-                was = format_args!("{:x}", known.incarnation),
-                now = format_args!("{now:x}"),
-                seq = ack.sequence,
-                "the stream was created again; ids carry its new incarnation"
-            );
-        }
-        now
-    };
+    let incarnation =
+        if stream.is_some() || ack.duplicate || shared.known.acknowledged(&known, ack.sequence) {
+            known.incarnation
+        } else {
+            let now = shared.read_stream(limit).await?.state.incarnation;
+            if now != known.incarnation {
+                tracing::info!(
+                    stream = shared.config.stream,
+                    was = format_args!("{:x}", known.incarnation),
+                    now = format_args!("{now:x}"),
+                    seq = ack.sequence,
+                    "the stream was created again; ids carry its new incarnation"
+                );
+            }
+            now
+        };
     Ok(PublishAck {
         seq: ack.sequence,
         duplicate: ack.duplicate,
