@@ -24,5 +24,6 @@ mod stats;
 mod subscriber;
 
 pub use config::Config;
+pub use limits::raise_open_files;
 pub use report::Report;
 pub use run::run;

@@ -50,7 +50,7 @@ impl Hub {
                 max_event_size: config.sse.max_event_size,
                 event_type: config.sse.event_type.clone(),
             },
-            config.fanout.ring_size,
+            &config.fanout,
         );
         Ok(Arc::new(Self {
             config: Arc::new(config),

@@ -296,8 +296,9 @@ async fn a_clean_stop_leaves_no_consumer_on_the_server() {
                 .expect("connected");
             clients.push(client);
         }
-        eventually_async("a consumer per topic set", async || {
-            consumer_names(&js).await.len() >= TOPIC_SETS.len()
+        // One consumer serves every topic set of the node.
+        eventually_async("the node's consumer", async || {
+            !consumer_names(&js).await.is_empty()
         })
         .await;
         hub.stop().await;
@@ -307,6 +308,74 @@ async fn a_clean_stop_leaves_no_consumer_on_the_server() {
             "consumers left after stop number {round}"
         );
     }
+}
+
+/// A node's consumers on the server do not grow with its topic sets: 1,000 clients, each on a
+/// topic of its own, are served by one consumer, and each gets exactly its own messages.
+/// Clients that come back with the id of their last event, after the node had stopped reading
+/// (nobody listened), read what they missed behind the ring and leave no consumer behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_topic_sets_are_served_by_one_consumer() {
+    const USERS: usize = 1000;
+    const RETURNING: usize = 100;
+    sluice_bench::raise_open_files(2 * USERS as u64 + 256).expect("enough open files");
+    let (hub, server) = JetStream::start_with_server(Config::default()).await;
+    let js = operator(&server).await;
+    let mut clients = Vec::new();
+    for user in 0..USERS {
+        let mut client = hub.subscribe(&format!("?topic=user.{user}")).await;
+        expect_event(&mut client, "connected")
+            .await
+            .expect("connected");
+        clients.push(client);
+    }
+    assert_eq!(
+        consumer_names(&js).await.len(),
+        1,
+        "one consumer for the node"
+    );
+    let mut last_ids = Vec::new();
+    for user in 0..USERS {
+        let ack = hub.publish(&format!("user.{user}"), json!(user)).await;
+        last_ids.push(ack["id"].as_str().expect("an id").to_owned());
+    }
+    for (user, client) in clients.iter_mut().enumerate() {
+        let frame = expect_event(client, "message").await.expect("its message");
+        assert_eq!(frame.id.as_deref(), Some(last_ids[user].as_str()));
+    }
+    assert_eq!(consumer_names(&js).await.len(), 1, "still one consumer");
+    drop(clients);
+    eventually_async("no consumer once nobody listens", async || {
+        consumer_names(&js).await.is_empty()
+    })
+    .await;
+    let mut missed = Vec::new();
+    for user in 0..RETURNING {
+        let ack = hub.publish(&format!("user.{user}"), json!(user)).await;
+        missed.push(ack["id"].as_str().expect("an id").to_owned());
+    }
+    let mut returning = Vec::new();
+    for (user, last_id) in last_ids.iter().enumerate().take(RETURNING) {
+        let query = format!("?topic=user.{user}");
+        let mut client = hub
+            .subscribe_with(&query, &[("last-event-id", last_id)])
+            .await;
+        expect_event(&mut client, "connected")
+            .await
+            .expect("connected");
+        returning.push(client);
+    }
+    for (user, client) in returning.iter_mut().enumerate() {
+        let frame = expect_event(client, "message")
+            .await
+            .expect("what it missed");
+        assert_eq!(frame.id.as_deref(), Some(missed[user].as_str()));
+    }
+    eventually_async("the reads behind the ring are gone", async || {
+        consumer_names(&js).await.len() == 1
+    })
+    .await;
+    hub.stop().await;
 }
 
 /// Publishing takes one round trip: after the first publish, none asks for the stream's info

@@ -187,6 +187,16 @@ pub trait Backend: Send + Sync + 'static {
         start: u64,
     ) -> Result<MessageStream, BackendError>;
 
+    /// Bounded read (placeholder until both backends implement it).
+    async fn read_range(
+        &self,
+        filters: &[String],
+        start: u64,
+        _until: u64,
+    ) -> Result<MessageStream, BackendError> {
+        self.subscribe(filters, start).await
+    }
+
     /// Whether the backend is ready; must answer within one second.
     async fn health(&self) -> Health;
 

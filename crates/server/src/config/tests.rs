@@ -689,6 +689,12 @@ fn wrong_environment_values_name_the_variable_key_and_value() {
             "between 16 and",
         ),
         (
+            "SLUICE_FANOUT_MAX_CATCH_UP_READS",
+            "0",
+            "fanout.max_catch_up_reads",
+            "between 1 and 65536",
+        ),
+        (
             "SLUICE_JETSTREAM_MAX_RECONNECTS",
             "forever",
             "jetstream.max_reconnects",

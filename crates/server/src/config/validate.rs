@@ -79,6 +79,13 @@ pub fn config(config: &Config) -> Result<(), ConfigError> {
             "must be between 16 and 1048576",
         ));
     }
+    if !(1..=65536).contains(&config.fanout.max_catch_up_reads) {
+        return Err(ConfigError::invalid(
+            "fanout.max_catch_up_reads",
+            config.fanout.max_catch_up_reads,
+            "must be between 1 and 65536",
+        ));
+    }
     embedded(config)?;
     config.auth.validate().map_err(|err| match err {
         AuthConfigError::Invalid { key, value, reason } => {

@@ -4,17 +4,24 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, watch};
 
 use super::feed::Feed;
 use super::ring::{Entry, Read};
-use super::source::{Lost, Role, SkipCheck, Source};
+use super::source::{Lost, Source};
 
-/// A subscription being opened to catch up (kept across cancellation of [`Cursor::next`]).
-type Opening = Pin<Box<dyn Future<Output = Result<Source, Lost>> + Send>>;
+/// A read behind the ring: the source, and the turn it holds while it reads.
+struct CatchUp {
+    source: Source,
+    _turn: OwnedSemaphorePermit,
+}
+
+/// A read behind the ring being opened (kept across cancellation of [`Cursor::next`]).
+type Opening = Pin<Box<dyn Future<Output = Result<CatchUp, Lost>> + Send>>;
 
 /// One reader's position: it reads its feed's ring, and while it is behind the ring (it started
-/// before it, or fell behind it) its own [`Source`], until it is back inside the ring.
+/// before it, or fell behind it) its own [`Source`], bounded to where the ring began when it was
+/// opened, until it is back inside the ring.
 ///
 /// # Contract
 ///
@@ -22,19 +29,20 @@ type Opening = Pin<Box<dyn Future<Output = Result<Source, Lost>> + Send>>;
 ///   set, no gap and no duplicate — also across leaving and rejoining the ring.
 /// - Every loss arrives as an entry saying so: a message too large to send as a `TooLarge`
 ///   entry, positions removed from the stream before they were read as a `Lost` entry.
-/// - A reader that is merely behind is never ended: it reads the stream itself instead.
+/// - A reader that is merely behind is never ended: it reads the stream itself instead (when
+///   its turn comes: the hub bounds how many such reads run at once).
 /// - [`Cursor::next`] ends with [`Lost::Replaced`] when the stream is another incarnation (the
 ///   feed closed) and with [`Lost::Failed`] or [`Lost::Ended`] when reading the stream to
 ///   catch up failed; the reader resumes from its last entry's id.
-/// - [`Cursor::next`] is cancel-safe: a subscription being opened is kept for the next call,
-///   and no entry is taken from the ring or the stream unless it is returned.
+/// - [`Cursor::next`] is cancel-safe: a read being opened is kept for the next call, and no
+///   entry is taken from the ring or the stream unless it is returned.
 pub struct Cursor {
     feed: Arc<Feed>,
     position: watch::Receiver<u64>,
     next: u64,
     /// The cursor's own read of the stream while it is behind the ring (boxed: most cursors
     /// never need one).
-    source: Option<Box<Source>>,
+    catch_up: Option<Box<CatchUp>>,
     opening: Option<Opening>,
 }
 
@@ -54,7 +62,7 @@ impl Cursor {
             position: feed.core.subscribe(),
             feed,
             next: start,
-            source: None,
+            catch_up: None,
             opening: None,
         }
     }
@@ -66,7 +74,7 @@ impl Cursor {
 
     /// True while the cursor reads the stream itself, behind the ring.
     pub fn is_catching_up(&self) -> bool {
-        self.source.is_some() || self.opening.is_some()
+        self.catch_up.is_some() || self.opening.is_some()
     }
 
     /// True when the cursor has read everything the ring holds and waits for the feed: the
@@ -76,19 +84,19 @@ impl Cursor {
     }
 
     /// The next entry if it is at hand without waiting (in the ring, or already read from the
-    /// stream while catching up). Anything else — nothing yet, a subscription to open, an
+    /// stream while catching up). Anything else — nothing yet, a read to open or to finish, an
     /// error — is left for [`Cursor::next`].
     pub fn ready(&mut self) -> Option<Entry> {
         loop {
             self.rejoin_if_covered();
-            let Some(source) = self.source.as_mut() else {
+            let Some(catch_up) = self.catch_up.as_mut() else {
                 return match self.feed.core.read(self.next) {
                     Read::Entry(entry) => Some(self.advance(entry)),
                     Read::Wait | Read::Behind => None,
                 };
             };
-            let entry = source.ready()?;
-            if let Some(entry) = self.take_from_source(entry) {
+            let routed = catch_up.source.ready()?;
+            if let Some(entry) = self.take_from_source(routed.entry) {
                 return Some(entry);
             }
         }
@@ -102,26 +110,41 @@ impl Cursor {
         loop {
             self.rejoin_if_covered();
             if let Some(opening) = self.opening.as_mut() {
-                let source = opening.await;
+                let catch_up = opening.await;
                 self.opening = None;
-                self.source = Some(Box::new(source?));
-                self.feed.core.count_catch_up();
+                self.catch_up = Some(Box::new(catch_up?));
                 continue;
             }
-            if let Some(source) = self.source.as_mut() {
-                // A source with entries ready never returns Pending (see the feed).
+            if let Some(catch_up) = self.catch_up.as_mut() {
+                // A source with entries ready never returns Pending (see the dispatch).
                 tokio::task::consume_budget().await;
-                let entry = source.next().await?;
-                if let Some(entry) = self.take_from_source(entry) {
-                    return Ok(Some(entry));
+                match catch_up.source.next().await? {
+                    Some(routed) => {
+                        if let Some(entry) = self.take_from_source(routed.entry) {
+                            return Ok(Some(entry));
+                        }
+                    }
+                    // Everything up to where the ring began is read: back to the ring.
+                    None => {
+                        self.next = self.next.max(catch_up.source.position());
+                        self.catch_up = None;
+                    }
                 }
                 continue;
             }
             match self.feed.core.read(self.next) {
                 Read::Entry(entry) => return Ok(Some(self.advance(entry))),
                 Read::Behind => {
-                    let spec = self.feed.core.source_spec(SkipCheck::Always, Role::CatchUp);
-                    self.opening = Some(Box::pin(Source::open(spec, self.next)));
+                    let core = self.feed.core.clone();
+                    let start = self.next;
+                    self.opening = Some(Box::pin(async move {
+                        let turn = core.catch_up_turn().await?;
+                        let source = Source::open(core.catch_up_spec(), start).await?;
+                        Ok(CatchUp {
+                            source,
+                            _turn: turn,
+                        })
+                    }));
                     // The caller now waits on the stream, no longer on the feed alone.
                     return Ok(None);
                 }
@@ -139,7 +162,7 @@ impl Cursor {
     /// then the cursor rejoins the ring there (the ring holds it, or will).
     fn take_from_source(&mut self, entry: Entry) -> Option<Entry> {
         if !entry.kind.is_lost() && entry.seq >= self.feed.core.low() {
-            self.source = None;
+            self.catch_up = None;
             self.next = entry.seq;
             return None;
         }
@@ -148,8 +171,8 @@ impl Cursor {
 
     /// Drops the cursor's own source once its position is inside the ring again.
     fn rejoin_if_covered(&mut self) {
-        if self.source.is_some() && self.next >= self.feed.core.low() {
-            self.source = None;
+        if self.catch_up.is_some() && self.next >= self.feed.core.low() {
+            self.catch_up = None;
         }
     }
 
@@ -166,8 +189,9 @@ mod tests {
     use crate::backend::{
         Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, StreamState,
     };
+    use crate::config::FanoutConfig;
     use crate::fanout::EntryKind;
-    use crate::fanout::feed::FeedStart;
+    use crate::fanout::Fanout;
     use crate::fanout::testing::{encoder, open_backend, publish};
     use crate::frames::GapReason;
     use crate::metrics::Metrics;
@@ -180,14 +204,14 @@ mod tests {
     /// The feed of topic `t`, started at the stream's live end as the hub starts its feeds.
     async fn feed_at_live_end(backend: Arc<dyn Backend>, ring_size: usize) -> Arc<Feed> {
         let state = backend.stream_state().await.unwrap();
-        let start = FeedStart {
-            filters: FilterSet::new(["t"]).unwrap(),
-            encoder: encoder(state.incarnation),
-            start: state.last_seq + 1,
-            ring_size,
-        };
         let metrics = Arc::new(Metrics::new());
-        Arc::new(Feed::spawn(start, backend, metrics, Box::new(|_| {})))
+        let settings = FanoutConfig {
+            ring_size,
+            ..FanoutConfig::default()
+        };
+        let fanout = Fanout::new(backend, metrics, encoder(state.incarnation), &settings);
+        let filters = FilterSet::new(["t"]).unwrap();
+        fanout.feed(&filters, &state, state.last_seq + 1)
     }
 
     /// Waits until the feed has read up to `last`.

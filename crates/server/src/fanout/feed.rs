@@ -1,29 +1,72 @@
-//! One shared backend subscription for one topic set, filling a ring of encoded frames:
-//! [`Source`] → [`Ring`].
+//! One topic set's share of the dispatch: the ring of its encoded frames, and the wake-up its
+//! readers wait on. A feed has no backend subscription of its own; the dispatch fills its ring
+//! with exactly the messages its filters match.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use sluice_protocol::subject::FilterSet;
-use tokio::sync::watch;
-use tokio::task::AbortHandle;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
+use super::dispatch::{Dispatch, FeedKey};
 use super::encode::Encoder;
-use super::ring::{Read, Ring};
-use super::source::{Lost, Role, SkipCheck, Source, SourceSpec};
+use super::ring::{Entry, Read, Ring};
+use super::source::{Lost, Role, SourceSpec};
 use crate::backend::Backend;
 use crate::metrics::Metrics;
 
-/// The state readers share with the feed task.
+/// What every feed of one dispatch shares: how to read the stream behind its ring.
+#[derive(Debug)]
+pub struct Reading {
+    /// How the stream's messages are encoded (in the dispatch's incarnation).
+    pub encoder: Encoder,
+    pub(super) backend: Arc<dyn Backend>,
+    pub(super) metrics: Arc<Metrics>,
+    /// Reads behind a ring running at once, on the whole hub: each is a backend subscription
+    /// (on JetStream, a consumer on the server).
+    catch_ups: Arc<Semaphore>,
+}
+
+impl Reading {
+    /// Shared reading state for `encoder`'s incarnation.
+    pub(super) fn new(
+        encoder: Encoder,
+        backend: Arc<dyn Backend>,
+        metrics: Arc<Metrics>,
+        catch_ups: Arc<Semaphore>,
+    ) -> Self {
+        Self {
+            encoder,
+            backend,
+            metrics,
+            catch_ups,
+        }
+    }
+
+    /// What a source of `filters` reads: the dispatch's, or a reader's catching up.
+    pub(super) fn source_spec(
+        &self,
+        filters: &FilterSet,
+        role: Role,
+        until: Option<u64>,
+    ) -> SourceSpec {
+        SourceSpec {
+            backend: self.backend.clone(),
+            metrics: self.metrics.clone(),
+            filters: filters.clone(),
+            encoder: self.encoder.clone(),
+            role,
+            until,
+        }
+    }
+}
+
+/// The state a topic set's readers share with the dispatch.
 #[derive(Debug)]
 pub struct FeedCore {
     /// The topic set.
     pub filters: FilterSet,
-    /// How this feed's (and its readers') frames are encoded.
-    pub encoder: Encoder,
-    backend: Arc<dyn Backend>,
-    metrics: Arc<Metrics>,
+    reading: Arc<Reading>,
     ring: RwLock<Ring>,
     /// Bumped after every change of the ring, and when the feed closes.
     position: watch::Sender<u64>,
@@ -31,6 +74,27 @@ pub struct FeedCore {
 }
 
 impl FeedCore {
+    /// An empty feed whose ring begins at `start`.
+    pub(super) fn new(
+        filters: FilterSet,
+        reading: Arc<Reading>,
+        ring_size: usize,
+        start: u64,
+    ) -> Self {
+        Self {
+            filters,
+            reading,
+            ring: RwLock::new(Ring::new(ring_size, start)),
+            position: watch::Sender::new(start),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// How this feed's frames are encoded.
+    pub fn encoder(&self) -> &Encoder {
+        &self.reading.encoder
+    }
+
     /// What the ring holds at `from`.
     pub fn read(&self, from: u64) -> Read {
         self.ring.read().map_or(Read::Wait, |ring| ring.read(from))
@@ -51,33 +115,29 @@ impl FeedCore {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// What a source of this feed's topic set reads (the feed's own, or a reader's catching
-    /// up behind the ring).
-    pub fn source_spec(&self, skip_check: SkipCheck, role: Role) -> SourceSpec {
-        SourceSpec {
-            backend: self.backend.clone(),
-            metrics: self.metrics.clone(),
-            filters: self.filters.clone(),
-            encoder: self.encoder.clone(),
-            skip_check,
-            role,
-        }
+    /// What a reader catching up behind the ring reads: this topic set, up to where the ring
+    /// begins now.
+    pub(super) fn catch_up_spec(&self) -> SourceSpec {
+        self.reading
+            .source_spec(&self.filters, Role::CatchUp, Some(self.low()))
     }
 
-    /// Counts a reader's opening its own source to catch up.
-    pub fn count_catch_up(&self) {
-        self.metrics.catchups.inc();
+    /// Waits for a turn to read behind the ring (see [`Reading::catch_ups`]) and counts it.
+    pub(super) async fn catch_up_turn(&self) -> Result<OwnedSemaphorePermit, Lost> {
+        let permit = self.reading.catch_ups.clone().acquire_owned().await;
+        self.reading.metrics.catchups.inc();
+        // Never closed: the fan-out owns it for the hub's life.
+        permit.map_err(|_| Lost::Failed)
     }
 
-    /// Changes the ring without waking readers (see [`FeedCore::publish`]).
-    fn change(&self, change: impl FnOnce(&mut Ring)) {
-        if let Ok(mut ring) = self.ring.write() {
-            change(&mut ring);
-        }
+    /// Adds an entry to the ring without waking readers (see [`FeedCore::publish`]); false
+    /// when the ring already covers its position.
+    pub(super) fn push(&self, entry: Entry) -> bool {
+        self.ring.write().is_ok_and(|mut ring| ring.push(entry))
     }
 
     /// Wakes every reader waiting for the ring to grow.
-    fn publish(&self) {
+    pub(super) fn publish(&self) {
         if let Ok(ring) = self.ring.read() {
             let high = ring.high();
             drop(ring);
@@ -90,17 +150,19 @@ impl FeedCore {
         self.position.send_modify(|_| {});
     }
 
-    fn close(&self) {
+    /// Ends the feed: the stream was replaced. Its readers end their streams.
+    pub(super) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.position.send_modify(|_| {});
     }
 }
 
-/// A running feed; dropping the last handle stops its backend subscription.
+/// A topic set's feed; dropping the last handle takes it out of the dispatch.
 pub struct Feed {
     /// The shared state.
     pub core: Arc<FeedCore>,
-    task: AbortHandle,
+    dispatch: Arc<Dispatch>,
+    key: FeedKey,
     on_drop: Box<dyn Fn(&FilterSet) + Send + Sync>,
 }
 
@@ -112,153 +174,34 @@ impl std::fmt::Debug for Feed {
     }
 }
 
-impl Drop for Feed {
-    fn drop(&mut self) {
-        self.task.abort();
-        (self.on_drop)(&self.core.filters);
-    }
-}
-
-/// Settings of a new feed.
-pub struct FeedStart {
-    /// The topic set.
-    pub filters: FilterSet,
-    /// Encoding of this incarnation.
-    pub encoder: Encoder,
-    /// First sequence the feed reads (the live end at creation).
-    pub start: u64,
-    /// Ring capacity.
-    pub ring_size: usize,
-}
-
 impl Feed {
-    /// Starts the backend subscription task; `on_drop` runs when the last handle goes.
-    pub fn spawn(
-        start: FeedStart,
-        backend: Arc<dyn Backend>,
-        metrics: Arc<Metrics>,
+    /// A handle on the feed `key` of `dispatch`; `on_drop` runs when the last handle goes.
+    pub(super) fn new(
+        core: Arc<FeedCore>,
+        dispatch: Arc<Dispatch>,
+        key: FeedKey,
         on_drop: Box<dyn Fn(&FilterSet) + Send + Sync>,
     ) -> Self {
-        let (position, _) = watch::channel(start.start);
-        let core = Arc::new(FeedCore {
-            filters: start.filters,
-            encoder: start.encoder,
-            backend,
-            metrics,
-            ring: RwLock::new(Ring::new(start.ring_size, start.start)),
-            position,
-            closed: AtomicBool::new(false),
-        });
-        let task = tokio::spawn(run(core.clone(), start.start)).abort_handle();
         Self {
             core,
-            task,
+            dispatch,
+            key,
             on_drop,
         }
     }
 }
 
-/// Most entries added to the ring before the readers are woken.
-const MAX_COALESCED: usize = 256;
-
-/// Backoff between attempts to re-establish a lost backend subscription.
-fn backoff(failures: u32) -> Duration {
-    Duration::from_millis(100u64.saturating_mul(1 << failures.min(6))).min(Duration::from_secs(5))
-}
-
-/// Source → ring, forever: when the subscription is lost the feed resumes from the source's
-/// position (so nothing is skipped), unless the stream was replaced by a new incarnation, in
-/// which case the feed closes and its readers end their streams.
-async fn run(core: Arc<FeedCore>, start: u64) {
-    let mut next = start;
-    let mut failures = 0;
-    loop {
-        let lost =
-            match Source::open(core.source_spec(SkipCheck::InProcess, Role::Feed), next).await {
-                Ok(mut source) => {
-                    let lost = fill(&core, &mut source, &mut failures).await;
-                    next = source.position();
-                    lost
-                }
-                Err(lost) => lost,
-            };
-        if let Lost::Replaced = lost {
-            tracing::info!(filters = %core.filters, "stream was recreated; closing its feed");
-            core.close();
-            return;
-        }
-        failures += 1;
-        tokio::time::sleep(backoff(failures)).await;
-    }
-}
-
-/// Moves the source's entries into the ring until the source is lost; says why it was.
-async fn fill(core: &FeedCore, source: &mut Source, failures: &mut u32) -> Lost {
-    loop {
-        let first = match source.next().await {
-            Ok(entry) => entry,
-            Err(lost) => {
-                core.publish();
-                return lost;
-            }
-        };
-        *failures = 0;
-        // Take every entry that is already there (up to MAX_COALESCED), then wake the readers
-        // once: a burst costs one wake-up per reader, not one per message. Nothing is taken
-        // from the source beyond the bound, so nothing is dropped.
-        core.change(|ring| ring.push(first));
-        for _ in 1..MAX_COALESCED {
-            match source.ready() {
-                Some(entry) => core.change(|ring| ring.push(entry)),
-                None => break,
-            }
-        }
-        // Control messages and other topics move the feed's position without an entry.
-        core.change(|ring| ring.advance(source.position()));
-        core.publish();
-        // A source with entries ready never returns Pending; without this the feed would hold
-        // its worker and starve the readers it wakes (they sit in the worker's LIFO slot).
-        tokio::task::consume_budget().await;
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::fanout::testing::{encoder, open_backend, publish};
+impl Feed {
+    /// The dispatch that fills this feed.
+    pub(super) fn dispatch(&self) -> &Dispatch {
+        &self.dispatch
+    }
+}
 
-    /// A burst larger than one wake-up's bound (`MAX_COALESCED`) reaches the ring whole: no
-    /// message is lost between two rounds of coalescing.
-    #[tokio::test]
-    async fn a_burst_longer_than_one_round_loses_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let backend: Arc<dyn Backend> = open_backend(dir.path()).await;
-        let burst = (MAX_COALESCED * 3 + 7) as u64;
-        for _ in 0..burst {
-            publish(&*backend, "t").await;
-        }
-        // The feed starts behind every message, so all of them are ready at once.
-        let start = FeedStart {
-            filters: FilterSet::new(["t"]).unwrap(),
-            encoder: encoder(backend.stream_state().await.unwrap().incarnation),
-            start: 1,
-            ring_size: 4096,
-        };
-        let feed = Feed::spawn(start, backend, Arc::new(Metrics::new()), Box::new(|_| {}));
-        let mut position = feed.core.subscribe();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        while *position.borrow_and_update() <= burst {
-            tokio::time::timeout_at(deadline, position.changed())
-                .await
-                .expect("the feed reads the burst")
-                .unwrap();
-        }
-        let mut seqs = Vec::new();
-        let mut next = 1;
-        while let Read::Entry(entry) = feed.core.read(next) {
-            seqs.push(entry.seq);
-            next = entry.seq + 1;
-        }
-        assert_eq!(seqs, (1..=burst).collect::<Vec<_>>());
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.dispatch.detach(self.key, &self.core.filters);
+        (self.on_drop)(&self.core.filters);
     }
 }

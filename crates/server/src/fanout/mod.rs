@@ -1,27 +1,31 @@
-//! Fan-out: per node, one backend subscription per distinct topic set, feeding a bounded ring
-//! of frames encoded once; every connection is only a cursor into that ring.
+//! Fan-out: per node, one read of the stream, dispatched by subject to a bounded ring of frames
+//! (encoded once) per distinct topic set; every connection is only a cursor into its ring.
 //!
 //! One algorithm turns the stream into entries, [`Source`]; it has two readers:
 //!
 //! ```text
-//! backend ─► Source ─► feed task ─► Ring ─► Cursor ─► session
-//!    └─────► Source (a cursor's own, while it is behind the ring) ─┘
+//! backend ─► Source ─► dispatch ─► Ring (one per topic set) ─► Cursor ─► session
+//!    └─────► Source (a cursor's own, while it is behind its ring) ─┘
 //! ```
 //!
-//! A [`Cursor`] that falls behind the ring (or starts before it) reads from the stream itself
-//! until it reaches the ring, then rejoins it — no gap, no duplicate, no disconnect.
+//! A message wakes only the readers of the topic sets it matches. A [`Cursor`] that falls
+//! behind its ring (or starts before it) reads the stream itself, bounded to where the ring
+//! begins, then rejoins it — no gap, no duplicate, no disconnect.
 //!
-//! | file        | job                                                                  |
-//! |-------------|----------------------------------------------------------------------|
-//! | `source.rs` | a backend subscription in one incarnation → entries, losses reported |
-//! | `encode.rs` | a stream message → the frame every subscriber gets                   |
-//! | `ring.rs`   | the bounded ring of encoded frames                                   |
-//! | `feed.rs`   | the shared feed: its own source → the ring                           |
-//! | `cursor.rs` | one reader's position: the ring, or its own source while behind      |
+//! | file          | job                                                                   |
+//! |---------------|-----------------------------------------------------------------------|
+//! | `source.rs`   | a backend subscription in one incarnation → entries, losses reported  |
+//! | `encode.rs`   | a stream message → the frame every subscriber gets                    |
+//! | `ring.rs`     | the bounded ring of entries                                           |
+//! | `dispatch.rs` | the node's one read of the stream → the rings of the matching sets    |
+//! | `feed.rs`     | one topic set: its ring and its readers' wake-up                      |
+//! | `cursor.rs`   | one reader's position: the ring, or its own source while behind       |
 
 mod cursor;
+mod dispatch;
 mod encode;
 mod feed;
+mod index_standin;
 mod ring;
 mod source;
 #[cfg(test)]
@@ -31,6 +35,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use sluice_protocol::subject::FilterSet;
+use tokio::sync::Semaphore;
 
 pub use cursor::Cursor;
 pub use encode::Encoder;
@@ -39,8 +44,10 @@ pub use ring::{Entry, EntryKind};
 pub use source::{Lost, record};
 
 use crate::backend::{Backend, StreamState};
+use crate::config::FanoutConfig;
 use crate::metrics::Metrics;
-use feed::FeedStart;
+use dispatch::Dispatch;
+use feed::Reading;
 
 type FeedMap = Mutex<HashMap<FilterSet, Weak<Feed>>>;
 
@@ -52,22 +59,29 @@ pub struct Fanout {
     /// The encoder every incarnation's is made from (its incarnation is replaced).
     encoding: Encoder,
     ring_size: usize,
+    /// Turns to read behind a ring (`fanout.max_catch_up_reads`).
+    catch_ups: Arc<Semaphore>,
+    /// The dispatch of the current incarnation, while any topic set is read.
+    dispatch: Mutex<Weak<Dispatch>>,
     feeds: Arc<FeedMap>,
 }
 
 impl Fanout {
-    /// A fan-out over `backend`, encoding as `encoding` does (whatever its incarnation).
+    /// A fan-out over `backend`, encoding as `encoding` does (whatever its incarnation), with
+    /// the ring size and the bound on reads behind the rings of `settings`.
     pub fn new(
         backend: Arc<dyn Backend>,
         metrics: Arc<Metrics>,
         encoding: Encoder,
-        ring_size: usize,
+        settings: &FanoutConfig,
     ) -> Self {
         Self {
             backend,
             metrics,
             encoding,
-            ring_size,
+            ring_size: settings.ring_size,
+            catch_ups: Arc::new(Semaphore::new(settings.max_catch_up_reads)),
+            dispatch: Mutex::default(),
             feeds: Arc::default(),
         }
     }
@@ -80,9 +94,10 @@ impl Fanout {
         }
     }
 
-    /// The shared feed for `filters` in the incarnation of `state`, started at its live end
-    /// when there is none yet (or the existing one belongs to an older incarnation).
-    pub fn feed(&self, filters: &FilterSet, state: &StreamState) -> Arc<Feed> {
+    /// The shared feed for `filters` in the incarnation of `state`. A new one (there is none
+    /// yet, or the existing one belongs to an older incarnation) holds what the dispatch still
+    /// has of the set from `from` on.
+    pub fn feed(&self, filters: &FilterSet, state: &StreamState, from: u64) -> Arc<Feed> {
         let existing = self
             .feeds
             .lock()
@@ -91,11 +106,13 @@ impl Fanout {
             .and_then(Weak::upgrade);
         // A stale feed is dropped here, outside the lock its drop hook takes.
         if let Some(feed) = existing
-            && feed.core.encoder.incarnation == state.incarnation
+            && feed.core.encoder().incarnation == state.incarnation
             && !feed.core.is_closed()
         {
             return feed;
         }
+        let dispatch = self.dispatch(state);
+        let (key, core) = dispatch.attach(filters.clone(), from);
         let map = Arc::downgrade(&self.feeds);
         let metrics = self.metrics.clone();
         let on_drop = Box::new(move |filters: &FilterSet| {
@@ -107,22 +124,49 @@ impl Fanout {
                 }
             }
         });
-        let start = FeedStart {
-            filters: filters.clone(),
-            encoder: self.encoder(state.incarnation),
-            start: state.last_seq.saturating_add(1),
-            ring_size: self.ring_size,
-        };
         self.metrics.active_feeds.inc();
-        let feed = Arc::new(Feed::spawn(
-            start,
-            self.backend.clone(),
-            self.metrics.clone(),
-            on_drop,
-        ));
+        let feed = Arc::new(Feed::new(core, dispatch, key, on_drop));
         let mut feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
         feeds.insert(filters.clone(), Arc::downgrade(&feed));
         feed
+    }
+
+    /// The running dispatch of `state`'s incarnation, started at its live end when there is
+    /// none (nobody reads, or the running one reads another incarnation).
+    fn dispatch(&self, state: &StreamState) -> Arc<Dispatch> {
+        let mut current = self.dispatch.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(dispatch) = current.upgrade()
+            && dispatch.incarnation() == state.incarnation
+            && !dispatch.is_closed()
+        {
+            return dispatch;
+        }
+        let reading = Reading::new(
+            self.encoder(state.incarnation),
+            self.backend.clone(),
+            self.metrics.clone(),
+            self.catch_ups.clone(),
+        );
+        let dispatch = Arc::new(Dispatch::spawn(
+            Arc::new(reading),
+            self.wide_filters(),
+            state.last_seq.saturating_add(1),
+            self.ring_size,
+        ));
+        *current = Arc::downgrade(&dispatch);
+        dispatch
+    }
+
+    /// Every subject a topic can name: the topic prefix's, or all.
+    fn wide_filters(&self) -> FilterSet {
+        let prefix = &self.encoding.topic_prefix;
+        let wide = if prefix.is_empty() {
+            ">".to_owned()
+        } else {
+            format!("{prefix}.>")
+        };
+        // A validated prefix is literal tokens, so this is a valid filter.
+        FilterSet::new([wide]).unwrap_or_default()
     }
 
     /// Wakes every reader of every feed (at shutdown: readers wait only on their feed).

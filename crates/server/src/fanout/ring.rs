@@ -1,4 +1,5 @@
-//! A bounded ring of encoded frames, in stream order.
+//! A bounded ring of stream positions in order: the encoded frames of one topic set, or (in the
+//! dispatch) the recent entries of every topic with their subjects.
 
 use std::collections::VecDeque;
 
@@ -50,20 +51,33 @@ pub enum Read {
     Behind,
 }
 
-/// Entries covering every matching sequence in `low..high`.
+/// What a ring holds: something at one stream position.
+pub trait Positioned {
+    /// The stream position (the last one, for a range).
+    fn seq(&self) -> u64;
+}
+
+impl Positioned for Entry {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+/// Items covering every matching sequence in `low..high`.
 #[derive(Debug)]
-pub struct Ring {
-    entries: VecDeque<Entry>,
+pub struct Ring<T = Entry> {
+    entries: VecDeque<T>,
     capacity: usize,
     low: u64,
     high: u64,
 }
 
-impl Ring {
-    /// An empty ring whose coverage starts at `start`.
+impl<T: Positioned> Ring<T> {
+    /// An empty ring whose coverage starts at `start`. Nothing is allocated until items come:
+    /// a topic set that receives nothing costs only the ring itself.
     pub fn new(capacity: usize, start: u64) -> Self {
         Self {
-            entries: VecDeque::with_capacity(capacity.min(1024)),
+            entries: VecDeque::new(),
             capacity: capacity.max(1),
             low: start,
             high: start,
@@ -80,33 +94,41 @@ impl Ring {
         self.high
     }
 
-    /// Appends an entry, evicting the oldest one when full. Entries arrive in order.
-    pub fn push(&mut self, entry: Entry) {
-        if entry.seq < self.high {
-            return;
+    /// Appends an item, evicting the oldest one when full; false (and nothing added) for a
+    /// position already covered. Items arrive in order.
+    pub fn push(&mut self, item: T) -> bool {
+        if item.seq() < self.high {
+            return false;
         }
         if self.entries.len() == self.capacity
             && let Some(evicted) = self.entries.pop_front()
         {
-            self.low = evicted.seq + 1;
+            self.low = evicted.seq() + 1;
         }
-        self.high = entry.seq + 1;
-        self.entries.push_back(entry);
+        self.high = item.seq() + 1;
+        self.entries.push_back(item);
+        true
     }
 
-    /// Records that every sequence before `next` has been seen without adding an entry
-    /// (a control message).
+    /// Records that every sequence before `next` has been seen without adding an item.
     pub fn advance(&mut self, next: u64) {
         self.high = self.high.max(next);
     }
 
+    /// The items at or after `from`, in order.
+    pub fn from(&self, from: u64) -> impl Iterator<Item = &T> {
+        let index = self.entries.partition_point(|e| e.seq() < from);
+        self.entries.range(index..)
+    }
+}
+
+impl Ring<Entry> {
     /// The first entry at or after `from`.
     pub fn read(&self, from: u64) -> Read {
         if from < self.low {
             return Read::Behind;
         }
-        let index = self.entries.partition_point(|e| e.seq < from);
-        match self.entries.get(index) {
+        match self.from(from).next() {
             Some(entry) => Read::Entry(entry.clone()),
             None => Read::Wait,
         }

@@ -1,8 +1,9 @@
 //! A backend subscription turned into entries: the one place where stream messages become
 //! what readers are given.
 //!
-//! Both readers of the stream use it: the shared feed (which puts the entries into its ring)
-//! and a cursor that fell behind the ring (which hands them straight to its session).
+//! Both readers of the stream use it: the dispatch (which routes the entries of every topic to
+//! the rings of the topic sets they match) and a cursor that fell behind its ring (which hands
+//! its topic set's entries straight to its session, up to where the ring begins).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use futures::{FutureExt, StreamExt};
 use sluice_protocol::subject::FilterSet;
 
 use super::encode::Encoder;
-use super::ring::Entry;
+use super::ring::{Entry, Positioned};
 use crate::backend::{Backend, BackendError, Delivery, MessageStream, Retained};
 use crate::frames::GapReason;
 use crate::metrics::Metrics;
@@ -28,23 +29,11 @@ pub enum Lost {
     Ended,
 }
 
-/// When a source checks whether skipped positions were removed from the stream's front.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SkipCheck {
-    /// Only where the backend answers in-process ([`Backend::retained_from`]): a live feed of
-    /// one topic skips at almost every message, and a round trip each time would cost more
-    /// than the feed itself.
-    InProcess,
-    /// At every skip, asking the backend when it cannot answer in-process (a reader catching
-    /// up, where a skipped position may be one it was promised).
-    Always,
-}
-
 /// Who reads a source; names the source in logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
-    /// The shared feed of a topic set.
-    Feed,
+    /// The dispatch: every topic of the stream, for every topic set.
+    Dispatch,
     /// A reader catching up behind the ring.
     CatchUp,
 }
@@ -52,7 +41,7 @@ pub enum Role {
 impl Role {
     fn label(self) -> &'static str {
         match self {
-            Self::Feed => "feed",
+            Self::Dispatch => "dispatch",
             Self::CatchUp => "catch-up",
         }
     }
@@ -69,14 +58,31 @@ pub struct SourceSpec {
     pub filters: FilterSet,
     /// How entries are encoded; its incarnation is the one the source is pinned to.
     pub encoder: Encoder,
-    /// When skipped positions are checked.
-    pub skip_check: SkipCheck,
     /// Who reads it.
     pub role: Role,
+    /// Where a bounded read ends: once every position below it is accounted for. `None` reads
+    /// on, live, for ever.
+    pub until: Option<u64>,
 }
 
-/// One backend subscription pinned to one stream incarnation, yielding [`Entry`]s in stream
-/// order from a start position.
+/// An entry with the subject the dispatch routes it by.
+#[derive(Debug, Clone)]
+pub struct Routed {
+    /// The entry.
+    pub entry: Entry,
+    /// The message's subject; `None` for positions the stream cannot deliver, which any topic
+    /// set may have held.
+    pub subject: Option<Box<str>>,
+}
+
+impl Positioned for Routed {
+    fn seq(&self) -> u64 {
+        self.entry.seq
+    }
+}
+
+/// One backend subscription pinned to one stream incarnation, yielding [`Entry`]s (with their
+/// subjects: [`Routed`]) in stream order from a start position, up to a bound if it has one.
 ///
 /// # Contract
 ///
@@ -87,6 +93,9 @@ pub struct SourceSpec {
 ///   [`SkipCheck::InProcess`], front removal is reported only where the backend knows it
 ///   in-process).
 /// - [`Source::position`] is the next position not yet accounted for.
+/// - A bounded source ([`SourceSpec::until`]) yields nothing at or above its bound and says it
+///   is done (`Ok(None)`) once every position below the bound is accounted for, the skipped
+///   ones at the end included; it never waits for a later message to find that out.
 /// - Subscribing, and every later read, fail with [`Lost::Replaced`] once the stream is another
 ///   incarnation: positions of one incarnation are never read in another.
 /// - Backend errors are logged and counted here; the caller only decides what comes next.
@@ -97,7 +106,7 @@ pub struct Source {
     stream: Peekable<MessageStream>,
     next: u64,
     /// Positions already gone when the subscription began, reported first.
-    lost_at_start: Option<Entry>,
+    lost_at_start: Option<Routed>,
 }
 
 impl std::fmt::Debug for Source {
@@ -122,7 +131,7 @@ impl Source {
         let lost_at_start = lost.map(|(from, to)| {
             tracing::warn!(filters = %spec.filters, from, to, role = spec.role.label(), "subscription began after positions expired");
             next = to + 1;
-            spec.encoder.lost(from, to, GapReason::Expired)
+            to_everyone(spec.encoder.lost(from, to, GapReason::Expired))
         });
         Ok(Self {
             spec,
@@ -137,30 +146,32 @@ impl Source {
         self.next
     }
 
-    /// The next entry, waiting for the backend if need be (cancel-safe).
-    pub async fn next(&mut self) -> Result<Entry, Lost> {
+    /// The next entry, waiting for the backend if need be (cancel-safe); `None` once a bounded
+    /// source is done.
+    pub async fn next(&mut self) -> Result<Option<Routed>, Lost> {
         loop {
             if let Some(lost) = self.lost_at_start.take() {
-                return Ok(lost);
+                return Ok(Some(lost));
             }
             let seq = match Pin::new(&mut self.stream).peek().await {
                 Some(Ok(delivery)) => first_position(delivery, self.next),
                 Some(Err(_)) => return Err(self.take_error()),
+                None if self.spec.until.is_some() => return self.reach_bound().await,
                 None => return Err(Lost::Ended),
             };
-            let retained = match self.retained_in_process(seq) {
-                Ok(retained) => retained,
-                Err(NeedsRoundTrip) => Some(self.spec.retained().await?),
-            };
+            if self.spec.until.is_some_and(|until| seq >= until) {
+                return self.reach_bound().await;
+            }
+            let retained = self.spec.retained_before(self.next, seq).await?;
             if let Some(entry) = self.take(seq, retained)? {
-                return Ok(entry);
+                return Ok(Some(entry));
             }
         }
     }
 
     /// The next entry if it is at hand without waiting, not even for a round trip to the
     /// backend. Anything else (nothing ready, an error, the end) is left for [`Source::next`].
-    pub fn ready(&mut self) -> Option<Entry> {
+    pub fn ready(&mut self) -> Option<Routed> {
         loop {
             if let Some(lost) = self.lost_at_start.take() {
                 return Some(lost);
@@ -169,7 +180,10 @@ impl Source {
                 Some(Ok(delivery)) => first_position(delivery, self.next),
                 Some(Err(_)) | None => return None,
             };
-            let retained = self.retained_in_process(seq).ok()?;
+            if self.spec.until.is_some_and(|until| seq >= until) {
+                return None;
+            }
+            let retained = self.spec.retained_in_process(self.next, seq).ok()?;
             match self.take(seq, retained) {
                 Ok(Some(entry)) => return Some(entry),
                 Ok(None) => {}
@@ -178,25 +192,38 @@ impl Source {
         }
     }
 
-    /// What the skip check before the message at `seq` needs, as far as it is known without a
-    /// round trip: nothing (`Ok(None)`: no position skipped, or the check is in-process only
-    /// and the backend cannot answer in-process), the stream's retention, or a round trip.
-    fn retained_in_process(&self, seq: u64) -> Result<Option<Retained>, NeedsRoundTrip> {
-        if seq <= self.next {
+    /// The end of a bounded read: the positions from here to the bound held nothing for this
+    /// source, unless they were removed from the stream's front before it got there (then one
+    /// more `Lost` entry says so).
+    async fn reach_bound(&mut self) -> Result<Option<Routed>, Lost> {
+        let until = self.spec.until.unwrap_or(self.next);
+        if self.next >= until {
             return Ok(None);
         }
-        match (self.spec.backend.retained_from(), self.spec.skip_check) {
-            (Some(retained), _) => Ok(Some(retained)),
-            (None, SkipCheck::InProcess) => Ok(None),
-            (None, SkipCheck::Always) => Err(NeedsRoundTrip),
-        }
+        let removed = match self.spec.retained_before(self.next, until).await? {
+            Some(retained) => removed_from_front(
+                retained,
+                self.spec.encoder.incarnation,
+                self.next,
+                until - 1,
+            )?,
+            None => None,
+        };
+        let from = std::mem::replace(&mut self.next, until);
+        Ok(removed.map(|(_, to)| self.removed(from, to)))
+    }
+
+    /// The `Lost` entry for positions `from..=to` removed from the stream's front unread.
+    fn removed(&self, from: u64, to: u64) -> Routed {
+        tracing::warn!(filters = %self.spec.filters, from, to, role = self.spec.role.label(), "positions removed before they were read");
+        to_everyone(self.spec.encoder.lost(from, to, GapReason::Expired))
     }
 
     /// Accounts for the peeked delivery starting at `seq`: the entry for it, or for the
     /// skipped positions before it that `retained` shows were removed from the stream's front
     /// (the delivery then stays peeked, for the next call). `None` for a delivery that yields
     /// no entry (a control message, or one already accounted for).
-    fn take(&mut self, seq: u64, retained: Option<Retained>) -> Result<Option<Entry>, Lost> {
+    fn take(&mut self, seq: u64, retained: Option<Retained>) -> Result<Option<Routed>, Lost> {
         if seq < self.next {
             self.stream.next().now_or_never();
             return Ok(None);
@@ -208,8 +235,7 @@ impl Source {
             // or was deleted on purpose.
             self.next = seq;
             if let Some((from, to)) = removed {
-                tracing::warn!(filters = %self.spec.filters, from, to, role = self.spec.role.label(), "positions removed before they were read");
-                return Ok(Some(self.spec.encoder.lost(from, to, GapReason::Expired)));
+                return Ok(Some(self.removed(from, to)));
             }
         }
         // Peeked by the caller, so it is there.
@@ -219,7 +245,10 @@ impl Source {
         match delivery {
             Delivery::Message(message) => {
                 self.next = seq + 1;
-                Ok(self.spec.encoder.entry(&message))
+                Ok(self.spec.encoder.entry(&message).map(|entry| Routed {
+                    entry,
+                    subject: Some(message.subject.into_boxed_str()),
+                }))
             }
             Delivery::Lost(lost) => {
                 self.next = lost.last + 1;
@@ -229,7 +258,9 @@ impl Source {
                     GapReason::Unconfirmed
                 };
                 tracing::warn!(filters = %self.spec.filters, from = seq, to = lost.last, reason = reason.label(), role = self.spec.role.label(), "positions the stream cannot deliver");
-                Ok(Some(self.spec.encoder.lost(seq, lost.last, reason)))
+                Ok(Some(to_everyone(
+                    self.spec.encoder.lost(seq, lost.last, reason),
+                )))
             }
         }
     }
@@ -240,6 +271,14 @@ impl Source {
             Some(Some(Err(err))) => self.spec.failed(Fault::Backend(err), "read failed"),
             _ => Lost::Failed,
         }
+    }
+}
+
+/// A `Lost` entry, which concerns every topic set.
+fn to_everyone(entry: Entry) -> Routed {
+    Routed {
+        entry,
+        subject: None,
     }
 }
 
@@ -265,6 +304,27 @@ enum Fault {
 }
 
 impl SourceSpec {
+    /// What the skip check before position `seq` needs, when `next` is the source's position: nothing (`None`: no position is
+    /// skipped) or the stream's retention, asked of the backend when it cannot answer
+    /// in-process.
+    async fn retained_before(&self, next: u64, seq: u64) -> Result<Option<Retained>, Lost> {
+        match self.retained_in_process(next, seq) {
+            Ok(retained) => Ok(retained),
+            Err(NeedsRoundTrip) => Ok(Some(self.retained().await?)),
+        }
+    }
+
+    /// [`SourceSpec::retained_before`] as far as it is known without a round trip.
+    fn retained_in_process(&self, next: u64, seq: u64) -> Result<Option<Retained>, NeedsRoundTrip> {
+        if seq <= next {
+            return Ok(None);
+        }
+        match self.backend.retained_from() {
+            Some(retained) => Ok(Some(retained)),
+            None => Err(NeedsRoundTrip),
+        }
+    }
+
     /// The stream's first retained sequence and incarnation, asked of the backend.
     async fn retained(&self) -> Result<Retained, Lost> {
         match self.backend.stream_state().await {
@@ -309,11 +369,12 @@ async fn subscribe_in_incarnation(
         }
     };
     check().await?;
-    let stream = spec
-        .backend
-        .subscribe(spec.filters.as_slice(), start)
-        .await
-        .map_err(Fault::Backend)?;
+    let filters = spec.filters.as_slice();
+    let stream = match spec.until {
+        Some(until) => spec.backend.read_range(filters, start, until).await,
+        None => spec.backend.subscribe(filters, start).await,
+    }
+    .map_err(Fault::Backend)?;
     let expired_below = check().await?;
     Ok((
         stream,
@@ -364,13 +425,24 @@ mod tests {
         backend
     }
 
+    /// The source's next entry, which must come within a deadline.
+    async fn next_entry(source: &mut Source) -> Entry {
+        next(source).await.expect("an entry, not the end").entry
+    }
+
+    /// What the source's next step yields, within a deadline.
+    async fn next(source: &mut Source) -> Option<Routed> {
+        let step = tokio::time::timeout(std::time::Duration::from_secs(20), source.next());
+        step.await.expect("the source answers").unwrap()
+    }
+
     fn spec(backend: Arc<EmbeddedBackend>, incarnation: u64) -> SourceSpec {
         SourceSpec {
             backend,
             metrics: Arc::new(Metrics::new()),
             filters: FilterSet::new(["t"]).unwrap(),
             encoder: encoder(incarnation),
-            skip_check: SkipCheck::Always,
+            until: None,
             role: Role::CatchUp,
         }
     }
@@ -394,18 +466,18 @@ mod tests {
         let mut expired = Source::open(spec(backend.clone(), incarnation), 2)
             .await
             .unwrap();
-        let lost = expired.next().await.unwrap();
+        let lost = next_entry(&mut expired).await;
         assert_eq!(
             (lost.kind, lost.seq),
             (EntryKind::Lost(GapReason::Expired), first - 1)
         );
         assert!(String::from_utf8_lossy(&lost.frame).contains("\"from\":2"));
-        assert_eq!(expired.next().await.unwrap().seq, first);
+        assert_eq!(next_entry(&mut expired).await.seq, first);
 
         let mut fresh = Source::open(spec(backend.clone(), incarnation), first)
             .await
             .unwrap();
-        let entry = fresh.next().await.unwrap();
+        let entry = next_entry(&mut fresh).await;
         assert_eq!((entry.kind, entry.seq), (EntryKind::Message, first));
 
         let replaced = Source::open(spec(backend, incarnation + 1), 1).await;
@@ -431,13 +503,51 @@ mod tests {
             ..Default::default()
         };
         stream.purge(purge).await.unwrap();
-        let lost = source.next().await.unwrap();
+        let lost = next_entry(&mut source).await;
         assert_eq!(
             (lost.kind, lost.seq),
             (EntryKind::Lost(GapReason::Expired), 2)
         );
-        let message = source.ready().expect("the message is at hand");
+        let message = source.ready().expect("the message is at hand").entry;
         assert_eq!((message.kind, message.seq), (EntryKind::Message, 3));
         assert_eq!(source.position(), 4);
+    }
+
+    /// A bounded source yields its topic's messages below the bound and is then done, without
+    /// waiting for a later message of its topic; positions before the bound that were removed
+    /// from the stream's front unread are reported at the end.
+    #[tokio::test]
+    async fn a_bounded_source_ends_at_its_bound_and_reports_what_went_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = backend_with(dir.path(), 0).await;
+        for subject in ["t", "other", "t", "other", "other", "other"] {
+            publish(&*backend, subject).await;
+        }
+        let incarnation = backend.stream_state().await.unwrap().incarnation;
+        let bounded = |until| SourceSpec {
+            until: Some(until),
+            ..spec(backend.clone(), incarnation)
+        };
+        let mut source = Source::open(bounded(6), 1).await.unwrap();
+        assert_eq!(next_entry(&mut source).await.seq, 1);
+        assert_eq!(next_entry(&mut source).await.seq, 3);
+        assert!(next(&mut source).await.is_none(), "done at the bound");
+        assert_eq!(source.position(), 6);
+
+        // Opened before the purge, read after it: positions 4 and 5 went unread.
+        let mut source = Source::open(bounded(6), 4).await.unwrap();
+        let stream = backend.store().unwrap().stream("sluice").unwrap();
+        let purge = PurgeRequest {
+            up_to_seq: Some(6),
+            ..Default::default()
+        };
+        stream.purge(purge).await.unwrap();
+        let lost = next_entry(&mut source).await;
+        assert_eq!(
+            (lost.kind, lost.seq),
+            (EntryKind::Lost(GapReason::Expired), 5)
+        );
+        assert!(String::from_utf8_lossy(&lost.frame).contains("\"from\":4"));
+        assert!(next(&mut source).await.is_none());
     }
 }

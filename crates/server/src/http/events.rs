@@ -231,7 +231,7 @@ async fn subscribe<'a>(
         preamble.extend_from_slice(&frames::gap(plan.start_id(), gap));
     }
     tracing::debug!(topics = %topics.filters, start = plan.start, backlog_end = plan.backlog_end, "event stream starts");
-    let feed = hub.fanout.feed(&topics.filters, &state);
+    let feed = hub.fanout.feed(&topics.filters, &state, plan.start);
     let mut context = hub.session_context();
     context.expires_in = grant.expires_in();
     let session = Session::new(context, guard, feed, &plan, preamble.freeze());

@@ -238,7 +238,7 @@ impl Session {
             "reason",
             GapReason::ReplayWindow.label(),
         );
-        let id = EventId::before(to + 1, self.cursor.feed().core.encoder.incarnation);
+        let id = EventId::before(to + 1, self.cursor.feed().core.encoder().incarnation);
         Some(frames::gap(
             id,
             &Gap::range(GapReason::ReplayWindow, from, to),
