@@ -5,6 +5,7 @@
 //! backends changes nothing for users.
 //!
 //! - [`subject`]: subjects, filters (`*`, `>`), matching, subset and overlap, [`subject::FilterSet`];
+//! - [`subject_index`]: filters mapped to keys, answering which keys' filters match a subject;
 //! - [`headers`]: message headers and the `NATS/1.0` header block, well-known header names;
 //! - [`error`]: JetStream API errors with their codes;
 //! - [`duration`]: Go-style durations (`1h2m3.5s`);
@@ -21,5 +22,6 @@ pub mod headers;
 mod quote;
 pub mod schedule;
 pub mod subject;
+pub mod subject_index;
 pub mod transform;
 pub mod ttl;
