@@ -15,11 +15,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use sluice_protocol::subject::FilterSet;
+use sluice_protocol::subject_index::SubjectIndex;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use super::feed::{FeedCore, Reading};
-use super::index_standin::SubjectIndex;
 use super::ring::Ring;
 use super::source::{Lost, Role, Routed, Source};
 

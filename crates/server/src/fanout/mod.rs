@@ -25,7 +25,6 @@ mod cursor;
 mod dispatch;
 mod encode;
 mod feed;
-mod index_standin;
 mod ring;
 mod source;
 #[cfg(test)]
