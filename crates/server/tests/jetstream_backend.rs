@@ -765,3 +765,210 @@ async fn a_publish_no_stream_answers_reads_as_temporarily_unavailable() {
     }
     assert_eq!(publish(&backend, "events.a", "after").await, 1);
 }
+
+/// The stream's consumer count, from its info (`state.consumer_count`).
+async fn consumer_count(js: &jetstream::Context, stream: &str) -> usize {
+    let mut stream = js.get_stream(stream).await.expect("stream exists");
+    stream
+        .info()
+        .await
+        .expect("stream info")
+        .state
+        .consumer_count
+}
+
+/// Every message a bounded read gives until it ends, as (seq, subject); fails when it is still
+/// open after [`DEADLINE`] without a message (it must end by itself).
+async fn read_to_end(feed: &mut MessageStream) -> Vec<(u64, String)> {
+    let mut seen = Vec::new();
+    loop {
+        match tokio::time::timeout(DEADLINE, feed.next()).await {
+            Err(_) => panic!("the bounded read did not end after {seen:?}"),
+            Ok(None) => return seen,
+            Ok(Some(next)) => {
+                let message = next
+                    .unwrap_or_else(|err| panic!("read error after {seen:?}: {err}"))
+                    .message()
+                    .expect("JetStream reports no lost positions");
+                seen.push((message.seq, message.subject));
+            }
+        }
+    }
+}
+
+/// A bounded read of `filters` from `start` until `until`, read to its end: the sequences it
+/// gave. Fails unless the stream's consumer count then goes back to what it was.
+async fn bounded_seqs(
+    backend: &JetStreamBackend,
+    js: &jetstream::Context,
+    filters: &[&str],
+    start: u64,
+    until: u64,
+) -> Vec<u64> {
+    let before = consumer_count(js, "EVENTS").await;
+    let filters: Vec<String> = filters.iter().map(|f| (*f).to_owned()).collect();
+    let mut feed = backend.read_range(&filters, start, until).await.unwrap();
+    let seqs = read_to_end(&mut feed)
+        .await
+        .into_iter()
+        .map(|m| m.0)
+        .collect();
+    eventually_async("the read's consumer is deleted", async || {
+        consumer_count(js, "EVENTS").await == before
+    })
+    .await;
+    seqs
+}
+
+/// Publishes 120 messages, one in 20 on `events.user.7` (seqs 7, 27, …, 107), the rest over
+/// other users; returns the sparse topic's sequences.
+async fn publish_sparse(backend: &JetStreamBackend) -> Vec<u64> {
+    let mut sparse = Vec::new();
+    for n in 1..=120u64 {
+        let subject = if n % 20 == 7 {
+            "events.user.7".to_owned()
+        } else {
+            format!("events.user.{}", 100 + n % 13)
+        };
+        let seq = publish(backend, &subject, "m").await;
+        if subject == "events.user.7" {
+            sparse.push(seq);
+        }
+    }
+    sparse
+}
+
+#[tokio::test]
+async fn a_bounded_read_of_a_sparse_topic_gives_what_is_below_the_bound_and_ends() {
+    let server = start_server().await;
+    let js = operator(&server).await;
+    create_stream(&js, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    let sparse = publish_sparse(&backend).await;
+    assert_eq!(sparse, [7, 27, 47, 67, 87, 107]);
+    let user7 = ["events.user.7"];
+    // Later messages of the topic exist: the read ends at the first one above the bound.
+    assert_eq!(
+        bounded_seqs(&backend, &js, &user7, 1, 80).await,
+        [7, 27, 47, 67]
+    );
+    // The bound right after a match.
+    assert_eq!(bounded_seqs(&backend, &js, &user7, 20, 48).await, [27, 47]);
+    // None exists yet: the read ends at the last match, not waiting for the next one.
+    assert_eq!(bounded_seqs(&backend, &js, &user7, 1, 121).await, sparse);
+    // Two filters.
+    let two = ["events.user.7", "events.user.101"];
+    assert_eq!(
+        bounded_seqs(&backend, &js, &two, 80, 121).await,
+        [87, 92, 105, 107, 118]
+    );
+    assert_eq!(consumer_count(&js, "EVENTS").await, 0);
+}
+
+#[tokio::test]
+async fn a_bounded_read_with_nothing_to_give_ends_at_once() {
+    let server = start_server().await;
+    let js = operator(&server).await;
+    create_stream(&js, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    publish_sparse(&backend).await;
+    let nobody = ["events.nobody"];
+    assert_eq!(
+        bounded_seqs(&backend, &js, &nobody, 1, 121).await,
+        [0u64; 0]
+    );
+    assert_eq!(
+        bounded_seqs(&backend, &js, &["events.user.7"], 108, 121).await,
+        [0u64; 0]
+    );
+    // An empty range.
+    assert_eq!(bounded_seqs(&backend, &js, &[">"], 50, 50).await, [0u64; 0]);
+    assert_eq!(bounded_seqs(&backend, &js, &[">"], 50, 10).await, [0u64; 0]);
+    assert_eq!(backend.stats().consumers_lost, 0, "{:?}", backend.stats());
+}
+
+/// The consumer of a bounded read is recreated when lost, and the read still ends.
+#[tokio::test]
+async fn a_bounded_read_whose_consumer_is_deleted_recovers_and_ends() {
+    const COUNT: u64 = 6_000;
+    let server = start_server().await;
+    let js = operator(&server).await;
+    create_stream(&js, events_stream()).await;
+    let backend = connect(&server, "EVENTS").await;
+    // Pipelined in chunks: the client holds only so many unacknowledged publishes. Message
+    // `seq` goes to events.a when even.
+    for chunk in (1..=COUNT).collect::<Vec<_>>().chunks(1000) {
+        let mut acks = Vec::with_capacity(chunk.len());
+        for seq in chunk {
+            let subject = if seq % 2 == 0 { "events.a" } else { "events.b" };
+            acks.push(js.publish(subject, Bytes::from("m")).await.unwrap());
+        }
+        for ack in acks {
+            ack.await.expect("stored");
+        }
+    }
+    let until = COUNT - 199;
+    let mut feed = backend
+        .read_range(&["events.a".to_owned()], 1, until)
+        .await
+        .unwrap();
+    let mut seen: Vec<u64> = take(&mut feed, 5).await.into_iter().map(|m| m.0).collect();
+    let names = consumer_names(&js, "EVENTS").await;
+    assert_eq!(names.len(), 1, "one consumer for the read: {names:?}");
+    js.delete_consumer_from_stream(&names[0], "EVENTS")
+        .await
+        .expect("$JS.API.CONSUMER.DELETE");
+    seen.extend(read_to_end(&mut feed).await.into_iter().map(|m| m.0));
+    let want: Vec<u64> = (1..until).filter(|seq| seq % 2 == 0).collect();
+    assert_eq!(seen, want);
+    assert!(backend.stats().consumers_lost >= 1, "{:?}", backend.stats());
+    eventually_async("the read's consumers are deleted", async || {
+        consumer_count(&js, "EVENTS").await == 0
+    })
+    .await;
+}
+
+/// On a server filtering in-process (older than multi-filter consumers) the server's count of
+/// what is pending is of the wider filter: the read still ends, at the bound or after the last
+/// message the server has for it.
+#[tokio::test]
+async fn a_bounded_read_filtered_in_process_on_an_old_server_ends() {
+    let Some(binary) = sluice_test_support::debian_nats_server_binary() else {
+        eprintln!("no Debian nats-server installed (apt-get install nats-server); nothing to test");
+        return;
+    };
+    let server = NatsServer::start_with(sluice_test_support::NatsOptions::binary(binary))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    let js = operator(&server).await;
+    let mut config = events_stream();
+    config.subjects.push("other.>".to_owned());
+    create_stream(&js, config).await;
+    let backend = connect(&server, "EVENTS").await;
+    assert!(
+        backend.server_version() < ServerVersion::MULTI_FILTER,
+        "{}",
+        backend.server_version()
+    );
+    // The last message under events (12) is on events.c.z, outside the filters but inside the
+    // one the server is given; the three after it are outside both.
+    let expected: Vec<u64> = publish_round_robin(&backend, 12, "m")
+        .await
+        .into_iter()
+        .map(|m| m.0)
+        .collect();
+    for _ in 0..3 {
+        publish(&backend, "other.x", "m").await;
+    }
+    let filters = ["events.a.*", "events.b.*"];
+    assert_eq!(bounded_seqs(&backend, &js, &filters, 1, 16).await, expected);
+    assert_eq!(
+        bounded_seqs(&backend, &js, &filters, 1, 6).await,
+        [1, 2, 4, 5]
+    );
+    assert_eq!(
+        bounded_seqs(&backend, &js, &["events.c.*", "events.d.*"], 1, 12).await,
+        [3, 6, 9]
+    );
+    assert!(backend.stats().filtered_out >= 3, "{:?}", backend.stats());
+}

@@ -312,11 +312,18 @@ impl State {
         self.prepare_any(seq)?.map(PendingRead::finish).transpose()
     }
 
-    /// What a reader of `filter` meets first at or after `from` among the visible positions:
-    /// a message (read it with [`PendingRead::finish`] after unlocking) or positions it cannot
-    /// be given.
-    pub fn next_matching(&mut self, from: u64, filter: &FilterSet) -> Result<Option<Next>> {
-        let found = self.table.next_matching(from, self.visible, filter);
+    /// What a reader of `filter` meets first at or after `from` among the visible positions
+    /// below `until`: a message (read it with [`PendingRead::finish`] after unlocking) or
+    /// positions it cannot be given (none at or above `until`). Nothing at or above `until` is
+    /// looked at.
+    pub fn next_matching(
+        &mut self,
+        from: u64,
+        until: u64,
+        filter: &FilterSet,
+    ) -> Result<Option<Next>> {
+        let upto = self.visible.min(until.saturating_sub(1));
+        let found = self.table.next_matching(from, upto, filter);
         self.note_damage_found();
         Ok(match found? {
             Some(Found::Msg(seq)) => self.prepare(seq)?.map(Next::Read),

@@ -26,22 +26,49 @@ impl StreamHandle {
         start_seq: u64,
         filter: FilterSet,
     ) -> impl Stream<Item = Result<Delivery>> + Send + 'static {
+        self.read_range(start_seq, u64::MAX, filter)
+    }
+
+    /// [`Self::subscribe`] bounded by `until`: what it gives below `until` (a lost run that
+    /// reaches `until` is cut there), after which the stream ends (`None`) as soon as every
+    /// position below `until` is accounted for, without waiting for a later message — at
+    /// once when `until <= start_seq`. It waits for new messages only while positions below
+    /// `until` are not visible yet, and never reads a message at or above `until`.
+    pub fn read_range(
+        &self,
+        start_seq: u64,
+        until: u64,
+        filter: FilterSet,
+    ) -> impl Stream<Item = Result<Delivery>> + Send + 'static {
         let shared = self.shared.clone();
         let rx = shared.visible.subscribe();
         let start = start_seq.max(1);
-        let unconfirmed = shared.lock().unconfirmed_after(start - 1);
+        let unconfirmed = (start < until)
+            .then(|| shared.lock().unconfirmed_after(start - 1))
+            .flatten()
+            .map(|lost| Lost {
+                last: lost.last.min(until - 1),
+                ..lost
+            });
         let first = unconfirmed.map(|lost| Ok(Delivery::Lost(lost)));
         let after = unconfirmed.map_or(start, |lost| lost.last + 1);
-        let rest =
-            futures::stream::unfold(Some((shared, rx, after, filter)), |cursor| async move {
+        let rest = futures::stream::unfold(
+            Some((shared, rx, after, filter)),
+            move |cursor| async move {
                 let (shared, mut rx, next, filter) = cursor?;
                 loop {
-                    rx.borrow_and_update();
-                    match read_next(&shared, next, &filter) {
+                    if next >= until {
+                        return None;
+                    }
+                    // Read before the search, so the search sees at least this much: when
+                    // it covers `until - 1` and finds nothing, nothing below `until` is left.
+                    let visible = *rx.borrow_and_update();
+                    match read_next(&shared, next, until, &filter) {
                         Ok(Some(d)) => {
                             let after = d.last_seq() + 1;
                             return Some((Ok(d), Some((shared, rx, after, filter))));
                         }
+                        Ok(None) if visible >= until - 1 => return None,
                         Ok(None) => {}
                         Err(e) => return Some((Err(e), None)),
                     }
@@ -49,7 +76,8 @@ impl StreamHandle {
                         return Some((Err(StoreError::Closed(shared.name.clone())), None));
                     }
                 }
-            });
+            },
+        );
         futures::StreamExt::chain(futures::stream::iter(first), rest)
     }
 
@@ -61,7 +89,7 @@ impl StreamHandle {
         from_seq: u64,
         filter: &FilterSet,
     ) -> Result<Option<StoredMessage>> {
-        match read_next(&self.shared, from_seq, filter)? {
+        match read_next(&self.shared, from_seq, u64::MAX, filter)? {
             Some(Delivery::Message(m)) => Ok(Some(m)),
             Some(Delivery::Lost(lost)) => Err(StoreError::Lost {
                 stream: self.shared.name.clone(),
@@ -72,16 +100,21 @@ impl StreamHandle {
     }
 }
 
-/// What a reader of `filter` meets first at or after `from`: a message, or positions it
-/// cannot be given. A record found damaged only now (it changed on disk after its block was
-/// read) is reported as a lost position of its own.
-fn read_next(shared: &Shared, from: u64, filter: &FilterSet) -> Result<Option<Delivery>> {
+/// What a reader of `filter` meets first at or after `from` and below `until`: a message, or
+/// positions it cannot be given. A record found damaged only now (it changed on disk after
+/// its block was read) is reported as a lost position of its own.
+fn read_next(
+    shared: &Shared,
+    from: u64,
+    until: u64,
+    filter: &FilterSet,
+) -> Result<Option<Delivery>> {
     let next = {
         let mut st = shared.lock();
         if st.closed {
             return Err(StoreError::Closed(shared.name.clone()));
         }
-        st.next_matching(from, filter)?
+        st.next_matching(from, until, filter)?
     };
     Ok(match next {
         Some(Next::Read(pending)) => Some(match pending.finish() {

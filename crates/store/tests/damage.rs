@@ -810,3 +810,94 @@ fn a_damaged_delete_record_brings_back_the_original_message_and_no_other() {
     assert_eq!(read(&s, ">", 1, 3), (vec![1, 2, 3], vec![]));
     store.close();
 }
+
+/// Everything a bounded read gives until it ends; fails when it is still open after
+/// [`DEADLINE`] (it must end by itself: every position below the bound is there).
+fn read_range(s: &StreamHandle, filter: &str, start: u64, until: u64) -> Vec<Delivery> {
+    let mut read = Box::pin(s.read_range(start, until, FilterSet::new([filter]).unwrap()));
+    let mut out = Vec::new();
+    rt().block_on(async {
+        loop {
+            match tokio::time::timeout(DEADLINE, read.next()).await {
+                Err(_) => panic!("the bounded read did not end after {out:?}"),
+                Ok(None) => break,
+                Ok(Some(next)) => out.push(next.unwrap()),
+            }
+        }
+    });
+    out
+}
+
+fn seqs_and_losses(deliveries: Vec<Delivery>) -> Vec<Result<u64, Lost>> {
+    deliveries
+        .into_iter()
+        .map(|d| match d {
+            Delivery::Message(m) => Ok(m.seq),
+            Delivery::Lost(lost) => Err(lost),
+        })
+        .collect()
+}
+
+#[test]
+fn a_bounded_read_is_told_of_a_damaged_record_below_its_bound_then_ends() {
+    let dir = stream_of(10, 1 << 20, true);
+    flip_payload_byte(dir.path(), 5);
+    let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    let s = store.stream("D").unwrap();
+    assert_eq!(
+        seqs_and_losses(read_range(&s, "d.a", 1, 8)),
+        [Ok(1), Ok(3), Err(damaged(5, 5)), Ok(7)]
+    );
+    // Whatever the filter: a damaged record's topic cannot be read.
+    assert_eq!(
+        seqs_and_losses(read_range(&s, "d.b", 1, 6)),
+        [Ok(2), Ok(4), Err(damaged(5, 5))]
+    );
+    // Above the bound, the damage is not the read's.
+    assert_eq!(seqs_and_losses(read_range(&s, "d.b", 1, 5)), [Ok(2), Ok(4)]);
+    store.close();
+}
+
+#[test]
+fn a_bounded_read_is_told_of_a_damaged_run_up_to_its_bound() {
+    let dir = stream_of(24, 200, true);
+    let (block, _) = find(dir.path(), 11);
+    let seqs: Vec<u64> = records(&block)
+        .iter()
+        .filter(|r| r.kind == 0)
+        .map(|r| r.seq)
+        .collect();
+    assert!(seqs.len() >= 2, "the test needs a run: {seqs:?}");
+    fs::remove_file(&block).unwrap();
+    let (first, last) = (seqs[0], *seqs.last().unwrap());
+    let (store, _) = Store::open(dir.path(), opts(200)).unwrap();
+    let s = store.stream("D").unwrap();
+    let mut want: Vec<Result<u64, Lost>> = (first - 2..first).map(Ok).collect();
+    want.push(Err(damaged(first, last - 1)));
+    assert_eq!(seqs_and_losses(read_range(&s, ">", first - 2, last)), want);
+    store.close();
+}
+
+#[test]
+fn a_bounded_read_resuming_inside_an_unconfirmed_run_is_told_the_rest_below_its_bound() {
+    // Killed with 10 acknowledged messages; then the last block is cut at the end of record 7
+    // and there is no index.db to tell.
+    let dir = stream_of(10, 1 << 20, false);
+    let _ = fs::remove_file(msgs_dir(dir.path()).join("index.db"));
+    let (block, rec) = find(dir.path(), 7);
+    edit(&block, |d| d.truncate(rec.offset + rec.len));
+    let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
+    let s = store.stream("D").unwrap();
+    let last = s.info(None).state.last_seq;
+    assert!(last >= 10, "the lease covers every acknowledged sequence");
+    let unconfirmed = Lost {
+        first: 9,
+        last: last - 1,
+        cause: LossCause::Unconfirmed,
+    };
+    assert_eq!(
+        seqs_and_losses(read_range(&s, ">", 9, last)),
+        [Err(unconfirmed)]
+    );
+    store.close();
+}

@@ -187,15 +187,32 @@ pub trait Backend: Send + Sync + 'static {
         start: u64,
     ) -> Result<MessageStream, BackendError>;
 
-    /// Bounded read (placeholder until both backends implement it).
+    /// Every message with `start <= seq < until` whose subject matches any of `filters`, in
+    /// sequence order, as [`Backend::subscribe`] gives them (lost positions included), after
+    /// which the stream ends (`None`) as soon as every position below `until` is accounted
+    /// for — without waiting for a later message. A delivery at or above `until` may still
+    /// come before the end; readers ignore it.
+    ///
+    /// A position is accounted for once it was delivered (a message or within a
+    /// [`Delivery::Lost`] range), or once the backend knows that no message matching `filters`
+    /// stands there: the embedded store from its index, JetStream from the consumer's count of
+    /// matching messages still pending after the last one it sent. When `until <= start` the
+    /// stream ends at once. Like `subscribe`, the stream ends with an error instead when the
+    /// feed is lost and cannot be recovered or the stream was replaced; the caller resumes from
+    /// the last sequence it saw.
+    ///
+    /// `until` is bounded by what the caller has already read from the stream (a reader
+    /// catching up with the shared feed reads up to the feed's first position), so every
+    /// position below it was assigned before the read is opened: the stream's last sequence is
+    /// already at least `until - 1`. That is why the read may end as soon as the backend finds
+    /// nothing more matching: no later append can land below `until`. A caller that asks for
+    /// positions not assigned yet is not promised them (JetStream may end before they are).
     async fn read_range(
         &self,
         filters: &[String],
         start: u64,
-        _until: u64,
-    ) -> Result<MessageStream, BackendError> {
-        self.subscribe(filters, start).await
-    }
+        until: u64,
+    ) -> Result<MessageStream, BackendError>;
 
     /// Whether the backend is ready; must answer within one second.
     async fn health(&self) -> Health;

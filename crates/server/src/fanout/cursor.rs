@@ -287,13 +287,16 @@ mod tests {
             start: u64,
         ) -> Result<MessageStream, BackendError> {
             tokio::task::yield_now().await;
-            let stream = self.0.subscribe(filters, start).await?;
-            Ok(stream
-                .then(|item| async {
-                    tokio::task::yield_now().await;
-                    item
-                })
-                .boxed())
+            Ok(yield_each(self.0.subscribe(filters, start).await?))
+        }
+        async fn read_range(
+            &self,
+            filters: &[String],
+            start: u64,
+            until: u64,
+        ) -> Result<MessageStream, BackendError> {
+            tokio::task::yield_now().await;
+            Ok(yield_each(self.0.read_range(filters, start, until).await?))
         }
         async fn health(&self) -> Health {
             self.0.health().await
@@ -301,6 +304,16 @@ mod tests {
         async fn shutdown(&self) {
             self.0.shutdown().await
         }
+    }
+
+    /// `stream`, returning `Pending` once before every item.
+    fn yield_each(stream: MessageStream) -> MessageStream {
+        stream
+            .then(|item| async {
+                tokio::task::yield_now().await;
+                item
+            })
+            .boxed()
     }
 
     /// Dropping `next()` wherever it waits (opening a catch-up subscription, reading the

@@ -240,9 +240,18 @@ impl Backend for EmbeddedBackend {
         filters: &[String],
         start: u64,
     ) -> Result<MessageStream, BackendError> {
+        self.read_range(filters, start, u64::MAX).await
+    }
+
+    async fn read_range(
+        &self,
+        filters: &[String],
+        start: u64,
+        until: u64,
+    ) -> Result<MessageStream, BackendError> {
         let filters = FilterSet::new(filters.iter().cloned())
             .map_err(|err| ApiError::bad_request().described(err.to_string()))?;
-        let stream = self.handle()?.subscribe(start, filters);
+        let stream = self.handle()?.read_range(start, until, filters);
         Ok(stream
             .map(|item| item.map(convert).map_err(BackendError::from))
             .boxed())

@@ -276,7 +276,16 @@ impl Backend for JetStreamBackend {
         filters: &[String],
         start: u64,
     ) -> Result<MessageStream, BackendError> {
-        subscribe::subscribe(self.shared.clone(), filters, start).await
+        subscribe::subscribe(self.shared.clone(), filters, start, None).await
+    }
+
+    async fn read_range(
+        &self,
+        filters: &[String],
+        start: u64,
+        until: u64,
+    ) -> Result<MessageStream, BackendError> {
+        subscribe::subscribe(self.shared.clone(), filters, start, Some(until)).await
     }
 
     async fn health(&self) -> Health {

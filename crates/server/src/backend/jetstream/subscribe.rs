@@ -1,6 +1,15 @@
-//! The ordered feed behind [`Backend::subscribe`](crate::backend::Backend::subscribe): an
-//! ephemeral, unacknowledged pull consumer from a start sequence, recreated from the last
-//! delivered sequence + 1 whenever it is lost.
+//! The ordered feed behind [`Backend::subscribe`](crate::backend::Backend::subscribe) and
+//! [`Backend::read_range`](crate::backend::Backend::read_range): an ephemeral, unacknowledged
+//! pull consumer from a start sequence, recreated from the last delivered sequence + 1 whenever
+//! it is lost.
+//!
+//! A bounded read ends, and lets go of its consumer, once the server has said that nothing
+//! below its bound is left: a consumer created with nothing pending, a message sent with
+//! nothing pending after it (the count is of the server-side filter, which for in-process
+//! filtering is wider than the reader's: nothing pending for it is nothing for the reader),
+//! or a message at or above the bound (not delivered). The bound is never above the stream's
+//! last sequence + 1 when the read is opened (the trait's contract), so no message can still
+//! come below it once the server says none is pending.
 //!
 //! A consumer counts as lost when the server deletes it (or reaps it), when two idle
 //! heartbeats are missed, when its delivery sequence jumps (a message was lost in flight), when
@@ -44,11 +53,13 @@ const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// The longest pause between recovery attempts.
 const MAX_RETRY_PAUSE: Duration = Duration::from_secs(2);
 
-/// Opens a feed of every message matching `filters` from stream sequence `start`.
+/// Opens a feed of every message matching `filters` from stream sequence `start`; with `until`,
+/// one that ends once every position below `until` is accounted for.
 pub(super) async fn subscribe(
     shared: Arc<Shared>,
     filters: &[String],
     start: u64,
+    until: Option<u64>,
 ) -> Result<MessageStream, BackendError> {
     let version = ServerVersion::parse(&shared.client.server_info().version);
     let plan = FilterPlan::new(filters, version)?;
@@ -66,10 +77,14 @@ pub(super) async fn subscribe(
         plan,
         incarnation: 0,
         next_seq: start.max(1),
+        until,
+        drained: false,
         current: None,
         finished: false,
     };
-    feed.current = Some(feed.open(Opening::First).await?);
+    if !feed.covered() {
+        feed.current = Some(feed.open(Opening::First).await?);
+    }
     Ok(futures::stream::unfold(feed, |mut feed| async move {
         let item = feed.next().await?;
         Some((item.map(Delivery::Message), feed))
@@ -86,9 +101,15 @@ struct Feed {
     incarnation: u64,
     /// The next stream sequence wanted: the last delivered + 1.
     next_seq: u64,
+    /// For a bounded read: the first position it does not cover.
+    until: Option<u64>,
+    /// For a bounded read: the server said no message matching the consumer's filter follows
+    /// the last one it sent (or the consumer's start, for a consumer created with nothing
+    /// pending).
+    drained: bool,
     reconnects: watch::Receiver<u64>,
     current: Option<LiveConsumer>,
-    /// Set after the feed reported its final error.
+    /// Set once the feed ended: after its final error, or when a bounded read was covered.
     finished: bool,
 }
 
@@ -154,12 +175,25 @@ impl Loss {
 }
 
 impl Feed {
-    /// The next message, recovering from consumer loss; `None` after a final error.
+    /// Whether a bounded read has accounted for every position below its bound.
+    fn covered(&self) -> bool {
+        self.until
+            .is_some_and(|until| self.drained || self.next_seq >= until)
+    }
+
+    /// The next message, recovering from consumer loss; `None` after a final error or once a
+    /// bounded read is covered.
     async fn next(&mut self) -> Option<Result<BackendMessage, BackendError>> {
         if self.finished {
             return None;
         }
         loop {
+            if self.covered() {
+                // Dropping the consumer deletes it on the server.
+                self.current = None;
+                self.finished = true;
+                return None;
+            }
             let current = match &mut self.current {
                 Some(current) => current,
                 None => match self.reopen().await {
@@ -226,6 +260,9 @@ impl Feed {
             ));
         }
         current.delivered = delivery.consumer_sequence;
+        if self.until.is_some() && delivery.pending == 0 {
+            self.drained = true;
+        }
         let seq = delivery.stream_sequence;
         if seq < self.next_seq {
             tracing::debug!(
@@ -236,6 +273,10 @@ impl Feed {
             return Ok(None);
         }
         self.next_seq = seq + 1;
+        if self.until.is_some_and(|until| seq >= until) {
+            // Beyond the bound: the read ends before it.
+            return Ok(None);
+        }
         if let Some(local) = &self.plan.local
             && !local.matches(message.subject.as_str())
         {
@@ -375,6 +416,9 @@ impl Feed {
             .await
             .map_err(|_| BackendError::from(Unavailable::ConnectionClosed))??;
         let name = consumer.cached_info().name.clone();
+        if self.until.is_some() && consumer.cached_info().num_pending == 0 {
+            self.drained = true;
+        }
         let cleanup = ConsumerCleanup {
             shared: shared.clone(),
             name: name.clone(),
