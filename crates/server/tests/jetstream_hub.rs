@@ -18,7 +18,7 @@ use futures::StreamExt;
 use serde_json::json;
 use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig};
 use sluice_server::config::{BackendKind, Config};
-use sluice_test_support::{NatsServer, SseClient, eventually_async};
+use sluice_test_support::{NatsOptions, NatsServer, SseClient, eventually_async};
 
 /// Hubs over a fresh JetStream stream on a nats-server of their own.
 struct JetStream;
@@ -31,13 +31,22 @@ impl JetStream {
 
     /// Like [`JetStream::start_with_server`], with the backend's settings adjusted by `tune`.
     async fn start_tuned(
+        config: Config,
+        tune: impl FnOnce(&mut JetStreamConfig),
+    ) -> (TestHub, NatsServer) {
+        Self::start_on(NatsOptions::default(), config, tune).await
+    }
+
+    /// Like [`JetStream::start_tuned`], on a nats-server started with `options`.
+    async fn start_on(
+        options: NatsOptions,
         mut config: Config,
         tune: impl FnOnce(&mut JetStreamConfig),
     ) -> (TestHub, NatsServer) {
         if config.topic_prefix.is_empty() {
             config.topic_prefix = "app".to_owned();
         }
-        let server = NatsServer::start()
+        let server = NatsServer::start_with(options)
             .await
             .unwrap_or_else(|err| panic!("{err}"));
         operator(&server)
@@ -372,6 +381,70 @@ async fn a_thousand_topic_sets_are_served_by_one_consumer() {
         assert_eq!(frame.id.as_deref(), Some(missed[user].as_str()));
     }
     eventually_async("the reads behind the ring are gone", async || {
+        consumer_names(&js).await.len() == 1
+    })
+    .await;
+    hub.stop().await;
+}
+
+/// On a server older than multi-filter consumers (Debian's 2.9), the node's one consumer still
+/// serves every topic set, and a client behind its ring with two topics reads them through one
+/// common filter, filtered in-process, and then leaves no consumer behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_server_serves_topic_sets_through_one_consumer() {
+    let binary = sluice_test_support::debian_nats_server_binary()
+        .expect("Debian's nats-server is installed (scripts/test installs it)");
+    let (hub, server) =
+        JetStream::start_on(NatsOptions::binary(binary), Config::default(), |_| {}).await;
+    let js = operator(&server).await;
+    let mut both = hub.subscribe("?topic=a&topic=b").await;
+    expect_event(&mut both, "connected")
+        .await
+        .expect("connected");
+    let mut other = hub.subscribe("?topic=c").await;
+    expect_event(&mut other, "connected")
+        .await
+        .expect("connected");
+    let mut ids = std::collections::HashMap::new();
+    for topic in ["a", "c", "b", "x", "a"] {
+        let ack = hub.publish(topic, json!(topic)).await;
+        ids.entry(topic)
+            .or_insert_with(Vec::new)
+            .push(ack["id"].as_str().expect("an id").to_owned());
+    }
+    let expected_both = [&ids["a"][0], &ids["b"][0], &ids["a"][1]];
+    for id in expected_both {
+        let frame = expect_event(&mut both, "message").await.expect("a or b");
+        assert_eq!(frame.id.as_deref(), Some(id.as_str()));
+    }
+    let frame = expect_event(&mut other, "message").await.expect("c");
+    assert_eq!(frame.id.as_deref(), Some(ids["c"][0].as_str()));
+    assert_eq!(
+        consumer_names(&js).await.len(),
+        1,
+        "one consumer for the node"
+    );
+    drop((both, other));
+    eventually_async("no consumer once nobody listens", async || {
+        consumer_names(&js).await.is_empty()
+    })
+    .await;
+    // Back from before everything: the node reads from the live end, so this is a read behind
+    // the ring, through the server's one common filter.
+    let mut back = hub.subscribe("?topic=a&topic=b&last-id=0").await;
+    expect_event(&mut back, "connected")
+        .await
+        .expect("connected");
+    for id in expected_both {
+        let frame = expect_event(&mut back, "message").await.expect("a or b");
+        assert_eq!(frame.id.as_deref(), Some(id.as_str()));
+    }
+    assert_eq!(
+        hub.metric("sluice_catchups_total"),
+        1,
+        "read behind the ring"
+    );
+    eventually_async("only the node's consumer is left", async || {
         consumer_names(&js).await.len() == 1
     })
     .await;
