@@ -1,8 +1,11 @@
 //! What one run asks for: the load, and the hub to aim it at.
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use anyhow::bail;
+
+use crate::Hub;
 
 /// One benchmark run: the load to generate and the hub to aim it at.
 ///
@@ -11,6 +14,8 @@ use anyhow::bail;
 pub struct Config {
     /// The hub's base URL, `http://<loopback address>:<port>`; any other host is refused.
     pub url: String,
+    /// What kind of hub answers there.
+    pub hub: Hub,
     /// Concurrent SSE clients; at least 1.
     pub clients: u64,
     /// Messages published per second over all topics; above 0 and at most 10 000 000.
@@ -22,13 +27,20 @@ pub struct Config {
     pub topics: u64,
     /// Approximate size of each message's JSON payload in bytes.
     pub payload_bytes: u64,
-    /// The hub's process id: its memory and CPU are then read from /proc. Without it, memory
-    /// is read from the hub's /metrics when it exports `process_resident_memory_bytes`.
+    /// The hub's process id: its memory and CPU, with those of its child processes (nginx's
+    /// workers), are then read from /proc. Without it, memory is read from the hub's /metrics
+    /// when it exports `process_resident_memory_bytes`.
     pub server_pid: Option<u32>,
     /// New client connections per second while subscribing; at least 1.
     pub connect_rate: u64,
-    /// Concurrent publishing connections; at least 1.
+    /// Concurrent publishing connections; at least 1. With [`Hub::Nchan`] it must divide
+    /// `topics`, so that all messages of a topic go through one publisher, one after the other,
+    /// and their order on the stream can be checked from their own numbers.
     pub publishers: u64,
+    /// Loopback addresses the clients connect from: client `i` from `127.0.0.<1 + i % n>`, so
+    /// that more clients than one address has local ports can reach the hub. 1 (the default):
+    /// every client from where the kernel picks. At most [`MAX_SOURCE_ADDRESSES`].
+    pub source_addresses: u64,
     /// First token(s) of the run's topics: dot-separated tokens of letters, digits, `_` and
     /// `-`.
     pub topic_prefix: String,
@@ -49,14 +61,38 @@ impl Config {
             (self.topics, "--topics"),
             (self.connect_rate, "--connect-rate"),
             (self.publishers, "--publishers"),
+            (self.source_addresses, "--source-addresses"),
         ] {
             if count == 0 {
                 bail!("{name} must be at least 1");
             }
         }
+        if self.source_addresses > MAX_SOURCE_ADDRESSES {
+            bail!("--source-addresses must be at most {MAX_SOURCE_ADDRESSES}");
+        }
+        if self.hub == Hub::Nchan && !self.topics.is_multiple_of(self.publishers) {
+            bail!(
+                "--target nchan: --publishers {} must divide --topics {}, so that each topic's \
+                 messages go through one publisher and their order can be checked",
+                self.publishers,
+                self.topics
+            );
+        }
         Ok(())
     }
+
+    /// The address client `client` connects from, when [`Config::source_addresses`] asks for
+    /// more than one.
+    pub(crate) fn source_address(&self, client: u64) -> Option<IpAddr> {
+        (self.source_addresses > 1).then(|| {
+            let last = u8::try_from(1 + client % self.source_addresses).unwrap_or(u8::MAX);
+            IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
+        })
+    }
 }
+
+/// Most loopback addresses the clients may connect from: `127.0.0.1` to `127.0.0.254`.
+pub const MAX_SOURCE_ADDRESSES: u64 = 254;
 
 #[cfg(test)]
 mod tests {
@@ -65,6 +101,7 @@ mod tests {
     fn config() -> Config {
         Config {
             url: "http://127.0.0.1:8080".to_owned(),
+            hub: Hub::Sluice,
             clients: 1,
             rate: 1.0,
             duration: Duration::from_secs(1),
@@ -73,6 +110,7 @@ mod tests {
             server_pid: None,
             connect_rate: 1,
             publishers: 1,
+            source_addresses: 1,
             topic_prefix: "bench".to_owned(),
         }
     }
@@ -114,5 +152,62 @@ mod tests {
             let err = config.check().unwrap_err();
             assert_eq!(err.to_string(), format!("{name} must be at least 1"));
         }
+    }
+
+    #[test]
+    fn source_addresses_are_loopback_addresses_in_turn() {
+        assert_eq!(config().source_address(0), None);
+        let three = Config {
+            source_addresses: 3,
+            ..config()
+        };
+        assert!(three.check().is_ok());
+        let sources: Vec<_> = (0..4).map(|client| three.source_address(client)).collect();
+        let addr = |last| Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, last)));
+        assert_eq!(sources, [addr(1), addr(2), addr(3), addr(1)]);
+        let most = Config {
+            source_addresses: MAX_SOURCE_ADDRESSES,
+            ..config()
+        };
+        assert_eq!(most.source_address(253), addr(254));
+        for (source_addresses, err) in [
+            (0, "--source-addresses must be at least 1"),
+            (255, "--source-addresses must be at most 254"),
+        ] {
+            let config = Config {
+                source_addresses,
+                ..config()
+            };
+            assert_eq!(config.check().unwrap_err().to_string(), err);
+        }
+    }
+
+    #[test]
+    fn nchan_needs_each_topic_on_one_publisher() {
+        let nchan = |topics, publishers| Config {
+            hub: Hub::Nchan,
+            topics,
+            publishers,
+            ..config()
+        };
+        for (topics, publishers) in [(1, 1), (100, 20), (100_000, 20), (6, 3)] {
+            assert!(
+                nchan(topics, publishers).check().is_ok(),
+                "{topics}/{publishers}"
+            );
+        }
+        let err = nchan(100, 16).check().unwrap_err().to_string();
+        assert!(
+            err.contains("--publishers 16 must divide --topics 100"),
+            "{err}"
+        );
+        assert!(nchan(1, 4).check().is_err());
+        // sluice orders by its event ids: any number of publishers will do.
+        let sluice = Config {
+            topics: 100,
+            publishers: 16,
+            ..config()
+        };
+        assert!(sluice.check().is_ok());
     }
 }

@@ -7,6 +7,7 @@
 //! buffer or connection task in between.
 
 use std::io;
+use std::net::IpAddr;
 
 use anyhow::{Context, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -60,14 +61,19 @@ pub struct EventStream {
 }
 
 impl EventStream {
-    /// Sends `GET <path_and_query>` as an `EventSource` would and reads the response head.
+    /// Sends `GET <path_and_query>` as an `EventSource` would, on a connection from `source`
+    /// when given (see [`Target::connect_tcp`]), and reads the response head.
     ///
     /// # Errors
     /// When the connection fails, the head is malformed or larger than 4 KiB, the status is
     /// not a success (the error quotes the start of the body), or the content type is not
     /// `text/event-stream`.
-    pub async fn open(target: &Target, path_and_query: &str) -> anyhow::Result<Self> {
-        let mut socket = target.connect_tcp().await?;
+    pub async fn open(
+        target: &Target,
+        source: Option<IpAddr>,
+        path_and_query: &str,
+    ) -> anyhow::Result<Self> {
+        let mut socket = target.connect_tcp(source).await?;
         let request = target.get_head(path_and_query, "text/event-stream");
         socket
             .write_all(request.as_bytes())
@@ -289,7 +295,7 @@ mod tests {
     /// Everything the stream delivers, and how it ended.
     async fn read_all(pieces: Vec<Vec<u8>>) -> anyhow::Result<(Vec<u8>, End)> {
         let (target, more) = serve(pieces).await;
-        let mut stream = EventStream::open(&target, "/events?topic=a").await?;
+        let mut stream = EventStream::open(&target, None, "/events?topic=a").await?;
         let mut data = Vec::new();
         loop {
             // The server may be done already.
@@ -331,7 +337,9 @@ mod tests {
             // The connection stays open, with nothing more to read, until the client is done.
             let _ = held.await;
         });
-        let mut stream = EventStream::open(&target, "/events?topic=a").await.unwrap();
+        let mut stream = EventStream::open(&target, None, "/events?topic=a")
+            .await
+            .unwrap();
         let mut data = Vec::new();
         let wait = std::time::Duration::from_secs(30);
         let read = tokio::time::timeout(wait, stream.read()).await;

@@ -1,6 +1,6 @@
 //! The hub under test: its loopback address, and plain HTTP/1.1 connections to it.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::client::conn::http1::SendRequest;
 use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 /// Largest response body read whole (publish answers, `/metrics`).
 const MAX_BODY: usize = 4 << 20;
@@ -76,14 +76,31 @@ impl Target {
             .header(hyper::header::HOST, &self.authority)
     }
 
-    /// Opens one TCP connection to the hub, without Nagle's delay.
+    /// Opens one TCP connection to the hub, without Nagle's delay, from `source` when given
+    /// (any local port: `SO_REUSEADDR` lets it reuse ports of earlier runs' closed
+    /// connections, which go to other ports of the hub), else from wherever the kernel picks.
     ///
     /// # Errors
     /// When the connection fails.
-    pub async fn connect_tcp(&self) -> anyhow::Result<TcpStream> {
-        let stream = TcpStream::connect(self.addr)
-            .await
-            .with_context(|| format!("connect to {}", self.addr))?;
+    pub async fn connect_tcp(&self, source: Option<IpAddr>) -> anyhow::Result<TcpStream> {
+        let connected = match source {
+            None => TcpStream::connect(self.addr).await,
+            Some(source) => {
+                let socket = match source {
+                    IpAddr::V4(_) => TcpSocket::new_v4()?,
+                    IpAddr::V6(_) => TcpSocket::new_v6()?,
+                };
+                socket.set_reuseaddr(true)?;
+                socket
+                    .bind(SocketAddr::new(source, 0))
+                    .with_context(|| format!("bind to {source}"))?;
+                socket.connect(self.addr).await
+            }
+        };
+        let stream = connected.with_context(|| match source {
+            None => format!("connect to {}", self.addr),
+            Some(source) => format!("connect from {source} to {}", self.addr),
+        })?;
         stream.set_nodelay(true)?;
         Ok(stream)
     }
@@ -100,7 +117,7 @@ impl Target {
     /// Opens one HTTP/1.1 connection; the caller must poll the returned [`Connection`] for
     /// requests and bodies to make progress. Reads go through a fixed 4 KiB buffer.
     async fn handshake(&self) -> anyhow::Result<(SendRequest<Full<Bytes>>, Connection)> {
-        let stream = self.connect_tcp().await?;
+        let stream = self.connect_tcp(None).await?;
         let handshake = hyper::client::conn::http1::Builder::new()
             .read_buf_exact_size(Some(READ_BUFFER))
             .handshake(TokioIo::new(stream))

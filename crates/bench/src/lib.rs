@@ -2,11 +2,12 @@
 //!
 //! [`run`] opens [`Config::clients`] SSE streams (`GET /events?topic=…`) spread over
 //! [`Config::topics`] topics, waits until every one has its `connected` frame, publishes
-//! [`Config::rate`] messages per second (`POST /publish`) for [`Config::duration`], waits until
-//! everything has arrived, and returns a [`Report`]: delivered events per second,
-//! publish→receive latency, every error and loss, and the hub's memory per connection. It only
-//! speaks HTTP, so the same run works against a hub on the embedded store or in front of NATS
-//! JetStream.
+//! [`Config::rate`] messages per second (`POST /publish`), round-robin over the topics, for
+//! [`Config::duration`], waits until everything has arrived, and returns a [`Report`]:
+//! delivered events per second, publish→receive latency, every error and loss, and the hub's
+//! memory per connection. It only speaks HTTP, so the same run works against a hub on the
+//! embedded store or in front of NATS JetStream — and, with [`Hub::Nchan`], against nginx-nchan,
+//! with the same clients and checks.
 //!
 //! Every stage is bounded in time: connecting (`clients / connect_rate` plus 30 s), publishing
 //! (`duration`), draining (until nothing arrives for 5 s, at most 60 s).
@@ -14,6 +15,7 @@
 mod config;
 mod event_stream;
 mod http;
+mod hub;
 mod limits;
 mod message;
 mod publisher;
@@ -23,7 +25,8 @@ mod server;
 mod stats;
 mod subscriber;
 
-pub use config::Config;
+pub use config::{Config, MAX_SOURCE_ADDRESSES};
+pub use hub::Hub;
 pub use limits::raise_open_files;
 pub use report::Report;
 pub use run::run;

@@ -1,4 +1,5 @@
-//! The open-file limit: one socket per client, so N clients need more than N descriptors.
+//! The kernel's limits on clients: one socket per client, so N clients need more than N
+//! descriptors, and one local port each.
 
 use anyhow::bail;
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
@@ -43,6 +44,19 @@ pub fn open_files_of(pid: u32) -> Option<u64> {
     parse_open_files(&text)
 }
 
+/// How many local ports the kernel hands out to connections (`net.ipv4.ip_local_port_range`,
+/// which IPv6 shares); `None` when unreadable.
+pub fn local_ports() -> Option<u64> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    parse_port_range(&range)
+}
+
+fn parse_port_range(range: &str) -> Option<u64> {
+    let mut bounds = range.split_whitespace().map(str::parse::<u64>);
+    let (low, high) = (bounds.next()?.ok()?, bounds.next()?.ok()?);
+    (high >= low).then(|| high - low + 1)
+}
+
 fn parse_open_files(limits: &str) -> Option<u64> {
     let line = limits
         .lines()
@@ -68,6 +82,15 @@ mod tests {
             parse_open_files("Max open files  unlimited unlimited files"),
             None
         );
+    }
+
+    #[test]
+    fn counts_the_local_port_range() {
+        assert_eq!(parse_port_range("32768\t60999\n"), Some(28232));
+        assert_eq!(parse_port_range("1024 1024"), Some(1));
+        assert_eq!(parse_port_range("2000 1000"), None);
+        assert_eq!(parse_port_range("any"), None);
+        assert!(local_ports().is_some_and(|ports| ports > 0));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Publishers: `POST /publish` on a fixed schedule, each message stamped with its send time.
+//! Publishers: publishes on a fixed schedule, each message stamped with its send time.
 //!
 //! Message `i` of the run is due at `start + i / rate`, goes to topic `i % topics`, and is sent
 //! by publisher `i % publishers` over that publisher's keep-alive connection. A publisher that
@@ -12,7 +12,6 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::Full;
 use hyper::client::conn::http1::SendRequest;
-use hyper::header::CONTENT_TYPE;
 use tokio::time::Instant;
 
 use crate::http::read_body;
@@ -120,23 +119,18 @@ async fn send(
         _ => sender.insert(run.target.connect().await?),
     };
     connection.ready().await?;
-    let body = run.payload.body(
-        &run.topic_names[topic],
-        &run.run_id,
-        message,
-        run.stats.now_us(),
-    );
-    let request = run
-        .target
-        .request(hyper::Method::POST, "/publish")
-        .header(CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(body)))?;
+    let topic = &run.topic_names[topic];
+    let body = run
+        .payload
+        .body(topic, &run.run_id, message, run.stats.now_us());
+    let request = run.hub.publish_request(&run.target, topic, body)?;
+    let uri = request.uri().clone();
     let response = connection.send_request(request).await?;
     let status = response.status();
     let answer = read_body(response.into_body()).await?;
     if !status.is_success() {
         anyhow::bail!(
-            "POST /publish answered {status}: {}",
+            "POST {uri} answered {status}: {}",
             String::from_utf8_lossy(&answer)
         );
     }
@@ -160,7 +154,9 @@ impl PayloadShape {
         }
     }
 
-    /// The `POST /publish` body for message `n` of run `run`, sent at `sent_us`.
+    /// The published document for message `n` of run `run` on `topic`, sent at `sent_us`:
+    /// `{"topic":…,"payload":{"run":…,"n":…,"sent_us":…,"pad":…}}`, a sluice hub's
+    /// `POST /publish` body.
     pub fn body(&self, topic: &str, run: &str, n: u64, sent_us: u64) -> String {
         format!(
             r#"{{"topic":"{topic}","payload":{{"run":"{run}","n":{n},"sent_us":{sent_us},"pad":"{}"}}}}"#,

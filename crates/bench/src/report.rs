@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::Hub;
+
 /// Everything a run measured.
 ///
 /// It serializes (serde) to the JSON object `sluice bench --json` prints;
@@ -39,6 +41,8 @@ pub struct Report {
 pub struct Load {
     /// Hub URL.
     pub url: String,
+    /// What kind of hub it is.
+    pub hub: Hub,
     /// SSE clients.
     pub clients: u64,
     /// Topics the clients are spread over.
@@ -51,6 +55,8 @@ pub struct Load {
     pub payload_bytes: u64,
     /// Publishing connections.
     pub publishers: u64,
+    /// Loopback addresses the clients connected from (1: wherever the kernel picked).
+    pub source_addresses: u64,
 }
 
 /// How subscribing went.
@@ -147,11 +153,13 @@ impl Percentiles {
     }
 }
 
-/// The hub's memory and CPU.
+/// The hub's memory and CPU: its process's and its child processes' together.
 #[derive(Debug, Serialize)]
 pub struct Server {
     /// Its pid, when given.
     pub pid: Option<u32>,
+    /// How many processes that is (nginx: the master and its workers), when known.
+    pub processes: Option<u64>,
     /// Resident memory before any client connected.
     pub rss_idle_bytes: Option<u64>,
     /// Resident memory with every client connected, before publishing.
@@ -236,14 +244,18 @@ impl Report {
         let load = &self.load;
         writeln!(
             out,
-            "sluice bench: {} clients on {} topic(s), {} msgs/s for {}s, payload ~{} B, {} publisher(s), {}",
+            "sluice bench: {} clients on {} topic(s), {} msgs/s for {}s, payload ~{} B, {} publisher(s), {}{}",
             load.clients,
             load.topics,
             load.rate,
             load.duration_secs,
             load.payload_bytes,
             load.publishers,
-            load.url
+            load.url,
+            match load.hub {
+                Hub::Sluice => "",
+                Hub::Nchan => " (nchan)",
+            }
         )?;
         let c = &self.connect;
         writeln!(

@@ -5,13 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use bytes::Bytes;
-use http_body_util::Full;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
-use crate::Config;
 use crate::http::{Target, fetch};
 use crate::limits;
 use crate::publisher::{self, PayloadShape, Published, Schedule};
@@ -22,6 +19,7 @@ use crate::report::{
 use crate::server::{ServerProbe, cpu_seconds_of, rss_of};
 use crate::stats::{Stats, new_histogram};
 use crate::subscriber::{self, CONNECT_TIMEOUT, Outcome, Phase};
+use crate::{Config, Hub};
 
 /// Draining ends when nothing has arrived for this long…
 const DRAIN_STALL: Duration = Duration::from_secs(5);
@@ -36,6 +34,7 @@ const RSS_SAMPLE: Duration = Duration::from_millis(500);
 #[derive(Debug)]
 pub(crate) struct Run {
     pub(crate) target: Target,
+    pub(crate) hub: Hub,
     pub(crate) stats: Stats,
     /// Tags this run's messages, so messages of anyone else are told apart.
     pub(crate) run_id: String,
@@ -57,7 +56,11 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
     config.check()?;
     let open_files = limits::raise_open_files(config.clients + limits::SPARE_FILES)?;
     let target = Target::parse(&config.url)?;
-    check_hub(&target).await?;
+    check_sources(&config, &target)?;
+    let topic_names: Vec<String> = (0..config.topics)
+        .map(|k| format!("{}.{k}", config.topic_prefix))
+        .collect();
+    check_hub(&target, config.hub, &topic_names[0]).await?;
     let probe = ServerProbe::new(config.server_pid, target.clone());
     let mut notes = Vec::new();
     let server_files = config.server_pid.and_then(limits::open_files_of);
@@ -69,11 +72,9 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
             config.clients
         ));
     }
-    let topic_names: Vec<String> = (0..config.topics)
-        .map(|k| format!("{}.{k}", config.topic_prefix))
-        .collect();
     let run = Arc::new(Run {
         target,
+        hub: config.hub,
         stats: Stats::new(topic_names.len()),
         run_id: run_id(),
         topic_names,
@@ -87,12 +88,7 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
     let rss_idle = probe.rss().await;
     let (phase, phase_rx) = watch::channel(Phase::Connecting);
     let connect_start = Instant::now();
-    let spawner = tokio::spawn(spawn_clients(
-        run.clone(),
-        config.clients,
-        config.connect_rate,
-        phase_rx,
-    ));
+    let spawner = tokio::spawn(spawn_clients(run.clone(), config.clone(), phase_rx));
     let spawn_time = Duration::from_secs_f64(config.clients as f64 / config.connect_rate as f64);
     wait_connected(
         &run.stats,
@@ -102,6 +98,7 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
     .await;
     let connect_seconds = connect_start.elapsed().as_secs_f64();
     let rss_connected = probe.rss().await;
+    let processes = probe.processes();
     let connected = Stats::get(&run.stats.connected);
     progress(format_args!(
         "sluice bench: {connected} connected in {connect_seconds:.2} s; publishing {} msgs/s for {:?}",
@@ -183,19 +180,22 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
             == 0;
     if rss_idle.is_none() {
         notes.push(
-            "the hub's memory is unknown: pass --server-pid <pid of sluice serve>".to_owned(),
+            "the hub's memory is unknown: pass --server-pid <pid of sluice serve, or of nginx's master>"
+                .to_owned(),
         );
     }
     let report = Report {
         ok,
         load: Load {
             url: config.url.clone(),
+            hub: config.hub,
             clients: config.clients,
             topics: config.topics,
             rate: config.rate,
             duration_secs: config.duration.as_secs_f64(),
             payload_bytes: config.payload_bytes,
             publishers: config.publishers,
+            source_addresses: config.source_addresses,
         },
         connect,
         publish: Publish {
@@ -211,6 +211,7 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
         latency_ms: Percentiles::of(&stats.latency()),
         server: Server {
             pid: probe.pid(),
+            processes,
             rss_idle_bytes: rss_idle,
             rss_connected_bytes: rss_connected,
             rss_peak_bytes: rss_peak,
@@ -236,31 +237,53 @@ fn progress(line: std::fmt::Arguments<'_>) {
     eprintln!("{line}");
 }
 
-/// Fails early, with a clear message, when nothing answers at the URL.
-async fn check_hub(target: &Target) -> anyhow::Result<()> {
-    let request = target
-        .request(hyper::Method::GET, "/livez")
-        .body(Full::<Bytes>::default())?;
+/// Fails early, with a clear message, when nothing answers at the URL, or not as `hub` does
+/// (asked about `topic`).
+async fn check_hub(target: &Target, hub: Hub, topic: &str) -> anyhow::Result<()> {
+    let request = hub.liveness_request(target, topic)?;
+    let path = request.uri().clone();
     let (status, _) = fetch(target, request, Duration::from_secs(5))
         .await
         .with_context(|| format!("no hub answers at {}", target.addr()))?;
-    if !status.is_success() {
+    if !hub.is_alive(status) {
         bail!(
-            "the hub at {} answered GET /livez with {status}",
+            "the hub at {} answered GET {path} with {status}",
             target.addr()
         );
     }
     Ok(())
 }
 
-/// Starts `clients` clients at `rate` per second, round-robin over the topics; stops starting
-/// them once publishing begins (those never started count as connect errors).
+/// Fails early when the clients cannot all get a local port: towards one hub address, each
+/// source address has the ports of `net.ipv4.ip_local_port_range` and no more.
+fn check_sources(config: &Config, target: &Target) -> anyhow::Result<()> {
+    if config.source_addresses > 1 && !target.addr().is_ipv4() {
+        bail!(
+            "--source-addresses needs an IPv4 hub address (127.0.0.1): IPv6 has one loopback address"
+        );
+    }
+    let per_source = config.clients.div_ceil(config.source_addresses);
+    match limits::local_ports() {
+        Some(ports) if per_source > ports => bail!(
+            "{} clients from {} source address(es) need {per_source} local ports each, but \
+             net.ipv4.ip_local_port_range has {ports}: pass --source-addresses {}",
+            config.clients,
+            config.source_addresses,
+            config.clients.div_ceil(ports)
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Starts the configured clients at `connect_rate` per second, round-robin over the topics
+/// (and the source addresses); stops starting them once publishing begins (those never
+/// started count as connect errors).
 async fn spawn_clients(
     run: Arc<Run>,
-    clients: u64,
-    rate: u64,
+    config: Config,
     phase: watch::Receiver<Phase>,
 ) -> Vec<JoinHandle<Outcome>> {
+    let (clients, rate) = (config.clients, config.connect_rate);
     let start = Instant::now();
     let topics = run.topic_names.len();
     let mut handles = Vec::with_capacity(usize::try_from(clients).unwrap_or(0));
@@ -277,8 +300,10 @@ async fn spawn_clients(
                 .fetch_add(clients - client - 1, std::sync::atomic::Ordering::Relaxed);
             break;
         }
+        let source = config.source_address(client);
         let client = usize::try_from(client).unwrap_or(usize::MAX);
-        let task = subscriber::subscribe(run.clone(), client, client % topics, phase.clone());
+        let task =
+            subscriber::subscribe(run.clone(), client, client % topics, source, phase.clone());
         handles.push(tokio::spawn(task));
     }
     handles

@@ -1,6 +1,11 @@
-//! What the hub process costs: resident memory and CPU time, read from `/proc/<pid>` when its
-//! pid is known, otherwise resident memory from its `/metrics` when it exports
-//! `process_resident_memory_bytes`.
+//! What the hub costs: resident memory and CPU time of its process and every process under it
+//! (nginx's master and workers), read from `/proc` when its pid is known, otherwise resident
+//! memory from its `/metrics` when it exports `process_resident_memory_bytes`.
+//!
+//! The memory of a process is its own resident pages (`RssAnon + RssFile`, which for a process
+//! without shared memory is its `VmRSS`) plus its proportional share of the shared memory it
+//! has touched (`Pss_Shmem`): summed over the processes, memory they share (nchan's shared
+//! zone) counts once.
 
 use std::time::Duration;
 
@@ -30,17 +35,34 @@ impl ServerProbe {
         self.pid
     }
 
-    /// Resident memory in bytes, if it can be read.
+    /// Resident memory in bytes of the hub's processes, if it can be read.
     pub async fn rss(&self) -> Option<u64> {
         match self.pid {
-            Some(pid) => rss_of(pid),
+            Some(pid) => {
+                let [hub, more @ ..] = &process_tree(pid)[..] else {
+                    return None;
+                };
+                let rest: u64 = more.iter().filter_map(|&pid| memory_of(pid)).sum();
+                Some(memory_of(*hub)? + rest)
+            }
             None => self.rss_from_metrics().await,
         }
     }
 
-    /// CPU time (user + system, all threads) in seconds; only with a pid.
+    /// CPU time (user + system, all threads) of the hub's processes in seconds; only with a
+    /// pid.
     pub fn cpu_seconds(&self) -> Option<f64> {
-        cpu_seconds_of(self.pid?)
+        let [hub, more @ ..] = &process_tree(self.pid?)[..] else {
+            return None;
+        };
+        let rest: f64 = more.iter().filter_map(|&pid| cpu_seconds_of(pid)).sum();
+        Some(cpu_seconds_of(*hub)? + rest)
+    }
+
+    /// How many processes the hub is (its own and those under it); only with a pid.
+    pub fn processes(&self) -> Option<u64> {
+        let tree = process_tree(self.pid?);
+        (!tree.is_empty()).then_some(tree.len() as u64)
     }
 
     async fn rss_from_metrics(&self) -> Option<u64> {
@@ -67,6 +89,60 @@ pub fn rss_of(pid: u32) -> Option<u64> {
     parse_vm_rss(&status)
 }
 
+/// Process `pid` and every process under it, `pid` first; empty when `pid` does not run.
+fn process_tree(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let parents: Vec<(u32, u32)> = entries
+        .filter_map(|entry| {
+            let child: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).ok()?;
+            Some((child, parse_parent(&stat)?))
+        })
+        .collect();
+    descendants(pid, &parents)
+}
+
+/// `pid` (when it is among `parents`, as `(process, its parent)`) followed by every process
+/// below it.
+fn descendants(pid: u32, parents: &[(u32, u32)]) -> Vec<u32> {
+    let mut tree = Vec::new();
+    if parents.iter().any(|&(process, _)| process == pid) {
+        tree.push(pid);
+    }
+    let mut next = 0;
+    while let Some(&parent) = tree.get(next) {
+        next += 1;
+        tree.extend(
+            parents
+                .iter()
+                .filter(|&&(process, of)| of == parent && process != parent)
+                .map(|&(process, _)| process),
+        );
+    }
+    tree
+}
+
+/// What process `pid` holds in memory, in bytes: its own resident pages and its share of the
+/// shared memory it maps (read from `smaps_rollup` only when it has any).
+fn memory_of(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    memory_in(&status, || {
+        std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()
+    })
+}
+
+/// [`memory_of`] a process whose `status` is given, reading its `smaps_rollup` if needed.
+fn memory_in(status: &str, smaps_rollup: impl FnOnce() -> Option<String>) -> Option<u64> {
+    let own = kib_field(status, "RssAnon:")? + kib_field(status, "RssFile:")?;
+    let shared = match kib_field(status, "RssShmem:") {
+        Some(0) | None => 0,
+        Some(_) => kib_field(&smaps_rollup()?, "Pss_Shmem:")?,
+    };
+    Some((own + shared) * 1024)
+}
+
 /// User + system CPU time of process `pid` (all its threads) in seconds.
 pub fn cpu_seconds_of(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -75,10 +151,21 @@ pub fn cpu_seconds_of(pid: u32) -> Option<f64> {
 }
 
 fn parse_vm_rss(status: &str) -> Option<u64> {
-    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
-    let mut parts = line["VmRSS:".len()..].split_whitespace();
+    Some(kib_field(status, "VmRSS:")? * 1024)
+}
+
+/// The value of the `<name> <n> kB` line of a `/proc` file, in KiB.
+fn kib_field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|line| line.starts_with(name))?;
+    let mut parts = line[name.len()..].split_whitespace();
     let value: u64 = parts.next()?.parse().ok()?;
-    (parts.next()? == "kB").then_some(value * 1024)
+    (parts.next()? == "kB").then_some(value)
+}
+
+/// The parent's pid in `/proc/<pid>/stat`: the second field after the command name.
+fn parse_parent(stat: &str) -> Option<u32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// `utime + stime` from `/proc/<pid>/stat`; the fields are counted after the command name,
@@ -120,6 +207,70 @@ mod tests {
         let pid = std::process::id();
         assert!(rss_of(pid).is_some_and(|rss| rss > 0));
         assert!(cpu_seconds_of(pid).is_some());
+    }
+
+    #[test]
+    fn reads_the_parent_after_a_command_name_with_spaces() {
+        let stat = "42 (a (b) c) S 7 42 42 0 -1 4194560 100 0 0 0 250 70 0 0 20 0 3 0 1 2 3";
+        assert_eq!(parse_parent(stat), Some(7));
+        assert_eq!(parse_parent("42 (x)"), None);
+    }
+
+    #[test]
+    fn a_tree_is_its_root_then_everything_below_it() {
+        // 10 is nginx's master with workers 11 and 12; 13 is a helper under 12; 20 and 21
+        // belong to someone else; 1 is init, its own parent in this table.
+        let parents = [
+            (1, 1),
+            (10, 1),
+            (11, 10),
+            (12, 10),
+            (13, 12),
+            (20, 1),
+            (21, 20),
+        ];
+        assert_eq!(descendants(10, &parents), [10, 11, 12, 13]);
+        assert_eq!(descendants(11, &parents), [11]);
+        assert_eq!(descendants(99, &parents), Vec::<u32>::new());
+        assert_eq!(descendants(1, &parents).len(), parents.len());
+    }
+
+    #[test]
+    fn memory_without_shared_memory_is_the_resident_set() {
+        let status = "VmRSS:\t   12345 kB\nRssAnon:\t   10000 kB\nRssFile:\t    2345 kB\n\
+                      RssShmem:\t       0 kB\n";
+        let unread = || panic!("smaps_rollup is read only for shared memory");
+        assert_eq!(memory_in(status, unread), parse_vm_rss(status));
+        assert_eq!(memory_in("VmRSS:\t1 kB\n", unread), None);
+    }
+
+    #[test]
+    fn shared_memory_counts_by_its_proportional_share() {
+        // A worker that touched 8000 KiB of a zone it shares with another worker: 4000 KiB each.
+        let status = "VmRSS:\t   18000 kB\nRssAnon:\t    9000 kB\nRssFile:\t    1000 kB\n\
+                      RssShmem:\t    8000 kB\n";
+        let rollup = "Rss:  18000 kB\nPss:  12000 kB\nPss_Shmem:  4000 kB\n";
+        assert_eq!(
+            memory_in(status, || Some(rollup.to_owned())),
+            Some((9000 + 1000 + 4000) * 1024)
+        );
+        assert_eq!(memory_in(status, || None), None);
+        let own = memory_of(std::process::id());
+        assert!(own.is_some_and(|bytes| bytes > 0), "{own:?}");
+    }
+
+    #[test]
+    fn a_probe_of_this_process_counts_its_children() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep starts");
+        let target = Target::parse("http://127.0.0.1:9").unwrap();
+        let probe = ServerProbe::new(Some(std::process::id()), target);
+        let processes = probe.processes();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(processes.is_some_and(|n| n >= 2), "{processes:?}");
     }
 
     #[test]

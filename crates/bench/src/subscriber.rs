@@ -1,12 +1,13 @@
 //! One SSE client: subscribes to one topic, checks every frame with the strict parser, and
 //! measures publish→receive latency of each message.
 //!
-//! A client takes part in the run only if its `connected` frame arrives before publishing
-//! begins; then every message published on its topic must reach it exactly once, in stream
-//! order. Anything else is counted: connect errors, disconnects, gap frames, frames out of
-//! order, and messages that are not this run's.
+//! A client takes part in the run only if it is subscribed before publishing begins (its
+//! `connected` frame arrived; for nchan, its response head); then every message published on
+//! its topic must reach it exactly once, in stream order. Anything else is counted: connect
+//! errors, disconnects, gap frames, frames out of order, and messages that are not this run's.
 
 use std::borrow::Cow;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,7 +53,8 @@ const PARSER_LIMITS: Limits = Limits {
     max_frame_bytes: 1 << 20,
 };
 
-/// Runs client number `client` on topic `topic` until the run stops or its stream fails.
+/// Runs client number `client` on topic `topic`, connecting from `source` when given, until
+/// the run stops or its stream fails.
 ///
 /// The stream is read from its socket inside this task (no connection task of its own), and
 /// the stop signal is registered once, so a chunk from the hub costs one task wake-up and one
@@ -61,6 +63,7 @@ pub async fn subscribe(
     run: Arc<Run>,
     client: usize,
     topic: usize,
+    source: Option<IpAddr>,
     phase: watch::Receiver<Phase>,
 ) -> Outcome {
     let mut client = Client {
@@ -72,13 +75,14 @@ pub async fn subscribe(
             received: 0,
             clean: true,
         },
-        last_seq: 0,
+        last: None,
         latencies: Vec::new(),
     };
     let stats = &run.stats;
     let deadline = Instant::now() + CONNECT_TIMEOUT;
-    let path = format!("/events?topic={}", run.topic_names[topic]);
-    let opened = tokio::time::timeout_at(deadline, EventStream::open(&run.target, &path)).await;
+    let path = run.hub.events_path(&run.topic_names[topic]);
+    let opened =
+        tokio::time::timeout_at(deadline, EventStream::open(&run.target, source, &path)).await;
     let mut stream = match opened {
         Ok(Ok(stream)) => stream,
         Ok(Err(err)) => {
@@ -92,6 +96,15 @@ pub async fn subscribe(
             return client.outcome;
         }
     };
+    if run.hub.subscribed_by_head() {
+        if *phase.borrow() != Phase::Connecting {
+            stats.error(&stats.connect_errors, "connect", || {
+                "subscribed after publishing had begun".to_owned()
+            });
+            return client.outcome;
+        }
+        client.participate();
+    }
     let mut stopping = phase.clone();
     let stop = stopping.wait_for(|phase| *phase == Phase::Stopping);
     let connect_deadline = tokio::time::sleep_until(deadline);
@@ -155,8 +168,9 @@ struct Client<'a> {
     run: &'a Run,
     client: usize,
     outcome: Outcome,
-    /// The stream sequence of the last event (the `connected` frame's position at first).
-    last_seq: u64,
+    /// The position of the last event: the stream sequence in its id (the `connected`
+    /// frame's at first), or for nchan the message's `n` (none before the first message).
+    last: Option<u64>,
     /// Latencies of the current chunk's messages, recorded together.
     latencies: Vec<u64>,
 }
@@ -178,9 +192,8 @@ impl Client<'_> {
                 return Err(Stop::Late);
             }
             "connected" => {
-                self.last_seq = sequence(frame)?;
-                self.outcome.participated = true;
-                stats.subscribed(self.outcome.topic);
+                self.last = Some(sequence(frame)?);
+                self.participate();
             }
             other if !self.outcome.participated => {
                 return Err(Stop::Broken(format!(
@@ -199,25 +212,37 @@ impl Client<'_> {
         Ok(())
     }
 
+    /// From now on the client takes part in the run.
+    fn participate(&mut self) {
+        self.outcome.participated = true;
+        self.run.stats.subscribed(self.outcome.topic);
+    }
+
     /// A `message` frame received at `now` (microseconds of the run's clock).
     fn message(&mut self, frame: FrameRef<'_>, now: u64) -> Result<(), Stop> {
         let stats = &self.run.stats;
-        let seq = sequence(frame)?;
-        if seq <= self.last_seq {
-            self.outcome.clean = false;
-            let last = self.last_seq;
-            stats.error(&stats.out_of_order, "out of order", || {
-                format!("sequence {seq} after {last}")
-            });
-            return Ok(());
-        }
-        self.last_seq = seq;
         let data = frame.data.unwrap_or_default();
         let topic = &self.run.topic_names[self.outcome.topic];
-        match message::sent_us(data, topic, &self.run.run_id) {
-            Some(sent_us) => {
+        let message = message::read(data, topic, &self.run.run_id);
+        let (position, what) = if self.run.hub.orders_by_payload() {
+            (message.and_then(|message| message.n), "message")
+        } else {
+            (Some(sequence(frame)?), "sequence")
+        };
+        if let Some(position) = position {
+            if let Some(last) = self.last.filter(|&last| position <= last) {
+                self.outcome.clean = false;
+                stats.error(&stats.out_of_order, "out of order", || {
+                    format!("{what} {position} after {last}")
+                });
+                return Ok(());
+            }
+            self.last = Some(position);
+        }
+        match message.filter(|_| position.is_some()) {
+            Some(message) => {
                 self.outcome.received += 1;
-                self.latencies.push(now.saturating_sub(sent_us));
+                self.latencies.push(now.saturating_sub(message.sent_us));
             }
             None => {
                 self.outcome.clean = false;
@@ -287,9 +312,149 @@ fn shorten(text: &str) -> Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use sluice_sse::Frame;
 
     use super::*;
+    use crate::Hub;
+    use crate::http::Target;
+    use crate::publisher::PayloadShape;
+    use crate::stats::Stats;
+
+    const RUN: &str = "0123456789abcdef";
+
+    /// A run against `hub` with one topic, `bench.0`.
+    fn run_of(hub: Hub) -> Run {
+        Run {
+            target: Target::parse("http://127.0.0.1:9").unwrap(),
+            hub,
+            stats: Stats::new(1),
+            run_id: RUN.to_owned(),
+            topic_names: vec!["bench.0".to_owned()],
+            payload: PayloadShape::new(0),
+        }
+    }
+
+    fn client_of(run: &Run) -> Client<'_> {
+        Client {
+            run,
+            client: 0,
+            outcome: Outcome {
+                topic: 0,
+                participated: false,
+                received: 0,
+                clean: true,
+            },
+            last: None,
+            latencies: Vec::new(),
+        }
+    }
+
+    /// Message `n` of the run as it was published: what nchan hands out.
+    fn published(n: u64) -> String {
+        PayloadShape::new(0).body("bench.0", RUN, n, 10)
+    }
+
+    /// A message of the run without its number `n`.
+    fn unnumbered() -> String {
+        format!(r#"{{"topic":"bench.0","payload":{{"run":"{RUN}","sent_us":1}}}}"#)
+    }
+
+    /// Feeds `frame` to `client` as received at 25 µs, while publishing.
+    fn feed(client: &mut Client<'_>, frame: &Frame) {
+        assert!(
+            client.handle(frame.view(), Phase::Publishing, 25).is_ok(),
+            "{frame:?}"
+        );
+    }
+
+    fn count(counter: &std::sync::atomic::AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn nchan_streams_are_ordered_by_the_messages_own_numbers() {
+        let run = run_of(Hub::Nchan);
+        let mut client = client_of(&run);
+        // As `subscribe` does once the response head is in: nchan sends no `connected` frame.
+        client.participate();
+        assert_eq!(count(&run.stats.connected), 1);
+        // nchan's ids are its own (`<time>:<tag>`); they play no part.
+        feed(
+            &mut client,
+            &Frame::data(published(0)).with_id("1796148451:0"),
+        );
+        feed(
+            &mut client,
+            &Frame::data(published(5)).with_id("1796148451:1"),
+        );
+        assert_eq!(client.outcome.received, 2);
+        assert!(client.outcome.clean);
+        assert_eq!(client.latencies, [15, 15]);
+
+        feed(
+            &mut client,
+            &Frame::data(published(5)).with_id("1796148451:2"),
+        );
+        assert_eq!(count(&run.stats.out_of_order), 1);
+        assert!(!client.outcome.clean);
+        feed(&mut client, &Frame::data(published(3)));
+        assert_eq!(count(&run.stats.out_of_order), 2);
+        feed(&mut client, &Frame::data(published(10)));
+        assert_eq!(client.outcome.received, 3);
+
+        // Without its number a message cannot be placed: not one this run published.
+        feed(&mut client, &Frame::data(unnumbered()));
+        let other_run = published(11).replace(RUN, "fedcba9876543210");
+        feed(&mut client, &Frame::data(other_run));
+        assert_eq!(count(&run.stats.foreign), 2);
+        assert_eq!(client.outcome.received, 3);
+        assert_eq!(count(&run.stats.out_of_order), 2);
+        assert_eq!(
+            run.stats.first_errors(),
+            [
+                "out of order: message 5 after 5".to_owned(),
+                format!(
+                    "foreign message: not this run's message on bench.0: {}",
+                    unnumbered()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn sluice_streams_are_ordered_by_the_event_ids() {
+        let run = run_of(Hub::Sluice);
+        let mut client = client_of(&run);
+        let connected = Frame::data("{}").with_event("connected").with_id("4-18c3");
+        assert!(
+            client
+                .handle(connected.view(), Phase::Connecting, 0)
+                .is_ok()
+        );
+        assert!(client.outcome.participated);
+        assert_eq!(count(&run.stats.connected), 1);
+        let hub_layout = |n| published(n).replace("}}", r#"},"time":"2026-12-01T18:00:00Z"}"#);
+        // The ids decide, not the messages' numbers.
+        feed(&mut client, &Frame::data(hub_layout(9)).with_id("5-18c3"));
+        feed(&mut client, &Frame::data(hub_layout(2)).with_id("6-18c3"));
+        feed(&mut client, &Frame::data(unnumbered()).with_id("7-18c3"));
+        assert_eq!(client.outcome.received, 3);
+        assert!(client.outcome.clean);
+        feed(&mut client, &Frame::data(hub_layout(3)).with_id("7-18c3"));
+        assert_eq!(count(&run.stats.out_of_order), 1);
+        assert_eq!(client.outcome.received, 3);
+        assert_eq!(
+            run.stats.first_errors(),
+            ["out of order: sequence 7 after 7"]
+        );
+        let unordered = Frame::data(hub_layout(4));
+        assert!(matches!(
+            client.handle(unordered.view(), Phase::Publishing, 25),
+            Err(Stop::Broken(_))
+        ));
+    }
 
     #[test]
     fn sequence_comes_from_the_id() {

@@ -13,6 +13,10 @@ pub struct BenchArgs {
     /// The hub's base URL (loopback only).
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub url: String,
+    /// What answers at the URL: `sluice` (`sluice serve`) or `nchan` (nginx with nchan:
+    /// `POST /pub?topic=…`, `GET /sub?topic=…`; `--publishers` must divide `--topics`).
+    #[arg(long, value_enum, default_value_t = Target::Sluice)]
+    pub target: Target,
     /// Concurrent SSE clients.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub clients: u64,
@@ -28,8 +32,9 @@ pub struct BenchArgs {
     /// Approximate size of each message's JSON payload in bytes.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
     pub payload_bytes: u64,
-    /// The hub's process id: its memory and CPU are read from /proc (otherwise memory is read
-    /// from its /metrics when it exports `process_resident_memory_bytes`).
+    /// The hub's process id: its memory and CPU, with those of the processes under it
+    /// (nginx's workers), are read from /proc (otherwise memory is read from its /metrics when
+    /// it exports `process_resident_memory_bytes`).
     #[arg(long)]
     pub server_pid: Option<u32>,
     /// New client connections per second while subscribing.
@@ -38,6 +43,10 @@ pub struct BenchArgs {
     /// Concurrent publishing connections.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=256))]
     pub publishers: u64,
+    /// Loopback addresses the clients connect from, 127.0.0.1 up (client i from
+    /// 127.0.0.<1 + i % n>): one address has only the ports of net.ipv4.ip_local_port_range.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=sluice_bench::MAX_SOURCE_ADDRESSES))]
+    pub source_addresses: u64,
     /// First token of the benchmark's topics.
     #[arg(long, default_value = "bench", value_parser = parse_topic_prefix)]
     pub topic_prefix: String,
@@ -65,10 +74,23 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The kinds of hub `--target` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Target {
+    /// `sluice serve`.
+    Sluice,
+    /// nginx with nchan.
+    Nchan,
+}
+
 impl BenchArgs {
     fn into_config(self) -> sluice_bench::Config {
         sluice_bench::Config {
             url: self.url,
+            hub: match self.target {
+                Target::Sluice => sluice_bench::Hub::Sluice,
+                Target::Nchan => sluice_bench::Hub::Nchan,
+            },
             clients: self.clients,
             rate: self.rate,
             duration: self.duration,
@@ -77,6 +99,7 @@ impl BenchArgs {
             server_pid: self.server_pid,
             connect_rate: self.connect_rate,
             publishers: self.publishers,
+            source_addresses: self.source_addresses,
             topic_prefix: self.topic_prefix,
         }
     }
@@ -119,6 +142,38 @@ mod tests {
         assert!(parse_duration("0s").unwrap_err().contains("above 0"));
         assert!(parse_duration("2h").unwrap_err().contains("at most 1h"));
         assert!(parse_duration("soon").is_err());
+    }
+
+    /// `sluice bench`'s options alone, as clap parses them.
+    #[derive(clap::Parser)]
+    struct Bench {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<BenchArgs, clap::Error> {
+        use clap::Parser as _;
+        let args = std::iter::once("bench").chain(args.iter().copied());
+        Bench::try_parse_from(args).map(|bench| bench.args)
+    }
+
+    #[test]
+    fn the_target_and_source_addresses_reach_the_run() {
+        let config = parse(&[]).unwrap().into_config();
+        assert_eq!(config.hub, sluice_bench::Hub::Sluice);
+        assert_eq!(config.source_addresses, 1);
+        let config = parse(&["--target", "nchan", "--source-addresses", "10"])
+            .unwrap()
+            .into_config();
+        assert_eq!(config.hub, sluice_bench::Hub::Nchan);
+        assert_eq!(config.source_addresses, 10);
+        for bad in [
+            &["--target", "nginx"][..],
+            &["--source-addresses", "0"],
+            &["--source-addresses", "255"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
