@@ -25,6 +25,15 @@ async fn start_server() -> NatsServer {
         .unwrap_or_else(|err| panic!("{err}"))
 }
 
+/// Debian's nats-server 2.9, older than multi-filter consumers (`scripts/test` installs it).
+async fn start_old_server() -> NatsServer {
+    let binary = sluice_test_support::debian_nats_server_binary()
+        .expect("Debian's nats-server is installed (apt-get install nats-server)");
+    NatsServer::start_with(sluice_test_support::NatsOptions::binary(binary))
+        .await
+        .unwrap_or_else(|err| panic!("{err}"))
+}
+
 /// A JetStream context on a plain client, for setting the scene like an operator would.
 async fn operator(server: &NatsServer) -> jetstream::Context {
     let client = async_nats::connect(server.url())
@@ -606,13 +615,7 @@ async fn dropping_a_feed_deletes_its_consumer() {
 /// filter and drops the rest in-process, counting what it drops.
 #[tokio::test]
 async fn old_servers_get_multi_filter_feeds_filtered_in_process() {
-    let Some(binary) = sluice_test_support::debian_nats_server_binary() else {
-        eprintln!("no Debian nats-server installed (apt-get install nats-server); nothing to test");
-        return;
-    };
-    let server = NatsServer::start_with(sluice_test_support::NatsOptions::binary(binary))
-        .await
-        .unwrap_or_else(|err| panic!("{err}"));
+    let server = start_old_server().await;
     create_stream(&operator(&server).await, events_stream()).await;
     let backend = connect(&server, "EVENTS").await;
     assert!(
@@ -933,13 +936,7 @@ async fn a_bounded_read_whose_consumer_is_deleted_recovers_and_ends() {
 /// message the server has for it.
 #[tokio::test]
 async fn a_bounded_read_filtered_in_process_on_an_old_server_ends() {
-    let Some(binary) = sluice_test_support::debian_nats_server_binary() else {
-        eprintln!("no Debian nats-server installed (apt-get install nats-server); nothing to test");
-        return;
-    };
-    let server = NatsServer::start_with(sluice_test_support::NatsOptions::binary(binary))
-        .await
-        .unwrap_or_else(|err| panic!("{err}"));
+    let server = start_old_server().await;
     let js = operator(&server).await;
     let mut config = events_stream();
     config.subjects.push("other.>".to_owned());

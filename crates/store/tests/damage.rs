@@ -35,6 +35,16 @@ fn payload(seq: u64) -> String {
     format!("payload-{seq:04}")
 }
 
+/// A stream killed with 10 acknowledged messages whose last block was then cut at the end of
+/// record 7, with no index.db to tell.
+fn killed_with_the_tail_cut_after_record_7() -> tempfile::TempDir {
+    let dir = stream_of(10, 1 << 20, false);
+    let _ = fs::remove_file(msgs_dir(dir.path()).join("index.db"));
+    let (block, rec) = find(dir.path(), 7);
+    edit(&block, |d| d.truncate(rec.offset + rec.len));
+    dir
+}
+
 /// `n` messages on topics `d.a` / `d.b` alternating (odd seqs on `d.a`); the store is closed
 /// cleanly when `clean`, else left as a crash would leave it (copied while open).
 fn stream_of(n: u64, block_size: u64, clean: bool) -> tempfile::TempDir {
@@ -298,12 +308,7 @@ fn a_torn_tail_is_cut_and_set_aside_and_its_sequence_reported() {
 
 #[test]
 fn sequences_are_never_handed_out_twice_after_a_tail_is_cut() {
-    // Killed with 10 acknowledged messages; then the last block is cut at the end of record 7
-    // and there is no index.db to tell.
-    let dir = stream_of(10, 1 << 20, false);
-    let _ = fs::remove_file(msgs_dir(dir.path()).join("index.db"));
-    let (block, rec) = find(dir.path(), 7);
-    edit(&block, |d| d.truncate(rec.offset + rec.len));
+    let dir = killed_with_the_tail_cut_after_record_7();
 
     let (store, reports) = Store::open(dir.path(), opts(1 << 20)).unwrap();
     let r = &reports[0];
@@ -880,12 +885,7 @@ fn a_bounded_read_is_told_of_a_damaged_run_up_to_its_bound() {
 
 #[test]
 fn a_bounded_read_resuming_inside_an_unconfirmed_run_is_told_the_rest_below_its_bound() {
-    // Killed with 10 acknowledged messages; then the last block is cut at the end of record 7
-    // and there is no index.db to tell.
-    let dir = stream_of(10, 1 << 20, false);
-    let _ = fs::remove_file(msgs_dir(dir.path()).join("index.db"));
-    let (block, rec) = find(dir.path(), 7);
-    edit(&block, |d| d.truncate(rec.offset + rec.len));
+    let dir = killed_with_the_tail_cut_after_record_7();
     let (store, _) = Store::open(dir.path(), opts(1 << 20)).unwrap();
     let s = store.stream("D").unwrap();
     let last = s.info(None).state.last_seq;
