@@ -147,6 +147,19 @@ impl std::fmt::Debug for dyn Backend {
     }
 }
 
+/// Publishes `requests` one after the other through `backend`: the default
+/// [`Backend::publish_batch`].
+async fn sequential<B: Backend + ?Sized>(
+    backend: &B,
+    requests: Vec<PublishRequest>,
+) -> Vec<Result<PublishAck, BackendError>> {
+    let mut answers = Vec::with_capacity(requests.len());
+    for request in requests {
+        answers.push(backend.publish(request).await);
+    }
+    answers
+}
+
 /// A durable, sequenced stream of messages.
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
@@ -156,6 +169,21 @@ pub trait Backend: Send + Sync + 'static {
     /// Stores one message and returns its sequence once it is durable under the backend's
     /// policy.
     async fn publish(&self, request: PublishRequest) -> Result<PublishAck, BackendError>;
+
+    /// Stores several messages as [`Backend::publish`] stores each, and answers for every one.
+    ///
+    /// The contract: exactly one answer per request, in request order; the messages a stream
+    /// stores get its sequences in request order (a later request never lands before an
+    /// earlier one of the same stream); a refused request does not stop the ones after it.
+    /// Each request is judged by the same rules as a single publish (dedupe, expected-sequence
+    /// preconditions, TTLs). By default the requests are published one after the other;
+    /// backends override it to store them in one round (one group commit, one pipeline).
+    async fn publish_batch(
+        &self,
+        requests: Vec<PublishRequest>,
+    ) -> Vec<Result<PublishAck, BackendError>> {
+        sequential(self, requests).await
+    }
 
     /// The stream's current state.
     async fn stream_state(&self) -> Result<StreamState, BackendError>;

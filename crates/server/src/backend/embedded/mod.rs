@@ -10,18 +10,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use futures::StreamExt;
 use sluice_protocol::error::ApiError;
+use sluice_protocol::headers::Headers;
 use sluice_protocol::subject::FilterSet;
 use sluice_store::{
-    LossCause, RecoveryReport, Store, StoreOptions, StoredMessage, StreamConfig, StreamHandle,
-    SyncPolicy,
+    LossCause, PubAck, RecoveryReport, Store, StoreError, StoreOptions, StoredMessage,
+    StreamConfig, StreamHandle, SyncPolicy,
 };
 
 use super::error::stream_not_found;
 use super::{
     Backend, BackendError, BackendMessage, Delivery, Health, LostRange, MessageStream, PublishAck,
-    PublishRequest, Retained, StreamState, Unavailable,
+    PublishRequest, Retained, StreamState, Unavailable, sequential,
 };
 use crate::duration;
 
@@ -82,6 +84,51 @@ impl EmbeddedBackend {
             let failing = store.stream(&name)?.write_health().failing?;
             Some(format!("writes to stream {name:?} fail: {failing}"))
         })
+    }
+
+    /// The stream that stores `subject`: as on JetStream, the one that captures it, so a served
+    /// stream that sources others receives the message through its sources.
+    fn storing_handle(&self, served: StreamHandle, subject: &str) -> StreamHandle {
+        if served.captures(subject) {
+            return served;
+        }
+        self.store()
+            .and_then(|store| store.stream_for_subject(subject))
+            .unwrap_or(served)
+    }
+
+    /// The acknowledgement of a message `handle` stored while the served stream was in
+    /// `incarnation`.
+    fn ack(&self, handle: &StreamHandle, ack: PubAck, incarnation: u64) -> PublishAck {
+        PublishAck {
+            seq: ack.seq,
+            duplicate: ack.duplicate,
+            stream: (handle.name() != self.stream).then(|| handle.name().to_owned()),
+            incarnation,
+        }
+    }
+
+    /// Stores `group` in `handle` as one batch, appending one answer per message.
+    async fn store_group(
+        &self,
+        handle: &StreamHandle,
+        group: Vec<(String, Headers, Bytes)>,
+        incarnation: u64,
+        answers: &mut Vec<Result<PublishAck, BackendError>>,
+    ) {
+        let count = group.len();
+        match handle.publish_batch(group).await {
+            Ok(acks) => answers.extend(acks.into_iter().map(|ack| {
+                ack.map(|ack| self.ack(handle, ack, incarnation))
+                    .map_err(BackendError::from)
+            })),
+            // A batch fails as a whole only when the stream is closed: so does each message.
+            Err(_) => answers.extend((0..count).map(|_| {
+                Err(BackendError::from(StoreError::Closed(
+                    handle.name().to_owned(),
+                )))
+            })),
+        }
     }
 
     fn handle(&self) -> Result<StreamHandle, BackendError> {
@@ -183,27 +230,54 @@ impl Backend for EmbeddedBackend {
     }
 
     async fn publish(&self, request: PublishRequest) -> Result<PublishAck, BackendError> {
-        // As on JetStream, a subject is stored by the stream that captures it: a served stream
-        // that sources others receives the message through its sources.
         let served = self.handle()?;
         // A handle is one incarnation of the stream: a recreated stream gets a new handle.
         let incarnation = served.retained_from().incarnation;
-        let handle = if served.captures(&request.subject) {
-            served
-        } else {
-            self.store()
-                .and_then(|store| store.stream_for_subject(&request.subject))
-                .unwrap_or(served)
-        };
+        let handle = self.storing_handle(served, &request.subject);
         let ack = handle
             .publish(request.subject, request.headers, request.payload)
             .await?;
-        Ok(PublishAck {
-            seq: ack.seq,
-            duplicate: ack.duplicate,
-            stream: (handle.name() != self.stream).then(|| handle.name().to_owned()),
-            incarnation,
-        })
+        Ok(self.ack(&handle, ack, incarnation))
+    }
+
+    async fn publish_batch(
+        &self,
+        requests: Vec<PublishRequest>,
+    ) -> Vec<Result<PublishAck, BackendError>> {
+        let served = match self.handle() {
+            Ok(served) => served,
+            // No stream to serve: every request fails as a single publish does.
+            Err(_) => return sequential(self, requests).await,
+        };
+        let incarnation = served.retained_from().incarnation;
+        let mut answers = Vec::with_capacity(requests.len());
+        // Consecutive requests stored by the same stream go as one batch (one queue entry,
+        // one group commit); a change of stream starts the next one, so the order holds.
+        let mut group: Vec<(String, Headers, Bytes)> = Vec::new();
+        let mut group_handle: Option<StreamHandle> = None;
+        for request in requests {
+            let handle = self.storing_handle(served.clone(), &request.subject);
+            if group_handle
+                .as_ref()
+                .is_some_and(|current| current.name() != handle.name())
+            {
+                let current = group_handle.take().expect("checked above");
+                self.store_group(
+                    &current,
+                    std::mem::take(&mut group),
+                    incarnation,
+                    &mut answers,
+                )
+                .await;
+            }
+            group_handle.get_or_insert(handle);
+            group.push((request.subject, request.headers, request.payload));
+        }
+        if let Some(current) = group_handle {
+            self.store_group(&current, group, incarnation, &mut answers)
+                .await;
+        }
+        answers
     }
 
     async fn stream_state(&self) -> Result<StreamState, BackendError> {

@@ -261,6 +261,13 @@ impl Backend for JetStreamBackend {
         publish::publish(&self.shared, request).await
     }
 
+    async fn publish_batch(
+        &self,
+        requests: Vec<PublishRequest>,
+    ) -> Vec<Result<PublishAck, BackendError>> {
+        publish::publish_batch(&self.shared, requests).await
+    }
+
     async fn stream_state(&self) -> Result<StreamState, BackendError> {
         let shared = &self.shared;
         let facts = shared.read_stream(shared.config.request_timeout).await?;

@@ -8,6 +8,7 @@ use sluice_protocol::headers::Headers;
 
 use super::Shared;
 use super::error::{bounded, from_nats};
+use super::known::Known;
 use crate::backend::{ApiError, BackendError, PublishAck, PublishRequest, Unavailable};
 
 /// Publishes one message and waits for the stream's acknowledgement, each request within the
@@ -17,34 +18,155 @@ pub(super) async fn publish(
     shared: &Shared,
     request: PublishRequest,
 ) -> Result<PublishAck, BackendError> {
-    let limit = shared.config.request_timeout;
-    let what = format!("publishing to {:?}", request.subject);
-    let headers = to_nats(&request.headers)?;
-    let message = jetstream::message::PublishMessage::build()
-        .headers(headers)
-        .payload(request.payload);
+    publish_one(shared, outgoing(request)?).await
+}
+
+async fn publish_one(shared: &Shared, outgoing: Outgoing) -> Result<PublishAck, BackendError> {
     shared.ensure_connected()?;
     let known = shared.known_stream().await?;
-    let ack = bounded(limit, &what, async {
-        let pending = shared
-            .context
-            .send_publish(request.subject.clone(), message)
-            .await
-            .map_err(|err| publish_error(&what, err))?;
-        pending.await.map_err(|err| publish_error(&what, err))
+    let what = outgoing.what.clone();
+    // The whole round trip within one request timeout.
+    let ack = bounded(shared.config.request_timeout, &what, async {
+        receive(shared, send(shared, outgoing).await?).await
     })
-    .await
-    .inspect_err(|err| {
-        if matches!(err, BackendError::Unavailable(Unavailable::NoStream { .. })) {
-            shared.known.forget();
+    .await?;
+    judge(shared, &known, ack, &mut None).await
+}
+
+/// Publishes several messages pipelined: all are sent, then their acknowledgements are awaited
+/// in order, each judged as a single publish's is against what was known when they were sent.
+/// The stream assigns sequences in the order the messages were sent on the one connection.
+/// Where what is known of the stream cannot be had, each message goes as a single publish,
+/// which fails (or recovers) the same way.
+pub(super) async fn publish_batch(
+    shared: &Shared,
+    requests: Vec<PublishRequest>,
+) -> Vec<Result<PublishAck, BackendError>> {
+    let outgoing: Vec<_> = requests.into_iter().map(outgoing).collect();
+    let known = match shared.ensure_connected() {
+        Ok(()) => shared.known_stream().await,
+        Err(err) => Err(err),
+    };
+    let Ok(known) = known else {
+        let mut answers = Vec::with_capacity(outgoing.len());
+        for message in outgoing {
+            answers.push(match message {
+                Ok(message) => publish_one(shared, message).await,
+                Err(err) => Err(err),
+            });
         }
-    })?;
+        return answers;
+    };
+    // Each send, then each acknowledgement, within the request timeout.
+    let limit = shared.config.request_timeout;
+    let mut sent = Vec::with_capacity(outgoing.len());
+    for message in outgoing {
+        sent.push(match message {
+            Ok(message) => {
+                let what = message.what.clone();
+                bounded(limit, &what, send(shared, message)).await
+            }
+            Err(err) => Err(err),
+        });
+    }
+    // The stream's incarnation read again when an acknowledgement showed it was created
+    // again: read once per batch, not per message.
+    let mut reread = None;
+    let mut answers = Vec::with_capacity(sent.len());
+    for pending in sent {
+        let answer = match pending {
+            Ok(pending) => {
+                match bounded(limit, &pending.what.clone(), receive(shared, pending)).await {
+                    Ok(ack) => judge(shared, &known, ack, &mut reread).await,
+                    Err(err) => Err(err),
+                }
+            }
+            Err(err) => Err(err),
+        };
+        answers.push(answer);
+    }
+    answers
+}
+
+/// A message ready to send.
+struct Outgoing {
+    /// What is published, for errors.
+    what: String,
+    subject: String,
+    message: jetstream::message::PublishMessage,
+}
+
+/// `request` as a message NATS can carry.
+fn outgoing(request: PublishRequest) -> Result<Outgoing, BackendError> {
+    let headers = to_nats(&request.headers)?;
+    Ok(Outgoing {
+        what: format!("publishing to {:?}", request.subject),
+        subject: request.subject,
+        message: jetstream::message::PublishMessage::build()
+            .headers(headers)
+            .payload(request.payload),
+    })
+}
+
+/// A message sent, its acknowledgement not awaited yet.
+struct Pending {
+    /// What was published, for errors.
+    what: String,
+    ack: jetstream::context::PublishAckFuture,
+}
+
+/// Sends one message.
+async fn send(shared: &Shared, outgoing: Outgoing) -> Result<Pending, BackendError> {
+    let Outgoing {
+        what,
+        subject,
+        message,
+    } = outgoing;
+    let ack = shared
+        .context
+        .send_publish(subject, message)
+        .await
+        .map_err(|err| publish_error(&what, err))?;
+    Ok(Pending { what, ack })
+}
+
+/// Awaits the acknowledgement of a sent message; a stream found missing makes what is known
+/// of it forgotten.
+async fn receive(
+    shared: &Shared,
+    pending: Pending,
+) -> Result<jetstream::publish::PublishAck, BackendError> {
+    let Pending { what, ack } = pending;
+    ack.await
+        .map_err(|err| publish_error(&what, err))
+        .inspect_err(|err| {
+            if matches!(err, BackendError::Unavailable(Unavailable::NoStream { .. })) {
+                shared.known.forget();
+            }
+        })
+}
+
+/// The answer for `ack`, of a message sent while `known` was known: its incarnation is the
+/// known one unless the sequence shows the stream was created again, then the one read from
+/// the stream's info (kept in `reread` for the rest of a batch).
+async fn judge(
+    shared: &Shared,
+    known: &Known,
+    ack: jetstream::publish::PublishAck,
+    reread: &mut Option<u64>,
+) -> Result<PublishAck, BackendError> {
     let stream = (ack.stream != shared.config.stream).then_some(ack.stream);
     let incarnation =
-        if stream.is_some() || ack.duplicate || shared.known.acknowledged(&known, ack.sequence) {
+        if stream.is_some() || ack.duplicate || shared.known.acknowledged(known, ack.sequence) {
             known.incarnation
+        } else if let Some(now) = *reread {
+            now
         } else {
-            let now = shared.read_stream(limit).await?.state.incarnation;
+            let now = shared
+                .read_stream(shared.config.request_timeout)
+                .await?
+                .state
+                .incarnation;
             if now != known.incarnation {
                 tracing::info!(
                     stream = shared.config.stream,
@@ -54,6 +176,7 @@ pub(super) async fn publish(
                     "the stream was created again; ids carry its new incarnation"
                 );
             }
+            *reread = Some(now);
             now
         };
     Ok(PublishAck {
