@@ -48,6 +48,8 @@ pub struct Metrics {
     pub readiness_failures: Counters,
     /// Publish requests, by result (`stored`, `duplicate`, `rejected`, `failed`).
     pub publishes: Counters,
+    /// Messages `POST /publish` refused (single bodies and items of a batch alike), by reason.
+    pub publish_refusals: Counters,
     /// Request body bytes held now, all requests together (bounded by the body budget).
     pub body_bytes: Gauge,
     /// The process's resident memory, read when the metrics are encoded.
@@ -80,6 +82,7 @@ impl Metrics {
             backend_errors: Counters::default(),
             readiness_failures: Counters::default(),
             publishes: Counters::default(),
+            publish_refusals: Counters::default(),
             body_bytes: Gauge::default(),
             resident_memory: Gauge::default(),
         };
@@ -153,6 +156,11 @@ impl Metrics {
             "sluice_publishes",
             "Publish requests",
             metrics.publishes.clone(),
+        );
+        r.register(
+            "sluice_publish_refusals",
+            "Messages POST /publish refused, by reason",
+            metrics.publish_refusals.clone(),
         );
         r.register(
             "sluice_request_body_bytes",

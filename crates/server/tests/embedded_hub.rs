@@ -167,10 +167,8 @@ async fn config_topic_prefix_applies_to_publish_and_subscribe() {
     hub.stop().await;
 }
 
-/// A served stream that sources two others: publishes land in the stream that captures their
-/// topic, and a subscriber of both gets one ordered stream with one cursor.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_aggregate_stream_serves_its_sources_in_one_order() {
+/// The served stream `ALL`, sourcing `ORDERS` (`orders.>`) and `CHAT` (`chat.>`).
+fn aggregate_config() -> Config {
     let mut config = Config::default();
     let decl = |name: &str, subjects: &[&str]| StreamDecl {
         name: name.into(),
@@ -193,6 +191,14 @@ async fn an_aggregate_stream_serves_its_sources_in_one_order() {
         all,
     ];
     config.embedded.stream = "ALL".into();
+    config
+}
+
+/// A served stream that sources two others: publishes land in the stream that captures their
+/// topic, and a subscriber of both gets one ordered stream with one cursor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aggregate_stream_serves_its_sources_in_one_order() {
+    let config = aggregate_config();
     let (hub, backend) = Embedded::start_with_store(config).await;
     let mut client = hub.subscribe("?topic=orders.*&topic=chat.*").await;
     expect_event(&mut client, "connected").await.unwrap();
@@ -218,6 +224,44 @@ async fn an_aggregate_stream_serves_its_sources_in_one_order() {
     let store = backend.store().unwrap();
     let origin = |name: &str| store.stream(name).unwrap().info(None).state.msgs;
     assert_eq!((origin("ORDERS"), origin("CHAT"), origin("ALL")), (2, 1, 3));
+    hub.stop().await;
+}
+
+/// A batch whose topics other streams capture: each item is stored by the stream that
+/// captures it, in order, and answered with that stream's name and sequence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_lands_in_the_streams_that_capture_its_topics() {
+    let (hub, backend) = Embedded::start_with_store(aggregate_config()).await;
+    let items = json!([
+        { "topic": "orders.1", "payload": 1 },
+        { "topic": "orders.2", "payload": 2 },
+        { "topic": "chat.room", "payload": 3 },
+        { "topic": "users.1", "payload": 4 },
+        { "topic": "orders.3", "payload": 5 },
+    ]);
+    let answers = hub.publish_raw(items).await.json().unwrap();
+    let stored: Vec<(&str, u64)> = [0, 1, 2, 4]
+        .iter()
+        .map(|&i| {
+            let answer = &answers[i];
+            assert!(answer.get("id").is_none(), "{answer}");
+            (
+                answer["stream"].as_str().unwrap(),
+                answer["seq"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        stored,
+        [("ORDERS", 1), ("ORDERS", 2), ("CHAT", 1), ("ORDERS", 3)]
+    );
+    assert_eq!(answers[3]["code"], 400, "outside every stream: {answers}");
+    let store = backend.store().unwrap();
+    let orders = store.stream("ORDERS").unwrap();
+    let payloads: Vec<_> = (1..=3)
+        .map(|seq| orders.get(seq).unwrap().unwrap().payload)
+        .collect();
+    assert_eq!(payloads, ["1", "2", "5"]);
     hub.stop().await;
 }
 

@@ -188,6 +188,8 @@ pub struct LimitsConfig {
     pub max_topics_per_subscription: usize,
     /// Largest `POST /publish` body in bytes.
     pub max_publish_body: usize,
+    /// Most messages in one batch `POST /publish` (a JSON array or NDJSON body).
+    pub max_publish_batch: usize,
     /// Most open connections from one client IP address; 0 means unlimited.
     pub max_connections_per_address: usize,
     /// A connection that has not sent a complete request head within this time is closed
@@ -320,6 +322,7 @@ impl Default for LimitsConfig {
             max_connections: 0,
             max_topics_per_subscription: 32,
             max_publish_body: 1024 * 1024 + 64 * 1024,
+            max_publish_batch: 1000,
             max_connections_per_address: 0,
             header_read_timeout: Duration::from_secs(10),
             max_header_bytes: 16 * 1024,

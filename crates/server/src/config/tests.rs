@@ -129,6 +129,21 @@ fn connection_limits_name_key_and_value() {
 }
 
 #[test]
+fn the_publish_batch_limit_is_bounded_and_named_when_refused() {
+    let config = load_text("").expect("defaults load");
+    assert_eq!(config.limits.max_publish_batch, 1000);
+    for bad in ["0", "100001"] {
+        let message = error_text(&format!("[limits]\nmax_publish_batch = {bad}\n"));
+        assert!(
+            message.contains("limits.max_publish_batch") && message.contains(bad),
+            "{message}"
+        );
+    }
+    let config = load_text("[limits]\nmax_publish_batch = 10\n").expect("loads");
+    assert_eq!(config.limits.max_publish_batch, 10);
+}
+
+#[test]
 fn origins_that_can_never_match_are_rejected() {
     for origin in [
         "https://app.example.com/",

@@ -233,6 +233,13 @@ fn limits(config: &Config) -> Result<(), ConfigError> {
             "must be at least 64 bytes",
         ));
     }
+    if !(1..=100_000).contains(&limits.max_publish_batch) {
+        return Err(ConfigError::invalid(
+            "limits.max_publish_batch",
+            limits.max_publish_batch,
+            "must be between 1 and 100000",
+        ));
+    }
     if limits.header_read_timeout.is_zero() || limits.header_read_timeout > MAX_INTERVAL {
         return Err(ConfigError::invalid(
             "limits.header_read_timeout",

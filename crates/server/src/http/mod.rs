@@ -5,17 +5,19 @@
 //! |-------------------------------|------------------------------------------|
 //! | `GET /events?topic=…`         | Server-Sent Events stream                |
 //! | `GET /events/<topic>`         | the same with one topic in the path      |
-//! | `POST /publish`               | store one message                        |
+//! | `POST /publish`               | store one message, or a batch            |
 //! | `GET /livez` `/readyz` `/healthz` | probes, at the `[probes]` paths (trailing slash tolerated) |
 //! | `GET /metrics`                | OpenMetrics or Prometheus text, by `Accept` |
 //! | `GET /`                       | a small page that subscribes and lists events |
 
+mod batch;
 mod body;
 mod events;
 mod page;
 mod probes;
 mod publish;
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -171,10 +173,11 @@ fn cors(config: &CorsConfig) -> Option<CorsLayer> {
 
 /// The body of every error answer: `{"code": …, "description": …}`. `code` is the stream's
 /// JetStream error code when the stream refused the request, otherwise the HTTP status.
-#[derive(Serialize)]
+/// A refused item of a batch publish answers with the same shape.
+#[derive(Debug, Serialize)]
 struct ErrorBody<'a> {
     code: u32,
-    description: &'a str,
+    description: Cow<'a, str>,
 }
 
 /// The answer for `err`: its status (500 unless it is a client or server error status), and
@@ -186,7 +189,7 @@ pub(crate) fn error_response(err: &ApiError) -> Response {
         .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let body = ErrorBody {
         code: err.code,
-        description: &err.description,
+        description: Cow::Borrowed(&err.description),
     };
     (status, axum::Json(body)).into_response()
 }

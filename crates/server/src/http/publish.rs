@@ -1,5 +1,6 @@
 //! `POST /publish`: `{"topic", "payload", "msg_id"?, "ttl"?, "headers"?}` →
-//! `{"id", "seq", "duplicate"}`.
+//! `{"id", "seq", "duplicate"}`; a batch of such bodies (a JSON array, or NDJSON) → a JSON
+//! array of such answers, or `{"code", "description"}` for each item refused, in order.
 //!
 //! A string payload is stored as its text; any other JSON value is stored as JSON (so it
 //! reaches subscribers as the same JSON value). `msg_id` becomes `Nats-Msg-Id` (dedupe within
@@ -12,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use bytes::Bytes;
@@ -25,10 +26,11 @@ use sluice_protocol::headers::{
 use sluice_protocol::subject::{filter_matches, validate_subject};
 use sluice_protocol::ttl::MsgTtl;
 
+use super::batch::{self, Shape};
 use super::body::{self, BodyBudget, BodyError, BodyLimits};
-use super::{bad_request, error_response, refusal};
+use super::{ErrorBody, bad_request, error_response, refusal};
 use crate::auth::{AuthError, Direction, Grant};
-use crate::backend::{ApiError, BackendError, PublishRequest};
+use crate::backend::{ApiError, BackendError, PublishAck, PublishRequest};
 use crate::conn::ConnInfo;
 use crate::event_id::EventId;
 use crate::hub::Hub;
@@ -94,8 +96,17 @@ struct Answer {
     stream: Option<String>,
 }
 
+/// One element of a batch's answer: the message's answer, or why it was refused.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum ItemAnswer {
+    Stored(Answer),
+    Refused(ErrorBody<'static>),
+}
+
 /// `POST /publish`. A body declared too large is refused before authorization; the body is
-/// read only for an authorized request (see [`super::body`] for its bounds).
+/// read only for an authorized request (see [`super::body`] for its bounds). A JSON array
+/// or an NDJSON body is a batch (see [`super::batch`]).
 pub async fn publish(
     State(hub): State<Arc<Hub>>,
     Extension(budget): Extension<Arc<BodyBudget>>,
@@ -124,20 +135,40 @@ pub async fn publish(
         Ok(body) => body,
         Err(err) => return refused_body(&hub, peer, &err),
     };
-    match store(&hub, &grant, &body.bytes).await {
-        Ok(answer) => {
-            let result = if answer.duplicate {
-                "duplicate"
-            } else {
-                "stored"
-            };
-            Metrics::count(&hub.metrics.publishes, "result", result);
-            Json(answer).into_response()
+    let max_items = hub.config.limits.max_publish_batch;
+    match batch::shape(&parts.headers, &body.bytes, max_items) {
+        Ok(Shape::Single) => match store(&hub, &grant, &body.bytes).await {
+            Ok(answer) => {
+                count_stored(&hub, &answer);
+                Json(answer).into_response()
+            }
+            Err(failure) => refused_single(&hub, failure),
+        },
+        Ok(Shape::Batch(items)) => store_batch(&hub, &grant, &items).await,
+        Err(refused) => {
+            Metrics::count(&hub.metrics.publishes, "result", "rejected");
+            Metrics::count(&hub.metrics.publish_refusals, "reason", refused.reason);
+            tracing::info!(result = "rejected", reason = refused.reason, status = refused.error.status, detail = %refused.error.description, "publish batch refused");
+            error_response(&refused.error)
         }
-        Err(Failure::Auth(err)) => refused_by_auth(&hub, err),
-        Err(Failure::Unavailable { reason, error }) => {
-            Metrics::count(&hub.metrics.publishes, "result", "unavailable");
-            tracing::info!(result = "unavailable", reason, status = error.status, detail = %error.description, "publish refused");
+    }
+}
+
+fn count_stored(hub: &Hub, answer: &Answer) {
+    let result = if answer.duplicate {
+        "duplicate"
+    } else {
+        "stored"
+    };
+    Metrics::count(&hub.metrics.publishes, "result", result);
+}
+
+/// A single publish refused: counted, logged, answered as the whole response.
+fn refused_single(hub: &Hub, failure: Failure) -> Response {
+    count_refusal(hub, &failure);
+    match failure {
+        Failure::Auth(err) => err.into_response(),
+        Failure::Unavailable { error, .. } => {
             let mut response = error_response(&error);
             let seconds = hub.config.sse.retry.as_secs().max(1).to_string();
             if let Ok(value) = HeaderValue::from_str(&seconds) {
@@ -145,15 +176,30 @@ pub async fn publish(
             }
             response
         }
-        Err(Failure::Api(err)) => {
-            let result = if (400..500).contains(&err.status) {
-                "rejected"
-            } else {
-                "failed"
-            };
-            Metrics::count(&hub.metrics.publishes, "result", result);
-            tracing::info!(result, status = err.status, detail = %err.description, "publish refused");
-            error_response(&err)
+        Failure::Api(err) => error_response(&err),
+    }
+}
+
+/// One message refused, alone or within a batch: counted under its result and reason, logged.
+fn count_refusal(hub: &Hub, failure: &Failure) {
+    let (result, reason) = match failure {
+        Failure::Auth(err) => ("unauthorized", err.reason()),
+        Failure::Unavailable { reason, .. } => ("unavailable", *reason),
+        // The hub's own refusals carry their status as their code; the stream's, its own.
+        Failure::Api(err) if err.code == u32::from(err.status) && err.status == 400 => {
+            ("rejected", "invalid_message")
+        }
+        Failure::Api(err) if (400..500).contains(&err.status) => ("rejected", "stream_refused"),
+        Failure::Api(_) => ("failed", "failed"),
+    };
+    Metrics::count(&hub.metrics.publishes, "result", result);
+    Metrics::count(&hub.metrics.publish_refusals, "reason", reason);
+    match failure {
+        Failure::Auth(err) => {
+            tracing::info!(result, reason, status = err.status().as_u16(), detail = %err, "publish refused");
+        }
+        Failure::Unavailable { error, .. } | Failure::Api(error) => {
+            tracing::info!(result, reason, status = error.status, detail = %error.description, "publish refused");
         }
     }
 }
@@ -200,6 +246,20 @@ enum Failure {
     Api(ApiError),
 }
 
+impl Failure {
+    /// The element of a batch's answer that says why its message was refused.
+    fn item_answer(self) -> ItemAnswer {
+        let error = match self {
+            Self::Auth(err) => refusal(err.status(), err.to_string()),
+            Self::Unavailable { error, .. } | Self::Api(error) => error,
+        };
+        ItemAnswer::Refused(ErrorBody {
+            code: error.code,
+            description: error.description.into(),
+        })
+    }
+}
+
 impl From<ApiError> for Failure {
     fn from(err: ApiError) -> Self {
         Self::Api(err)
@@ -221,7 +281,15 @@ impl From<BackendError> for Failure {
     }
 }
 
-async fn store(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Answer, Failure> {
+/// A message ready for the backend, and the topic it was given as (for errors).
+struct Prepared {
+    topic: String,
+    request: PublishRequest,
+}
+
+/// Reads one publish body (a single one, or an item of a batch) into a request: well formed,
+/// its topic granted and a valid subject, its headers and payload allowed.
+fn prepare(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Prepared, Failure> {
     let body: Body = serde_json::from_slice(body)
         .map_err(|err| bad_request(format!("invalid publish body: {err}")))?;
     grant.check_publish(&body.topic).map_err(Failure::Auth)?;
@@ -233,16 +301,29 @@ async fn store(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Answer, Failure>
         headers: headers(&body)?,
         payload: payload(&body.payload)?,
     };
-    let subjects = hub.backend.subjects().await?;
-    if !subjects.iter().any(|f| filter_matches(f, &request.subject)) {
-        return Err(bad_request(format!(
-            "topic {:?} is outside the stream's subjects {subjects:?}",
-            body.topic
-        ))
-        .into());
+    Ok(Prepared {
+        topic: body.topic,
+        request,
+    })
+}
+
+/// Refuses a message whose subject none of the stream's `subjects` captures.
+fn check_captured(subjects: &[String], prepared: &Prepared) -> Result<(), Failure> {
+    if subjects
+        .iter()
+        .any(|f| filter_matches(f, &prepared.request.subject))
+    {
+        return Ok(());
     }
-    let ack = hub.backend.publish(request).await?;
-    Ok(Answer {
+    Err(bad_request(format!(
+        "topic {:?} is outside the stream's subjects {subjects:?}",
+        prepared.topic
+    ))
+    .into())
+}
+
+fn answer(ack: PublishAck) -> Answer {
+    Answer {
         id: ack.stream.is_none().then(|| {
             EventId {
                 seq: ack.seq,
@@ -253,7 +334,83 @@ async fn store(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Answer, Failure>
         seq: ack.seq,
         duplicate: ack.duplicate,
         stream: ack.stream,
-    })
+    }
+}
+
+async fn store(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Answer, Failure> {
+    let prepared = prepare(hub, grant, body)?;
+    let subjects = hub.backend.subjects().await?;
+    check_captured(&subjects, &prepared)?;
+    Ok(answer(hub.backend.publish(prepared.request).await?))
+}
+
+/// Stores the items of a batch that pass a single publish's checks, in one backend call, and
+/// answers `200` with one element per item, in order. Only the stream's subjects being
+/// unknown (the backend unavailable) refuses the whole batch, as it would a single publish.
+async fn store_batch(hub: &Hub, grant: &Grant, items: &[&RawValue]) -> Response {
+    let mut prepared: Vec<Result<Prepared, Failure>> = items
+        .iter()
+        .map(|item| prepare(hub, grant, item.get().as_bytes()))
+        .collect();
+    if prepared.iter().any(Result::is_ok) {
+        let subjects = match hub.backend.subjects().await {
+            Ok(subjects) => subjects,
+            Err(err) => return refused_single(hub, err.into()),
+        };
+        for item in &mut prepared {
+            if let Ok(ready) = item
+                && let Err(failure) = check_captured(&subjects, ready)
+            {
+                *item = Err(failure);
+            }
+        }
+    }
+    let mut requests = Vec::new();
+    let outcomes: Vec<Option<Failure>> = prepared
+        .into_iter()
+        .map(|item| match item {
+            Ok(ready) => {
+                requests.push(ready.request);
+                None
+            }
+            Err(failure) => Some(failure),
+        })
+        .collect();
+    let sent = requests.len();
+    let acks = if requests.is_empty() {
+        Vec::new()
+    } else {
+        hub.backend.publish_batch(requests).await
+    };
+    let mut acks = acks.into_iter();
+    let answers: Vec<ItemAnswer> = outcomes
+        .into_iter()
+        .map(|outcome| {
+            let result = match outcome {
+                Some(failure) => Err(failure),
+                None => match acks.next() {
+                    Some(Ok(ack)) => Ok(answer(ack)),
+                    Some(Err(err)) => Err(Failure::from(err)),
+                    // The backend broke its contract of one answer per request.
+                    None => Err(Failure::Api(refusal(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        format!("the backend answered fewer than the {sent} messages sent"),
+                    ))),
+                },
+            };
+            match result {
+                Ok(answer) => {
+                    count_stored(hub, &answer);
+                    ItemAnswer::Stored(answer)
+                }
+                Err(failure) => {
+                    count_refusal(hub, &failure);
+                    failure.item_answer()
+                }
+            }
+        })
+        .collect();
+    Json(answers).into_response()
 }
 
 fn payload(raw: &RawValue) -> Result<Bytes, ApiError> {

@@ -52,6 +52,11 @@ macro_rules! every_scenario {
             heartbeats_keep_idle_streams_alive,
             hostile_payloads_stay_inside_one_event,
             publish_body_is_bounded,
+            batch_publish_answers_each_item_in_order,
+            ndjson_batch_publishes_line_by_line,
+            batch_item_outside_the_grant_is_refused_alone,
+            batch_publish_is_bounded,
+            batches_reach_a_subscriber_exactly_once,
         );
     };
     (@tests $factory:expr; $($name:ident),* $(,)?) => {$(

@@ -940,3 +940,321 @@ pub async fn publish_body_is_bounded(f: &dyn HubFactory) {
     assert_eq!(stored["seq"], 1, "the oversized body stored nothing");
     hub.stop().await;
 }
+
+/// Posts `body` to `/publish` as `content_type`, with an `authorization` header if given.
+async fn post_publish(
+    hub: &TestHub,
+    content_type: &str,
+    body: String,
+    auth: Option<&str>,
+) -> sluice_test_support::HttpResponse {
+    let mut headers = vec![("content-type", content_type)];
+    if let Some(auth) = auth {
+        headers.push(("authorization", auth));
+    }
+    let request =
+        sluice_test_support::http::request("POST".parse().unwrap(), &hub.url("/publish"), &headers)
+            .unwrap()
+            .body(body.into())
+            .unwrap();
+    sluice_test_support::http::send(request)
+        .await
+        .expect("publish request")
+}
+
+/// Posts a JSON array batch; panics unless it is answered `200` with one element per item.
+async fn publish_batch(hub: &TestHub, items: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    let response = post_publish(hub, "application/json", json!(items).to_string(), None).await;
+    assert_eq!(response.status, 200, "batch refused: {}", response.text());
+    let answers = response.json().expect("json answer");
+    let answers = answers.as_array().expect("an array answer").clone();
+    assert_eq!(
+        answers.len(),
+        items.len(),
+        "one answer per item: {answers:?}"
+    );
+    answers
+}
+
+/// Reads `count` message events from `client`, then checks a marker published after them
+/// comes next (nothing delivered twice); returns their ids and payloads.
+async fn read_messages(
+    hub: &TestHub,
+    client: &mut sluice_test_support::SseClient,
+    count: usize,
+) -> Vec<(String, serde_json::Value)> {
+    let mut seen = Vec::new();
+    for _ in 0..count {
+        let event = expect_event(client, "message").await.expect("a message");
+        seen.push((
+            event.id.clone().expect("id"),
+            data(&event)["payload"].clone(),
+        ));
+    }
+    let marker = hub.publish("t", json!("marker")).await;
+    let next = expect_event(client, "message").await.expect("the marker");
+    assert_eq!(
+        next.id.as_deref(),
+        marker["id"].as_str(),
+        "nothing more came before the marker"
+    );
+    seen
+}
+
+/// A JSON array is a batch: each item is answered in order, the good ones stored (and
+/// delivered in that order with the ids the answer gave), each bad one refused alone with
+/// its code — a malformed item, a reserved header, the stream's refusal. `msg_id` dedupes
+/// within one batch and across batches. Counted per message.
+pub async fn batch_publish_answers_each_item_in_order(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let answers = publish_batch(
+        &hub,
+        &[
+            json!({ "topic": "t", "payload": "first" }),
+            json!({ "topic": "t" }),
+            json!({ "topic": "t", "payload": {"n": 2}, "msg_id": "m1" }),
+            json!({ "topic": "t", "payload": 3, "headers": { "Nats-Rollup": "all" } }),
+            json!({ "topic": "t", "payload": 4, "headers": { "Nats-Expected-Last-Sequence": "999" } }),
+            json!({ "topic": "t", "payload": "again", "msg_id": "m1" }),
+            json!({ "topic": "t", "payload": "last" }),
+        ],
+    )
+    .await;
+    let stored = [&answers[0], &answers[2], &answers[6]];
+    for (answer, seq) in stored.iter().zip(1..) {
+        assert_eq!(answer["seq"], seq, "{answers:?}");
+        assert_eq!(answer["duplicate"], false, "{answers:?}");
+        assert!(answer["id"].is_string(), "{answers:?}");
+    }
+    assert_eq!(answers[1]["code"], 400, "a malformed item: {answers:?}");
+    assert!(
+        answers[1]["description"]
+            .as_str()
+            .unwrap()
+            .contains("payload")
+    );
+    assert_eq!(answers[3]["code"], 400, "a reserved header: {answers:?}");
+    assert_eq!(
+        answers[4]["code"], 10071,
+        "the stream's refusal: {answers:?}"
+    );
+    assert_eq!(answers[5]["duplicate"], true, "deduped within the batch");
+    assert_eq!(
+        (&answers[5]["seq"], &answers[5]["id"]),
+        (&answers[2]["seq"], &answers[2]["id"])
+    );
+
+    let seen = read_messages(&hub, &mut client, 3).await;
+    let ids: Vec<&str> = seen.iter().map(|(id, _)| id.as_str()).collect();
+    let answered: Vec<&str> = stored.iter().map(|a| a["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, answered, "delivered in order with the answered ids");
+    let payloads: Vec<&serde_json::Value> = seen.iter().map(|(_, payload)| payload).collect();
+    assert_eq!(
+        payloads,
+        [&json!("first"), &json!({"n": 2}), &json!("last")]
+    );
+
+    let again = publish_batch(
+        &hub,
+        &[
+            json!({ "topic": "t", "payload": "dup", "msg_id": "m1" }),
+            json!({ "topic": "t", "payload": "new", "msg_id": "m2" }),
+        ],
+    )
+    .await;
+    assert_eq!(again[0]["duplicate"], true, "deduped across batches");
+    assert_eq!(again[0]["id"], answers[2]["id"]);
+    assert_eq!(
+        (&again[1]["duplicate"], &again[1]["seq"]),
+        (&json!(false), &json!(5))
+    );
+    assert_eq!(hub.metric("sluice_publishes_total{result=\"stored\"}"), 5);
+    assert_eq!(
+        hub.metric("sluice_publishes_total{result=\"duplicate\"}"),
+        2
+    );
+    assert_eq!(hub.metric("sluice_publishes_total{result=\"rejected\"}"), 3);
+    assert_eq!(
+        hub.metric("sluice_publish_refusals_total{reason=\"invalid_message\"}"),
+        2
+    );
+    assert_eq!(
+        hub.metric("sluice_publish_refusals_total{reason=\"stream_refused\"}"),
+        1
+    );
+    hub.stop().await;
+}
+
+/// An `application/x-ndjson` body is a batch of one object per non-empty line, answered as
+/// a JSON array batch is; a line that is not a JSON object refuses the whole body and
+/// stores nothing.
+pub async fn ndjson_batch_publishes_line_by_line(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let refused = post_publish(
+        &hub,
+        "application/x-ndjson",
+        "{\"topic\":\"t\",\"payload\":1}\nnot json\n".to_owned(),
+        None,
+    )
+    .await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(refused.text().contains("line 2"), "{}", refused.text());
+    let body = "{\"topic\":\"t\",\"payload\":\"one\"}\r\n\n\
+                {\"topic\":\"t\",\"payload\":2,\"unknown\":true}\n\
+                {\"topic\":\"t\",\"payload\":\"three\",\"msg_id\":\"x\"}\n\
+                {\"topic\":\"t\",\"payload\":\"four\",\"msg_id\":\"x\"}\n";
+    let response = post_publish(&hub, "application/x-ndjson", body.to_owned(), None).await;
+    assert_eq!(response.status, 200, "{}", response.text());
+    let answers = response.json().unwrap();
+    let answers = answers.as_array().unwrap();
+    assert_eq!(answers.len(), 4, "{answers:?}");
+    assert_eq!(
+        (&answers[0]["seq"], &answers[2]["seq"]),
+        (&json!(1), &json!(2)),
+        "nothing of the refused body was stored"
+    );
+    assert_eq!(answers[1]["code"], 400, "{answers:?}");
+    assert!(
+        answers[1]["description"]
+            .as_str()
+            .unwrap()
+            .contains("unknown")
+    );
+    assert_eq!(
+        (&answers[3]["duplicate"], &answers[3]["id"]),
+        (&json!(true), &answers[2]["id"])
+    );
+    let seen = read_messages(&hub, &mut client, 2).await;
+    assert_eq!(seen[0].0, answers[0]["id"].as_str().unwrap());
+    assert_eq!(
+        seen[1],
+        (
+            answers[2]["id"].as_str().unwrap().to_owned(),
+            json!("three")
+        )
+    );
+    hub.stop().await;
+}
+
+/// The token of a batch is checked once (none: `401` for the whole body); an item whose topic
+/// is outside the grant is refused alone with a `403` code, the others are stored.
+pub async fn batch_item_outside_the_grant_is_refused_alone(f: &dyn HubFactory) {
+    let hub = f.start(auth_config()).await;
+    let items = json!([
+        { "topic": "orders.eu", "payload": 1 },
+        { "topic": "users.1", "payload": 2 },
+        { "topic": "orders.us", "payload": 3 },
+    ])
+    .to_string();
+    let anonymous = post_publish(&hub, "application/json", items.clone(), None).await;
+    assert_eq!(anonymous.status, 401);
+    let bearer = format!("Bearer {}", token(600, &["orders.>"], &["orders.>"]));
+    let mut client = hub
+        .subscribe_with("?topic=orders.*", &[("authorization", &bearer)])
+        .await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let response = post_publish(&hub, "application/json", items, Some(&bearer)).await;
+    assert_eq!(response.status, 200, "{}", response.text());
+    let answers = response.json().unwrap();
+    assert_eq!(answers[0]["seq"], 1, "{answers}");
+    assert_eq!(answers[1]["code"], 403, "{answers}");
+    assert_eq!(answers[2]["seq"], 2, "{answers}");
+    for answer in [&answers[0], &answers[2]] {
+        let event = expect_event(&mut client, "message").await.unwrap();
+        assert_eq!(event.id.as_deref(), answer["id"].as_str());
+    }
+    assert_eq!(
+        hub.metric("sluice_publishes_total{result=\"unauthorized\"}"),
+        2
+    );
+    assert_eq!(
+        hub.metric("sluice_publish_refusals_total{reason=\"forbidden_topic\"}"),
+        1
+    );
+    hub.stop().await;
+}
+
+/// A batch holds 1 to `limits.max_publish_batch` items within `limits.max_publish_body`
+/// bytes: more items is a `413` naming the limit, an empty or malformed batch a `400`, a
+/// larger body a `413`; none of them stores anything.
+pub async fn batch_publish_is_bounded(f: &dyn HubFactory) {
+    let mut config = config();
+    config.limits.max_publish_batch = 3;
+    config.limits.max_publish_body = 1024;
+    let hub = f.start(config).await;
+    let item = json!({ "topic": "t", "payload": "x" });
+    let post = |body: String| post_publish(&hub, "application/json", body, None);
+    let too_many = post(json!([item, item, item, item]).to_string()).await;
+    assert_eq!(too_many.status, 413, "{}", too_many.text());
+    assert!(
+        too_many.text().contains("limits.max_publish_batch"),
+        "{}",
+        too_many.text()
+    );
+    for body in ["[]", "[1, 2]", "[{\"topic\": \"t\"", "[[{}]]"] {
+        let refused = post(body.to_owned()).await;
+        assert_eq!(refused.status, 400, "{body}: {}", refused.text());
+        assert_eq!(refused.json().unwrap()["code"], 400, "{body}");
+    }
+    let big = json!({ "topic": "t", "payload": "x".repeat(600) });
+    assert_eq!(post(json!([big, big]).to_string()).await.status, 413);
+    assert_eq!(
+        hub.metric("sluice_publish_refusals_total{reason=\"batch_too_large\"}"),
+        1
+    );
+    assert_eq!(
+        hub.metric("sluice_publish_refusals_total{reason=\"invalid_batch\"}"),
+        4
+    );
+    let answers = publish_batch(&hub, &[item.clone(), item.clone(), item]).await;
+    assert_eq!(
+        answers[0]["seq"], 1,
+        "nothing was stored by the refused bodies"
+    );
+    hub.stop().await;
+}
+
+/// Batches posted at once over several connections reach a subscriber whole: every message
+/// exactly once, in sequence order, with the ids their answers gave.
+pub async fn batches_reach_a_subscriber_exactly_once(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let batch = |n: usize| {
+        let items: Vec<_> = (0..100)
+            .map(|i| json!({ "topic": "t", "payload": n * 100 + i }))
+            .collect();
+        let hub = &hub;
+        async move { publish_batch(hub, &items).await }
+    };
+    let (a, b, c, d) = tokio::join!(batch(0), batch(1), batch(2), batch(3));
+    let mut answered: Vec<(u64, String)> = [a, b, c, d]
+        .iter()
+        .flatten()
+        .map(|answer| {
+            (
+                answer["seq"].as_u64().unwrap(),
+                answer["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    answered.sort();
+    let seqs: Vec<u64> = answered.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=400).collect::<Vec<_>>(),
+        "every message stored once"
+    );
+    let seen = read_messages(&hub, &mut client, 400).await;
+    let seen_ids: Vec<&str> = seen.iter().map(|(id, _)| id.as_str()).collect();
+    let answered_ids: Vec<&str> = answered.iter().map(|(_, id)| id.as_str()).collect();
+    assert_eq!(
+        seen_ids, answered_ids,
+        "each delivered once, in sequence order"
+    );
+    hub.stop().await;
+}
