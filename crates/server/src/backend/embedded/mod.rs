@@ -257,11 +257,7 @@ impl Backend for EmbeddedBackend {
         let mut group_handle: Option<StreamHandle> = None;
         for request in requests {
             let handle = self.storing_handle(served.clone(), &request.subject);
-            if group_handle
-                .as_ref()
-                .is_some_and(|current| current.name() != handle.name())
-            {
-                let current = group_handle.take().expect("checked above");
+            if let Some(current) = group_handle.take_if(|current| current.name() != handle.name()) {
                 self.store_group(
                     &current,
                     std::mem::take(&mut group),
