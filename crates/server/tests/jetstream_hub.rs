@@ -530,6 +530,48 @@ async fn a_stream_recreated_behind_the_hub_gives_ids_of_the_new_incarnation() {
     hub.stop().await;
 }
 
+/// A batch published after the stream was deleted and created again behind the hub: every
+/// item's id carries the new incarnation — also those whose sequence is above the highest one
+/// known of the old stream — and they are delivered with those ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_to_a_stream_recreated_behind_the_hub_gives_ids_of_the_new_incarnation() {
+    let (hub, server) = JetStream::start_with_server(Config::default()).await;
+    let old = publish_numbered(&hub, 1..=3).await;
+    let js = operator(&server).await;
+    js.delete_stream("EVENTS").await.expect("deleted");
+    js.create_stream(events_stream("app"))
+        .await
+        .expect("recreated");
+    // Stored by another client, so the new stream surely takes publishes; the hub's batch then
+    // gets sequences 2 to 6: the first two at or below the old last sequence, the rest above.
+    js.publish("app.t", "0".into())
+        .await
+        .expect("sent")
+        .await
+        .expect("stored");
+    let items: Vec<_> = (4..=8)
+        .map(|n| json!({ "topic": "t", "payload": n }))
+        .collect();
+    let answers = hub.publish_raw(json!(items)).await.json().expect("json");
+    let new: Vec<String> = (0..5)
+        .map(|i| answers[i]["id"].as_str().expect("stored").to_owned())
+        .collect();
+    for id in &new {
+        assert_ne!(epoch(id), epoch(&old[0]), "{old:?} then {new:?}");
+    }
+    let seqs: Vec<u64> = (0..5)
+        .map(|i| answers[i]["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [2, 3, 4, 5, 6], "{answers}");
+    let mut client = hub.subscribe("?topic=t&last-id=0").await;
+    client.set_timeout(DEADLINE);
+    expect_event(&mut client, "connected")
+        .await
+        .expect("connected");
+    assert_eq!(read_ids(&mut client, 6).await[1..], new);
+    hub.stop().await;
+}
+
 /// With the NATS connection down, publishes and subscriptions are refused at once, saying so,
 /// with `Retry-After`: the request timeout (a minute here) is not waited for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

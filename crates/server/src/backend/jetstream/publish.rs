@@ -148,7 +148,9 @@ async fn receive(
 
 /// The answer for `ack`, of a message sent while `known` was known: its incarnation is the
 /// known one unless the sequence shows the stream was created again, then the one read from
-/// the stream's info (kept in `reread` for the rest of a batch).
+/// the stream's info. `reread` keeps that one for the rest of a batch: its messages were sent
+/// in order on one connection, so every one after a message stored in the new incarnation
+/// was stored in it too, whatever its sequence.
 async fn judge(
     shared: &Shared,
     known: &Known,
@@ -156,29 +158,30 @@ async fn judge(
     reread: &mut Option<u64>,
 ) -> Result<PublishAck, BackendError> {
     let stream = (ack.stream != shared.config.stream).then_some(ack.stream);
-    let incarnation =
-        if stream.is_some() || ack.duplicate || shared.known.acknowledged(known, ack.sequence) {
-            known.incarnation
-        } else if let Some(now) = *reread {
-            now
-        } else {
-            let now = shared
-                .read_stream(shared.config.request_timeout)
-                .await?
-                .state
-                .incarnation;
-            if now != known.incarnation {
-                tracing::info!(
-                    stream = shared.config.stream,
-                    was = format_args!("{:x}", known.incarnation),
-                    now = format_args!("{now:x}"),
-                    seq = ack.sequence,
-                    "the stream was created again; ids carry its new incarnation"
-                );
-            }
-            *reread = Some(now);
-            now
-        };
+    let incarnation = if stream.is_some() {
+        known.incarnation
+    } else if let Some(now) = *reread {
+        now
+    } else if ack.duplicate || shared.known.acknowledged(known, ack.sequence) {
+        known.incarnation
+    } else {
+        let now = shared
+            .read_stream(shared.config.request_timeout)
+            .await?
+            .state
+            .incarnation;
+        if now != known.incarnation {
+            tracing::info!(
+                stream = shared.config.stream,
+                was = format_args!("{:x}", known.incarnation),
+                now = format_args!("{now:x}"),
+                seq = ack.sequence,
+                "the stream was created again; ids carry its new incarnation"
+            );
+        }
+        *reread = Some(now);
+        now
+    };
     Ok(PublishAck {
         seq: ack.sequence,
         duplicate: ack.duplicate,
