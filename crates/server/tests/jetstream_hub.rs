@@ -499,10 +499,14 @@ fn epoch(id: &str) -> &str {
     id.split_once('-').map_or("", |(_, epoch)| epoch)
 }
 
-/// A stream deleted and created again with no subscriber reading it: the next publish's id
-/// carries the new incarnation, the one its message is delivered with.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stream_recreated_behind_the_hub_gives_ids_of_the_new_incarnation() {
+/// A hub whose stream held three messages (their ids returned) and was then deleted and created
+/// again by an operator (whose context is returned), with no subscriber reading it.
+async fn recreated_behind_the_hub() -> (
+    TestHub,
+    NatsServer,
+    async_nats::jetstream::Context,
+    Vec<String>,
+) {
     let (hub, server) = JetStream::start_with_server(Config::default()).await;
     let old = publish_numbered(&hub, 1..=3).await;
     let js = operator(&server).await;
@@ -510,6 +514,14 @@ async fn a_stream_recreated_behind_the_hub_gives_ids_of_the_new_incarnation() {
     js.create_stream(events_stream("app"))
         .await
         .expect("recreated");
+    (hub, server, js, old)
+}
+
+/// A stream deleted and created again with no subscriber reading it: the next publish's id
+/// carries the new incarnation, the one its message is delivered with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_recreated_behind_the_hub_gives_ids_of_the_new_incarnation() {
+    let (hub, _server, _js, old) = recreated_behind_the_hub().await;
     let new = publish_numbered(&hub, 4..=4).await;
     assert_ne!(epoch(&new[0]), epoch(&old[0]), "{old:?} then {new:?}");
 
@@ -535,13 +547,7 @@ async fn a_stream_recreated_behind_the_hub_gives_ids_of_the_new_incarnation() {
 /// known of the old stream — and they are delivered with those ids.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_to_a_stream_recreated_behind_the_hub_gives_ids_of_the_new_incarnation() {
-    let (hub, server) = JetStream::start_with_server(Config::default()).await;
-    let old = publish_numbered(&hub, 1..=3).await;
-    let js = operator(&server).await;
-    js.delete_stream("EVENTS").await.expect("deleted");
-    js.create_stream(events_stream("app"))
-        .await
-        .expect("recreated");
+    let (hub, _server, js, old) = recreated_behind_the_hub().await;
     // Stored by another client, so the new stream surely takes publishes; the hub's batch then
     // gets sequences 2 to 6: the first two at or below the old last sequence, the rest above.
     js.publish("app.t", "0".into())
