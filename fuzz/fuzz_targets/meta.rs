@@ -48,7 +48,11 @@ fn raw_copy(bak: &[u8]) {
         return;
     };
     assert_eq!(meta.config.name, NAME);
-    assert_eq!(encode_copy(NAME, json), bak, "a copy re-encodes to its bytes");
+    assert_eq!(
+        encode_copy(NAME, json),
+        bak,
+        "a copy re-encodes to its bytes"
+    );
     let sum = meta_checksum(NAME, json);
     assert_eq!(decode_primary(NAME, json, sum.as_bytes()), Ok(meta));
 }
@@ -67,5 +71,8 @@ fn flipped(bytes: &[u8]) {
     let mut copy = encode_copy(NAME, json);
     let at = usize::from(*position) % copy.len();
     copy[at] ^= 1 << (position % 8);
-    assert!(decode_copy(NAME, &copy).is_err(), "a flipped bit at {at} went unseen");
+    assert!(
+        decode_copy(NAME, &copy).is_err(),
+        "a flipped bit at {at} went unseen"
+    );
 }

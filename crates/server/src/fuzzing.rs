@@ -6,3 +6,27 @@ pub use crate::event_id::{
     Cursor, EventId, EventIdError, MAX_LEN as MAX_EVENT_ID_LEN, choose_cursor,
 };
 pub use crate::net::head::{Head, HeadError, parse as parse_head};
+
+/// The items of a `POST /publish` body as the hub splits it (`ndjson`: sent as
+/// `application/x-ndjson`): `Ok(None)` for a single message, `Ok(Some(items))` for a batch,
+/// `Err(status)` for a body refused as a whole.
+pub fn publish_batch_items(
+    ndjson: bool,
+    body: &[u8],
+    max_items: usize,
+) -> Result<Option<Vec<&str>>, u32> {
+    let mut headers = axum::http::HeaderMap::new();
+    if ndjson {
+        headers.insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/x-ndjson"),
+        );
+    }
+    match crate::http::batch::shape(&headers, body, max_items) {
+        Ok(crate::http::batch::Shape::Single) => Ok(None),
+        Ok(crate::http::batch::Shape::Batch(items)) => {
+            Ok(Some(items.iter().map(|item| item.get()).collect()))
+        }
+        Err(refused) => Err(refused.error.code),
+    }
+}

@@ -10,7 +10,7 @@
 //! | `GET /metrics`                | OpenMetrics or Prometheus text, by `Accept` |
 //! | `GET /`                       | a small page that subscribes and lists events |
 
-mod batch;
+pub(crate) mod batch;
 mod body;
 mod events;
 mod page;
