@@ -49,9 +49,20 @@ impl JetStream {
         let server = NatsServer::start_with(options)
             .await
             .unwrap_or_else(|err| panic!("{err}"));
-        operator(&server)
+        let stream = events_stream(&config.topic_prefix);
+        (Self::hub_on(&server, stream, config, tune).await, server)
+    }
+
+    /// A hub with `config` over the stream `EVENTS` created as `stream` on `server`.
+    async fn hub_on(
+        server: &NatsServer,
+        stream: stream::Config,
+        mut config: Config,
+        tune: impl FnOnce(&mut JetStreamConfig),
+    ) -> TestHub {
+        operator(server)
             .await
-            .create_stream(events_stream(&config.topic_prefix))
+            .create_stream(stream)
             .await
             .expect("stream created");
         let mut jetstream = JetStreamConfig::new(server.url(), "EVENTS");
@@ -62,7 +73,7 @@ impl JetStream {
         let backend = JetStreamBackend::connect(&jetstream)
             .await
             .unwrap_or_else(|err| panic!("backend connects: {err}"));
-        (TestHub::start(config, Arc::new(backend)).await, server)
+        TestHub::start(config, Arc::new(backend)).await
     }
 }
 
@@ -384,6 +395,45 @@ async fn a_thousand_topic_sets_are_served_by_one_consumer() {
         consumer_names(&js).await.len() == 1
     })
     .await;
+    hub.stop().await;
+}
+
+/// Without a topic prefix, topics are whole subjects and the node's one consumer reads every
+/// subject (`>`) of a stream that captures only some (here `events.>`): the server accepts it,
+/// and each topic set gets its messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_topic_prefix_the_node_reads_the_whole_stream() {
+    let server = NatsServer::start()
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    let hub = JetStream::hub_on(&server, events_stream("events"), Config::default(), |_| {}).await;
+    let js = operator(&server).await;
+    let mut a = hub.subscribe("?topic=events.a").await;
+    expect_event(&mut a, "connected").await.expect("connected");
+    let mut all = hub.subscribe("?topic=events.%3E").await;
+    expect_event(&mut all, "connected")
+        .await
+        .expect("connected");
+    let first = hub.publish("events.b", json!(1)).await;
+    let second = hub.publish("events.a", json!(2)).await;
+    let frame = expect_event(&mut a, "message").await.expect("its message");
+    assert_eq!(frame.id.as_deref(), second["id"].as_str());
+    for ack in [&first, &second] {
+        let frame = expect_event(&mut all, "message")
+            .await
+            .expect("every message");
+        assert_eq!(frame.id.as_deref(), ack["id"].as_str());
+    }
+    let consumers = consumer_names(&js).await;
+    assert_eq!(consumers.len(), 1, "one consumer for the node");
+    let info = js
+        .get_stream("EVENTS")
+        .await
+        .expect("stream")
+        .consumer_info(&consumers[0])
+        .await
+        .expect("consumer info");
+    assert_eq!(info.config.filter_subject, ">");
     hub.stop().await;
 }
 
