@@ -105,6 +105,17 @@ fn records(block: &Path) -> Vec<Rec> {
     out
 }
 
+/// The block file holding message `seq`, and the sequences of the messages it holds.
+fn block_holding(dir: &Path, seq: u64) -> (PathBuf, Vec<u64>) {
+    let (block, _) = find(dir, seq);
+    let seqs = records(&block)
+        .iter()
+        .filter(|r| r.kind == 0)
+        .map(|r| r.seq)
+        .collect();
+    (block, seqs)
+}
+
 /// The block holding message `seq`, and its record there.
 fn find(dir: &Path, seq: u64) -> (PathBuf, Rec) {
     for id in 1.. {
@@ -235,12 +246,7 @@ fn a_middle_block_cut_in_half_costs_only_what_was_cut() {
 #[test]
 fn a_deleted_middle_block_costs_only_its_records() {
     let dir = stream_of(24, 200, true);
-    let (block, _) = find(dir.path(), 11);
-    let seqs: Vec<u64> = records(&block)
-        .iter()
-        .filter(|r| r.kind == 0)
-        .map(|r| r.seq)
-        .collect();
+    let (block, seqs) = block_holding(dir.path(), 11);
     fs::remove_file(&block).unwrap();
     let (first, last) = (seqs[0], *seqs.last().unwrap());
     assert_readers_step_over(dir.path(), 200, 24, damaged(first, last));
@@ -388,12 +394,7 @@ fn a_lost_db_that_does_not_verify_is_set_aside_not_deleted() {
 fn a_block_deleted_before_a_rebuild_is_reported_from_the_next_blocks_marker() {
     let dir = stream_of(24, 200, true);
     fs::remove_file(msgs_dir(dir.path()).join("index.db")).unwrap();
-    let (block, _) = find(dir.path(), 11);
-    let seqs: Vec<u64> = records(&block)
-        .iter()
-        .filter(|r| r.kind == 0)
-        .map(|r| r.seq)
-        .collect();
+    let (block, seqs) = block_holding(dir.path(), 11);
     fs::remove_file(&block).unwrap();
     let (first, last) = (seqs[0], *seqs.last().unwrap());
     let (store, reports) = Store::open(dir.path(), opts(200)).unwrap();
@@ -866,12 +867,7 @@ fn a_bounded_read_is_told_of_a_damaged_record_below_its_bound_then_ends() {
 #[test]
 fn a_bounded_read_is_told_of_a_damaged_run_up_to_its_bound() {
     let dir = stream_of(24, 200, true);
-    let (block, _) = find(dir.path(), 11);
-    let seqs: Vec<u64> = records(&block)
-        .iter()
-        .filter(|r| r.kind == 0)
-        .map(|r| r.seq)
-        .collect();
+    let (block, seqs) = block_holding(dir.path(), 11);
     assert!(seqs.len() >= 2, "the test needs a run: {seqs:?}");
     fs::remove_file(&block).unwrap();
     let (first, last) = (seqs[0], *seqs.last().unwrap());
