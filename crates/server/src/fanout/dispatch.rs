@@ -152,6 +152,8 @@ impl DispatchCore {
     /// Routes the source's entries until the source is lost; says why it was.
     async fn fill(&self, source: &mut Source, failures: &mut u32) -> Lost {
         let mut batch = Vec::with_capacity(MAX_COALESCED);
+        // Kept across batches, so routing allocates nothing once they have grown.
+        let mut keys = Vec::new();
         let mut woken = Vec::new();
         loop {
             match source.next().await {
@@ -170,7 +172,7 @@ impl DispatchCore {
                 }
             }
             self.routes()
-                .route(batch.drain(..), source.position(), &mut woken);
+                .route(batch.drain(..), source.position(), &mut keys, &mut woken);
             for feed in woken.drain(..) {
                 feed.publish();
             }
@@ -194,18 +196,18 @@ impl DispatchCore {
 impl Routes {
     /// Pushes each entry to the topic sets it concerns (a `Lost` entry concerns all), keeps it
     /// in `recent`, and moves the position to `next`; the topic sets that got an entry are
-    /// added to `woken`, once each.
+    /// added to `woken`, once each (`keys` is scratch space, left empty).
     fn route(
         &mut self,
         batch: impl Iterator<Item = Routed>,
         next: u64,
+        keys: &mut Vec<FeedKey>,
         woken: &mut Vec<Arc<FeedCore>>,
     ) {
-        let mut keys = Vec::new();
         for routed in batch {
             let first = keys.len();
             match routed.subject.as_deref() {
-                Some(subject) => self.index.matches(subject, &mut keys),
+                Some(subject) => self.index.matches(subject, keys),
                 None => keys.extend(self.feeds.keys().copied()),
             }
             for key in &keys[first..] {
@@ -218,7 +220,10 @@ impl Routes {
         self.recent.advance(next);
         keys.sort_unstable();
         keys.dedup();
-        woken.extend(keys.iter().filter_map(|key| self.feeds.get(key).cloned()));
+        woken.extend(
+            keys.drain(..)
+                .filter_map(|key| self.feeds.get(&key).cloned()),
+        );
     }
 }
 
