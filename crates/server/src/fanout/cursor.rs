@@ -264,6 +264,45 @@ mod tests {
         assert_eq!(read(&mut cursor, 1).await[0].seq, live);
     }
 
+    /// Reads behind the ring take turns: with `fanout.max_catch_up_reads = 1`, a second reader
+    /// behind the ring waits while the first reads, and goes on once the first is done.
+    #[tokio::test]
+    async fn reads_behind_the_ring_wait_for_a_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend: Arc<dyn Backend> = open_backend(dir.path()).await;
+        let state = backend.stream_state().await.unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let settings = FanoutConfig {
+            ring_size: 16,
+            max_catch_up_reads: 1,
+        };
+        let fanout = Fanout::new(
+            backend.clone(),
+            metrics.clone(),
+            encoder(state.incarnation),
+            &settings,
+        );
+        let feed = fanout.feed(&FilterSet::new(["t"]).unwrap(), &state, state.last_seq + 1);
+        for _ in 0..40 {
+            publish(&*backend, "t").await;
+        }
+        // Both start before the ring, which begins at the live end it was created at.
+        let mut first = Cursor::new(feed.clone(), 1);
+        let mut second = Cursor::new(feed.clone(), 1);
+        assert_eq!(read(&mut first, 1).await[0].seq, 1);
+        assert!(first.is_catching_up(), "the first reads behind the ring");
+        assert!(matches!(second.next().await, Ok(None)), "opening its read");
+        for _ in 0..10 {
+            let waiting = futures::poll!(std::pin::pin!(second.next()));
+            assert!(waiting.is_pending(), "the second read waits for a turn");
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(metrics.catchups.get(), 1);
+        drop(first);
+        assert_eq!(read(&mut second, 1).await[0].seq, 1);
+        assert_eq!(metrics.catchups.get(), 2);
+    }
+
     /// The real embedded backend, but every call and every message first returns `Pending`
     /// once, as a network backend would, and with no in-process retention: so a cursor's
     /// `next()` can be dropped while opening, reading, or checking skipped positions.
