@@ -1,0 +1,297 @@
+//! The publish request body: `application/x-www-form-urlencoded` fields decoded into an
+//! [`Update`].
+//!
+//! | field | meaning |
+//! | --- | --- |
+//! | `topic` | repeatable, at least one; the first is canonical, the others alternates |
+//! | `data` | the content (absent: empty) |
+//! | `private` | present, with any value (even empty): a private update |
+//! | `id` | a custom id; refused when it starts with `#` (hub-made ids do) or is `earliest` |
+//! | `type` | the SSE event type; `mercure` is reserved for the hub's own events |
+//! | `retry` | the reconnection delay, decimal milliseconds (`u64`) |
+//!
+//! As in Mercure, the first `data`, `id`, `type` and `retry` field counts and later repeats are
+//! ignored, as are unknown fields; an empty `id`, `type` or `retry` is the same as none. Topics,
+//! ids and types must be protocol strings (no control or Unicode format characters), and a topic
+//! must not be `*`. Percent-encoded bytes that are not UTF-8 decode to U+FFFD, as the WHATWG
+//! form decoding specifies (Mercure refuses such a body instead).
+//!
+//! Limits: [`MAX_FIELDS`] fields, [`MAX_TOPICS`] topics, and [`MAX_TOPIC_LEN`] and
+//! [`MAX_ID_LEN`] bytes for each topic, id and type; the body's own size is the HTTP layer's.
+
+use crate::text::{NOT_PROTOCOL_STRING, is_protocol_string, shown};
+use crate::update::Update;
+
+/// The most fields a form may have, unknown ones included.
+pub const MAX_FIELDS: usize = 128;
+
+/// The most topics (canonical and alternates) one update may have.
+pub const MAX_TOPICS: usize = 100;
+
+/// The longest topic accepted, in bytes (the same as the longest selector).
+pub const MAX_TOPIC_LEN: usize = crate::selector::MAX_SELECTOR_LEN;
+
+/// The longest custom id or event type accepted, in bytes.
+pub const MAX_ID_LEN: usize = 1024;
+
+/// The id value that asks for everything retained; never a custom id.
+pub const EARLIEST: &str = "earliest";
+
+/// The event type reserved for the hub's own events (1.0 draft).
+pub const RESERVED_TYPE: &str = "mercure";
+
+/// Why a publish form was refused; names the field and shows the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormError {
+    /// No `topic` field.
+    #[error("missing \"topic\" field")]
+    MissingTopic,
+    /// More than [`MAX_TOPICS`] `topic` fields.
+    #[error("more than {max} \"topic\" fields")]
+    TooManyTopics {
+        /// The limit.
+        max: usize,
+    },
+    /// More than [`MAX_FIELDS`] fields.
+    #[error("more than {max} fields")]
+    TooManyFields {
+        /// The limit.
+        max: usize,
+    },
+    /// A field whose value is refused.
+    #[error("invalid \"{field}\" field {value:?}: {reason}")]
+    Invalid {
+        /// The field's name.
+        field: &'static str,
+        /// The value (cut when long).
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+fn invalid(field: &'static str, value: &str, reason: impl Into<String>) -> FormError {
+    FormError::Invalid {
+        field,
+        value: shown(value),
+        reason: reason.into(),
+    }
+}
+
+/// Checks a topic, id or type against the protocol and its length limit.
+fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), FormError> {
+    if value.len() > max {
+        return Err(invalid(
+            field,
+            value,
+            format!("{} bytes, more than the {max} allowed", value.len()),
+        ));
+    }
+    if !is_protocol_string(value) {
+        return Err(invalid(field, value, NOT_PROTOCOL_STRING));
+    }
+    Ok(())
+}
+
+/// Decodes a publish request body.
+pub fn decode(body: &[u8]) -> Result<Update, FormError> {
+    let mut topics = Vec::new();
+    let mut data = None;
+    let mut private = false;
+    let mut id = None;
+    let mut event_type = None;
+    let mut retry = None;
+    for (fields, (name, value)) in form_urlencoded::parse(body).enumerate() {
+        if fields == MAX_FIELDS {
+            return Err(FormError::TooManyFields { max: MAX_FIELDS });
+        }
+        match &*name {
+            "topic" => {
+                if topics.len() == MAX_TOPICS {
+                    return Err(FormError::TooManyTopics { max: MAX_TOPICS });
+                }
+                check_text("topic", &value, MAX_TOPIC_LEN)?;
+                if value.is_empty() {
+                    return Err(invalid("topic", &value, "must not be empty"));
+                }
+                if value == "*" {
+                    return Err(invalid("topic", &value, "\"*\" is the wildcard selector"));
+                }
+                topics.push(value.into_owned());
+            }
+            "data" => {
+                data.get_or_insert(value);
+            }
+            "private" => private = true,
+            "id" => {
+                id.get_or_insert(value);
+            }
+            "type" => {
+                event_type.get_or_insert(value);
+            }
+            "retry" => {
+                retry.get_or_insert(value);
+            }
+            _ => {}
+        }
+    }
+    if topics.is_empty() {
+        return Err(FormError::MissingTopic);
+    }
+    let id = id.filter(|id| !id.is_empty());
+    if let Some(id) = &id {
+        check_text("id", id, MAX_ID_LEN)?;
+        if id.starts_with('#') {
+            return Err(invalid(
+                "id",
+                id,
+                "must not start with '#' (hub-made ids do)",
+            ));
+        }
+        if id == EARLIEST {
+            return Err(invalid("id", id, "\"earliest\" is reserved for resuming"));
+        }
+    }
+    let event_type = event_type.filter(|t| !t.is_empty());
+    if let Some(event_type) = &event_type {
+        check_text("type", event_type, MAX_ID_LEN)?;
+        if event_type == RESERVED_TYPE {
+            return Err(invalid(
+                "type",
+                event_type,
+                "\"mercure\" is reserved for the hub's own events",
+            ));
+        }
+    }
+    let retry = match retry.filter(|r| !r.is_empty()) {
+        None => None,
+        Some(text) => Some(parse_retry(&text)?),
+    };
+    Ok(Update {
+        topics,
+        data: data.map(|d| d.into_owned()).unwrap_or_default(),
+        private,
+        id: id.map(|id| id.into_owned()),
+        event_type: event_type.map(|t| t.into_owned()),
+        retry,
+    })
+}
+
+/// Decimal digits only (no sign, no spaces), within `u64`.
+fn parse_retry(text: &str) -> Result<u64, FormError> {
+    if !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid("retry", text, "must be decimal milliseconds"));
+    }
+    text.parse()
+        .map_err(|_| invalid("retry", text, "more than 18446744073709551615"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_form_decodes_to_its_update() {
+        let body =
+            b"topic=https%3A%2F%2Fexample.com%2Fbooks%2F1&topic=%2Fbooks&data=line+1%0Aline+2\
+&private=on&id=urn%3Auuid%3A1&type=book&retry=3000&unknown=x";
+        assert_eq!(
+            decode(body).unwrap(),
+            Update {
+                topics: vec!["https://example.com/books/1".into(), "/books".into()],
+                data: "line 1\nline 2".into(),
+                private: true,
+                id: Some("urn:uuid:1".into()),
+                event_type: Some("book".into()),
+                retry: Some(3000),
+            }
+        );
+    }
+
+    #[test]
+    fn a_bare_topic_is_a_public_update_with_empty_data() {
+        let update = decode(b"topic=a").unwrap();
+        assert_eq!(update.topics, ["a"]);
+        assert_eq!(update.data, "");
+        assert!(!update.private);
+        assert_eq!(
+            (update.id, update.event_type, update.retry),
+            (None, None, None)
+        );
+    }
+
+    #[test]
+    fn private_counts_whatever_its_value_and_the_first_repeat_wins() {
+        assert!(decode(b"topic=a&private=").unwrap().private);
+        assert!(decode(b"topic=a&private").unwrap().private);
+        let update = decode(b"topic=a&data=1&data=2&id=x&id=y&retry=&type=&retry=5").unwrap();
+        assert_eq!(update.data, "1");
+        assert_eq!(update.id.as_deref(), Some("x"));
+        assert_eq!(update.retry, None, "the first retry is empty");
+        assert_eq!(update.event_type, None);
+    }
+
+    #[test]
+    fn refusals_name_the_field_and_value() {
+        for (body, field, value) in [
+            (&b"topic=a&id=%23x"[..], "id", "#x"),
+            (b"topic=a&id=earliest", "id", "earliest"),
+            (b"topic=a&id=a%0Ab", "id", "a\nb"),
+            (b"topic=a%0Db", "topic", "a\rb"),
+            (b"topic=%E2%80%8Bx", "topic", "\u{200B}x"),
+            (b"topic=*", "topic", "*"),
+            (b"topic=", "topic", ""),
+            (b"topic=a&type=mercure", "type", "mercure"),
+            (b"topic=a&type=a%00", "type", "a\0"),
+            (b"topic=a&retry=-1", "retry", "-1"),
+            (b"topic=a&retry=%2B1", "retry", "+1"),
+            (
+                b"topic=a&retry=99999999999999999999",
+                "retry",
+                "99999999999999999999",
+            ),
+        ] {
+            let error = decode(body).unwrap_err();
+            match &error {
+                FormError::Invalid {
+                    field: f, value: v, ..
+                } => {
+                    assert_eq!((*f, v.as_str()), (field, value), "{error}");
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(error.to_string().contains(field), "{error}");
+        }
+        assert_eq!(decode(b"data=x").unwrap_err(), FormError::MissingTopic);
+        assert_eq!(decode(b"").unwrap_err(), FormError::MissingTopic);
+    }
+
+    #[test]
+    fn sizes_are_bounded() {
+        let topics: String = (0..=MAX_TOPICS).map(|i| format!("topic=t{i}&")).collect();
+        assert_eq!(
+            decode(topics.as_bytes()).unwrap_err(),
+            FormError::TooManyTopics { max: MAX_TOPICS }
+        );
+        let fields: String = (0..=MAX_FIELDS).map(|i| format!("f{i}=x&")).collect();
+        assert_eq!(
+            decode(format!("topic=a&{fields}").as_bytes()).unwrap_err(),
+            FormError::TooManyFields { max: MAX_FIELDS }
+        );
+        let long = format!("topic={}", "a".repeat(MAX_TOPIC_LEN + 1));
+        assert!(matches!(
+            decode(long.as_bytes()).unwrap_err(),
+            FormError::Invalid { field: "topic", .. }
+        ));
+        let long_id = format!("topic=a&id={}", "a".repeat(MAX_ID_LEN + 1));
+        assert!(matches!(
+            decode(long_id.as_bytes()).unwrap_err(),
+            FormError::Invalid { field: "id", .. }
+        ));
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_become_replacement_characters() {
+        assert_eq!(decode(b"topic=a&data=%FF").unwrap().data, "\u{FFFD}");
+    }
+}
