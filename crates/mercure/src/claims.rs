@@ -266,6 +266,9 @@ impl Claims {
             let publish = detail.actions.iter().any(|a| a == "publish");
             let subscribe = detail.actions.iter().any(|a| a == "subscribe");
             for (topic, matcher) in detail.topics.iter().enumerate() {
+                if matcher.pattern.is_empty() {
+                    return Err(bad(format!("topics[{topic}] has an empty pattern")));
+                }
                 let selector = matcher
                     .compile(base)
                     .map_err(|error| ClaimsError::Selector {

@@ -294,4 +294,55 @@ mod tests {
     fn bytes_that_are_not_utf8_become_replacement_characters() {
         assert_eq!(decode(b"topic=a&data=%FF").unwrap().data, "\u{FFFD}");
     }
+
+    use proptest::prelude::*;
+
+    /// A protocol string without the values the form refuses.
+    fn text() -> impl Strategy<Value = String> {
+        "[^\\p{Cc}\\p{Cf}#*]{1,12}".prop_filter("reserved", |t| t != EARLIEST && t != RESERVED_TYPE)
+    }
+
+    fn encode(update: &Update) -> String {
+        let mut form = form_urlencoded::Serializer::new(String::new());
+        for topic in &update.topics {
+            form.append_pair("topic", topic);
+        }
+        form.append_pair("data", &update.data);
+        if update.private {
+            form.append_pair("private", "on");
+        }
+        for (name, value) in [("id", &update.id), ("type", &update.event_type)] {
+            if let Some(value) = value {
+                form.append_pair(name, value);
+            }
+        }
+        if let Some(retry) = update.retry {
+            form.append_pair("retry", &retry.to_string());
+        }
+        form.finish()
+    }
+
+    proptest! {
+        #[test]
+        fn a_valid_update_sent_as_a_form_decodes_to_itself(
+            topics in prop::collection::vec(text(), 1..4),
+            data in any::<String>(),
+            private in any::<bool>(),
+            id in prop::option::of(text()),
+            event_type in prop::option::of(text()),
+            retry in prop::option::of(any::<u64>()),
+        ) {
+            let update = Update { topics, data, private, id, event_type, retry };
+            prop_assert_eq!(decode(encode(&update).as_bytes()).unwrap(), update);
+        }
+
+        #[test]
+        fn any_body_decodes_or_is_refused_within_the_limits(body in prop::collection::vec(any::<u8>(), 0..256)) {
+            if let Ok(update) = decode(&body) {
+                prop_assert!(!update.topics.is_empty() && update.topics.len() <= MAX_TOPICS);
+                prop_assert!(update.topics.iter().all(|t| is_protocol_string(t) && t != "*"));
+                prop_assert!(update.id.as_deref().is_none_or(|id| !id.starts_with('#') && id != EARLIEST));
+            }
+        }
+    }
 }

@@ -413,6 +413,11 @@ mod tests {
         // subjects depend on the hash never changing.
         assert_eq!(token(""), "2d06800538d394c2");
         assert_eq!(
+            scheme().subject(&update(&["https://example.com/books/1"])),
+            "mercure.t.73c67dd18105242a._",
+            "the example in docs/MERCURE.md"
+        );
+        assert_eq!(
             scheme().subject(&update(&[""])),
             "mercure.t.2d06800538d394c2._"
         );

@@ -55,18 +55,6 @@ pub enum SelectorKind {
     UrlPattern,
 }
 
-impl SelectorKind {
-    /// The matcher type's name as Mercure spells it (`*` is reported as `exact`, the parameter it
-    /// is given with in the 1.0 draft; a template as `template`).
-    pub fn name(self) -> &'static str {
-        match self {
-            SelectorKind::Any | SelectorKind::Exact => "exact",
-            SelectorKind::Template => "template",
-            SelectorKind::UrlPattern => "urlpattern",
-        }
-    }
-}
-
 /// Why a query parameter is not a usable selector. Every variant names the parameter, and the
 /// value where one was given (cut when long).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -138,9 +126,6 @@ fn check_value(param: &'static str, value: &str) -> Result<(), SelectorError> {
                 value.len()
             ),
         ));
-    }
-    if value.is_empty() {
-        return Err(invalid(param, value, "must not be empty"));
     }
     if !is_protocol_string(value) {
         return Err(invalid(param, value, NOT_PROTOCOL_STRING));
@@ -438,8 +423,12 @@ mod tests {
         ));
         assert!(error.to_string().contains(r#""a\nb""#), "{error}");
 
-        let error = Selector::from_query("topic", "", BASE).unwrap_err();
-        assert!(error.to_string().contains("must not be empty"), "{error}");
+        let empty = Selector::from_query("topic", "", BASE).unwrap().unwrap();
+        assert_eq!(
+            empty.kind(),
+            SelectorKind::Exact,
+            "as Mercure: selects no publishable topic"
+        );
 
         let long = "a".repeat(MAX_SELECTOR_LEN + 1);
         let error = Selector::from_query("topic", &long, BASE).unwrap_err();
@@ -454,5 +443,35 @@ mod tests {
             error.to_string().contains("more than 32 variables"),
             "{error}"
         );
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn any_parameter_is_a_selector_none_or_an_error_naming_it(
+            key in prop::sample::select(vec!["topic", "match", "match_exact", "match_urlpattern", "match_x", "other"]),
+            value in "\\PC{0,24}|[/:{}()*+?a-z.%0-9]{0,24}",
+            topic in "\\PC{0,16}|[/:a-z.{}]{0,16}",
+        ) {
+            match Selector::from_query(key, &value, BASE) {
+                Ok(Some(selector)) => {
+                    prop_assert_eq!(selector.as_str(), value.as_str());
+                    // Matching never fails whatever the topic; exact and `*` are what they say.
+                    let matched = selector.matches(&topic);
+                    match selector.kind() {
+                        SelectorKind::Any => prop_assert!(matched),
+                        SelectorKind::Exact => prop_assert_eq!(matched, value == topic),
+                        SelectorKind::Template => prop_assert!(selector.matches(&value)),
+                        SelectorKind::UrlPattern => {}
+                    }
+                }
+                Ok(None) => prop_assert_eq!(key, "other"),
+                Err(error) => {
+                    let text = error.to_string();
+                    prop_assert!(text.contains(key), "{}", text);
+                }
+            }
+        }
     }
 }

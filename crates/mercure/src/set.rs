@@ -189,4 +189,44 @@ mod tests {
         let error = SelectorSet::from_query([("match_foo", "x")], DEFAULT_BASE_URL).unwrap_err();
         assert!(error.to_string().contains("match_foo"), "{error}");
     }
+
+    use proptest::prelude::*;
+
+    fn pair() -> impl Strategy<Value = (&'static str, String)> {
+        (
+            prop::sample::select(vec!["topic", "match", "match_urlpattern"]),
+            prop_oneof![
+                Just("*".to_owned()),
+                "/[ab]{0,2}(/\\{x\\})?",
+                "/[ab]{0,2}(/:x)?",
+            ],
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn the_key_and_matching_ignore_order_and_repeats(
+            pairs in prop::collection::vec(pair(), 1..6),
+            topics in prop::collection::vec("/[ab]{0,2}(/[ab{}x]{1,3})?", 0..3),
+        ) {
+            let query = |pairs: &[(&'static str, String)]| {
+                SelectorSet::from_query(pairs.iter().map(|(k, v)| (*k, v.as_str())), DEFAULT_BASE_URL)
+                    .unwrap()
+            };
+            let mut reordered = pairs.clone();
+            reordered.reverse();
+            reordered.push(pairs[0].clone());
+            let (a, b) = (query(&pairs), query(&reordered));
+            prop_assert_eq!(a.key(), b.key());
+            let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
+            prop_assert_eq!(a.matches_any(&topics), b.matches_any(&topics));
+            let one_by_one = pairs.iter().any(|(k, v)| {
+                Selector::from_query(k, v, DEFAULT_BASE_URL)
+                    .unwrap()
+                    .unwrap()
+                    .matches_any(&topics)
+            });
+            prop_assert_eq!(a.matches_any(&topics), one_by_one);
+        }
+    }
 }
