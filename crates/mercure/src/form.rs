@@ -13,11 +13,17 @@
 //! As in Mercure, the first `data`, `id`, `type` and `retry` field counts and later repeats are
 //! ignored, as are unknown fields; an empty `id`, `type` or `retry` is the same as none. Topics,
 //! ids and types must be protocol strings (no control or Unicode format characters), and a topic
-//! must not be `*`. Percent-encoded bytes that are not UTF-8 decode to U+FFFD, as the WHATWG
+//! must not be `*` nor resolve into the hub's own namespace, [`HUB_PATH`] (where the hub
+//! publishes subscription events, which publishers must not forge): resolved as a URL against
+//! the hub's URL, its path with dot segments removed and unreserved `%XX` triplets decoded is
+//! not [`HUB_PATH`] and does not start with it and `/`, whatever the scheme and host (so, as in
+//! Mercure, relative topics such as `mercure/x` or `?x` are the hub's too). Percent-encoded bytes that are not UTF-8 decode to U+FFFD, as the WHATWG
 //! form decoding specifies (Mercure refuses such a body instead).
 //!
 //! Limits: [`MAX_FIELDS`] fields, [`MAX_TOPICS`] topics, and [`MAX_TOPIC_LEN`] and
 //! [`MAX_ID_LEN`] bytes for each topic, id and type; the body's own size is the HTTP layer's.
+
+use urlpattern::quirks::{self, StringOrInit};
 
 use crate::text::{NOT_PROTOCOL_STRING, is_protocol_string, shown};
 use crate::update::Update;
@@ -39,6 +45,55 @@ pub const EARLIEST: &str = "earliest";
 
 /// The event type reserved for the hub's own events (1.0 draft).
 pub const RESERVED_TYPE: &str = "mercure";
+
+/// The path of the hub, whose namespace is the hub's own.
+pub const HUB_PATH: &str = "/.well-known/mercure";
+
+/// The URL topics resolve against for the namespace check (the host does not matter).
+const HUB_URL: &str = "https://mercure.invalid/.well-known/mercure";
+
+/// Whether `topic`, resolved as a URL against the hub's URL, lies in [`HUB_PATH`]'s namespace.
+fn addresses_hub(topic: &str) -> bool {
+    let input = quirks::process_match_input(StringOrInit::String(topic.into()), Some(HUB_URL));
+    let Some(parsed) = input
+        .ok()
+        .flatten()
+        .and_then(|(i, _)| quirks::parse_match_input(i))
+    else {
+        return false;
+    };
+    let path = decode_unreserved(&parsed.pathname);
+    path == HUB_PATH
+        || path
+            .strip_prefix(HUB_PATH)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// `path` with the `%XX` triplets of unreserved characters decoded (only those: they are the
+/// ones a URL may spell either way), so that `/.well-known/%6Dercure` is seen as the hub's.
+fn decode_unreserved(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(at) = rest.find('%') {
+        out.push_str(&rest[..at]);
+        let decoded = rest
+            .get(at + 1..at + 3)
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+            .filter(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'));
+        match decoded {
+            Some(byte) => {
+                out.push(char::from(byte));
+                rest = &rest[at + 3..];
+            }
+            None => {
+                out.push('%');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
 
 /// Why a publish form was refused; names the field and shows the value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -116,6 +171,13 @@ pub fn decode(body: &[u8]) -> Result<Update, FormError> {
                 }
                 if value == "*" {
                     return Err(invalid("topic", &value, "\"*\" is the wildcard selector"));
+                }
+                if addresses_hub(&value) {
+                    return Err(invalid(
+                        "topic",
+                        &value,
+                        "resolves into the hub's own namespace, /.well-known/mercure",
+                    ));
                 }
                 topics.push(value.into_owned());
             }
@@ -240,6 +302,11 @@ mod tests {
             (b"topic=a%0Db", "topic", "a\rb"),
             (b"topic=%E2%80%8Bx", "topic", "\u{200B}x"),
             (b"topic=*", "topic", "*"),
+            (
+                b"topic=%2F.well-known%2Fmercure%2Fsubscriptions%2Fx%2Fy",
+                "topic",
+                "/.well-known/mercure/subscriptions/x/y",
+            ),
             (b"topic=", "topic", ""),
             (b"topic=a&type=mercure", "type", "mercure"),
             (b"topic=a&type=a%00", "type", "a\0"),
@@ -264,6 +331,33 @@ mod tests {
         }
         assert_eq!(decode(b"data=x").unwrap_err(), FormError::MissingTopic);
         assert_eq!(decode(b"").unwrap_err(), FormError::MissingTopic);
+    }
+
+    #[test]
+    fn topics_in_the_hubs_namespace_are_refused_however_spelt() {
+        for topic in [
+            "/.well-known/mercure",
+            "/.well-known/mercure/subscriptions/a/b",
+            "https://hub.example/.well-known/mercure/subscriptions/a/b",
+            "/.well-known/%6Dercure/subscriptions",
+            "/.well-known/mercure/../mercure/x",
+            "/a/../.well-known/mercure",
+            "mercure/subscriptions",
+            "?q=1",
+            "",
+        ] {
+            assert!(addresses_hub(topic), "{topic:?}");
+        }
+        for topic in [
+            "/.well-known/mercurex",
+            "/.well-known/mercure%2Fx",
+            "https://example.com/books/1",
+            "urn:uuid:1",
+            "/books/.well-known/mercure",
+            "subscriptions/x",
+        ] {
+            assert!(!addresses_hub(topic), "{topic:?}");
+        }
     }
 
     #[test]
@@ -299,7 +393,9 @@ mod tests {
 
     /// A protocol string without the values the form refuses.
     fn text() -> impl Strategy<Value = String> {
-        "[^\\p{Cc}\\p{Cf}#*]{1,12}".prop_filter("reserved", |t| t != EARLIEST && t != RESERVED_TYPE)
+        "[^\\p{Cc}\\p{Cf}#*]{1,12}".prop_filter("reserved", |t| {
+            t != EARLIEST && t != RESERVED_TYPE && !addresses_hub(t)
+        })
     }
 
     fn encode(update: &Update) -> String {
