@@ -551,13 +551,27 @@ mod tests {
         }
     }
 
+    /// Any text, line breaks and control characters included.
+    fn text() -> impl Strategy<Value = String> {
+        "(?s:.{0,24})"
+    }
+
+    /// Multi-line data with every kind of line break, possibly empty.
+    fn data() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            (text(), prop::sample::select(vec!["\n", "\r\n", "\r", ""])),
+            0..5,
+        )
+        .prop_map(|lines| lines.into_iter().map(|(l, end)| l + end).collect())
+    }
+
     fn arbitrary_update() -> impl Strategy<Value = Update> {
         (
-            prop::collection::vec(any::<String>(), 1..4),
-            any::<String>(),
+            prop::collection::vec(text(), 1..4),
+            data(),
             any::<bool>(),
-            prop::option::of(any::<String>()),
-            prop::option::of(any::<String>()),
+            prop::option::of(text()),
+            prop::option::of(text()),
             prop::option::of(any::<u64>()),
         )
             .prop_map(|(topics, data, private, id, event_type, retry)| Update {

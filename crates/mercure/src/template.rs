@@ -45,7 +45,7 @@ pub(crate) enum TemplateError {
     /// A prefix length outside 1..=9999 or with a leading zero (the offset is the variable's).
     #[error("prefix length must be 1 to 9999 for the variable at byte {0}")]
     BadPrefix(usize),
-    /// More variables than [`crate::MAX_TEMPLATE_VARIABLES`].
+    /// More variables than [`crate::selector::MAX_TEMPLATE_VARIABLES`].
     #[error("more than {max} variables")]
     TooManyVariables {
         /// The limit.
