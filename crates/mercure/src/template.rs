@@ -530,6 +530,28 @@ mod tests {
             TemplateError::TooManyVariables { max: 2 }
         );
         assert!(compile("{a%20b,c_d.e}", 32).is_ok());
+        // Outside expressions, only the RFC's literals (with `'`, as the library allows it).
+        assert!(compile("/a'b()*+,;=!$&@[]~_é/{x}", 32).is_ok());
+        for bad in [
+            '"',
+            '<',
+            '>',
+            '\\',
+            '^',
+            '`',
+            '|',
+            ' ',
+            '\u{7F}',
+            '\u{FFFE}',
+            '\u{1FFFF}',
+        ] {
+            let template = format!("/a{bad}b/{{x}}");
+            assert_eq!(
+                compile(&template, 32).unwrap_err(),
+                TemplateError::Unexpected { found: bad, at: 2 },
+                "{template:?}"
+            );
+        }
     }
 
     /// One piece of a generated template: a literal, or an expression (operator, explode flags).
