@@ -5,8 +5,9 @@
 //! highlighted, shows an honest connection state, and polls `GET /stream` for its stream
 //! panel. Every kept event is in `window.sluiceEvents` as `{type, id, data}` (with
 //! `window.sluiceStatus` counting opens and errors and naming the state), for people and
-//! tests. On load it subscribes to the topics of its own query string (`/?topic=a&topic=b`,
-//! default `>`, with `last-id` as the resume position). docs/OPERATIONS.md describes it.
+//! tests. Opened with topics in its query string (`/?topic=a&topic=b`, optionally with
+//! `last-id` as the resume position) it subscribes to them at once; opened as `/` it waits for
+//! the form. docs/OPERATIONS.md ("The console") describes it.
 
 use std::sync::Arc;
 
