@@ -82,6 +82,8 @@ mod tests {
             first_seq: first,
             expired_below: first,
             last_seq: last,
+            messages: 0,
+            bytes: 0,
             first_time: None,
             incarnation,
             subjects: vec![">".into()],

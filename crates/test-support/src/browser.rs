@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
+use base64::Engine as _;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -221,6 +222,27 @@ impl Page {
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         }
+    }
+
+    /// A PNG of the page as a `width` × `height` viewport (one device pixel per CSS pixel)
+    /// shows it.
+    ///
+    /// # Errors
+    /// When Chromium does not resize the viewport or capture it.
+    pub async fn screenshot(&self, width: u32, height: u32) -> anyhow::Result<Vec<u8>> {
+        let metrics =
+            json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false});
+        self.call("Emulation.setDeviceMetricsOverride", metrics)
+            .await?;
+        let shot = self
+            .call("Page.captureScreenshot", json!({"format": "png"}))
+            .await?;
+        let data = shot["data"]
+            .as_str()
+            .context("Page.captureScreenshot: no data")?;
+        base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .context("Page.captureScreenshot: the data is not base64")
     }
 
     /// Console messages and uncaught exceptions of the page so far (most recent last).

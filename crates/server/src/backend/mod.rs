@@ -76,6 +76,10 @@ pub struct StreamState {
     pub expired_below: u64,
     /// Last sequence ever assigned; 0 when nothing was ever stored.
     pub last_seq: u64,
+    /// Messages the stream holds now.
+    pub messages: u64,
+    /// Bytes the stream's messages take, as the backend counts them.
+    pub bytes: u64,
     /// Time of the first retained message, if any.
     pub first_time: Option<jiff::Timestamp>,
     /// The stream's incarnation: changes when a stream of the same name is deleted and

@@ -205,6 +205,11 @@ fn event_types_probe_paths_and_cors_lists_are_checked() {
             "/publish",
         ),
         (
+            "[probes]\nlive_path = \"/stream\"",
+            "probes.live_path",
+            "/stream",
+        ),
+        (
             "[probes]\nready_path = \"/events/x\"",
             "probes.ready_path",
             "/events/x",

@@ -174,7 +174,7 @@ fn cors(config: &Config) -> Result<(), ConfigError> {
 }
 
 /// Paths the hub serves itself (and `/events/…`).
-const HUB_PATHS: &[&str] = &["/", "/events", "/publish", "/metrics"];
+const HUB_PATHS: &[&str] = &["/", "/events", "/publish", "/metrics", "/stream"];
 
 fn probes(config: &Config) -> Result<(), ConfigError> {
     let probes = &config.probes;

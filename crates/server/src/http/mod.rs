@@ -8,7 +8,8 @@
 //! | `POST /publish`               | store one message, or a batch            |
 //! | `GET /livez` `/readyz` `/healthz` | probes, at the `[probes]` paths (trailing slash tolerated) |
 //! | `GET /metrics`                | OpenMetrics or Prometheus text, by `Accept` |
-//! | `GET /`                       | a small page that subscribes and lists events |
+//! | `GET /stream`                 | the stream's summary, for the console    |
+//! | `GET /`                       | the console: subscribe, publish, watch   |
 
 pub(crate) mod batch;
 mod body;
@@ -16,6 +17,7 @@ mod events;
 mod page;
 mod probes;
 mod publish;
+mod stream_summary;
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -52,7 +54,8 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/events/", get(events::by_query))
         .route("/events/{*topic}", get(events::by_path))
         .route("/publish", post(publish::publish).layer(Extension(budget)))
-        .route("/metrics", get(probes::metrics));
+        .route("/metrics", get(probes::metrics))
+        .route("/stream", get(stream_summary::summary));
     let paths = &hub.config.probes;
     for (path, handler) in [
         (&paths.live_path, get(probes::livez)),

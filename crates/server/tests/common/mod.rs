@@ -48,6 +48,7 @@ macro_rules! every_scenario {
             cors_rules,
             shutdown_drains_streams,
             serves_the_page,
+            stream_summary_is_the_streams_state,
             authorization_is_enforced,
             heartbeats_keep_idle_streams_alive,
             hostile_payloads_stay_inside_one_event,

@@ -889,6 +889,63 @@ pub async fn authorization_is_enforced(f: &dyn HubFactory) {
     hub.stop().await;
 }
 
+/// `GET /stream` answers the stream's first and last sequence, what it holds and the event
+/// streams open now; with subscriber authorization on, only to a token that may subscribe to
+/// every topic (`>`), as a subscription to `>` would be.
+pub async fn stream_summary_is_the_streams_state(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    let empty = hub.get("/stream").await;
+    assert_eq!(empty.status, 200, "{}", empty.text());
+    let empty = empty.json().unwrap();
+    let counts = |s: &serde_json::Value| {
+        ["first_seq", "last_seq", "messages"].map(|key| s[key].as_u64().unwrap())
+    };
+    assert_eq!(counts(&empty), [1, 0, 0], "{empty}");
+    assert_eq!(empty["bytes"], 0, "{empty}");
+    let mut client = hub.subscribe("?topic=summary.a").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let first = hub.publish("summary.a", json!({"n": 1})).await;
+    hub.publish("summary.b", json!(2)).await;
+    let summary = hub.get("/stream").await.json().unwrap();
+    let seq = first["seq"].as_u64().unwrap();
+    assert_eq!(counts(&summary), [seq, seq + 1, 2], "{summary}");
+    assert!(summary["bytes"].as_u64() > Some(0), "{summary}");
+    assert_eq!(summary["subscribers"], 1, "{summary}");
+    let incarnation = first["id"].as_str().unwrap().split_once('-').unwrap().1;
+    assert_eq!(summary["incarnation"], incarnation, "{summary}");
+    assert!(summary["first_time"].is_string(), "{summary}");
+    assert!(
+        summary["subjects"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty())
+    );
+    hub.stop().await;
+
+    let hub = f.start(auth_config()).await;
+    assert_eq!(hub.get("/stream").await.status, 401);
+    let get = |token: String| {
+        let request = sluice_test_support::http::request(
+            "GET".parse().unwrap(),
+            &hub.url("/stream"),
+            &[("authorization", &format!("Bearer {token}"))],
+        )
+        .unwrap()
+        .body(Default::default())
+        .unwrap();
+        sluice_test_support::http::send(request)
+    };
+    let partial = get(token(600, &["orders.>"], &[])).await.unwrap();
+    assert_eq!(partial.status, 403, "{}", partial.text());
+    let everything = get(token(600, &[">"], &[])).await.unwrap();
+    assert_eq!(everything.status, 200, "{}", everything.text());
+    assert_eq!(everything.json().unwrap()["last_seq"], 0);
+    for reason in ["missing_token", "forbidden_topic"] {
+        let metric = format!("sluice_connections_rejected_total{{reason=\"{reason}\"}}");
+        assert_eq!(hub.metric(&metric), 1, "{metric}");
+    }
+    hub.stop().await;
+}
+
 /// Idle streams get `: heartbeat <time>` comments every `sse.heartbeat`.
 pub async fn heartbeats_keep_idle_streams_alive(f: &dyn HubFactory) {
     let mut config = config();

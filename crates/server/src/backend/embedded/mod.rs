@@ -289,6 +289,8 @@ impl Backend for EmbeddedBackend {
             first_seq: info.state.first_seq,
             expired_below: info.state.expired_below,
             last_seq: info.state.last_seq,
+            messages: info.state.msgs,
+            bytes: info.state.bytes,
             first_time: info.state.first_time,
             incarnation: info.incarnation,
             subjects,

@@ -58,6 +58,8 @@ fn facts(info: &stream::Info) -> StreamFacts {
             // The server does not say why messages went: every removed position counts.
             expired_below: first_seq,
             last_seq: state.last_sequence,
+            messages: state.messages,
+            bytes: state.bytes,
             first_time,
             incarnation: incarnation(info.created),
             subjects: info.config.subjects.clone(),

@@ -120,6 +120,8 @@ mod tests {
                 first_seq: 1,
                 expired_below: 1,
                 last_seq,
+                messages: 0,
+                bytes: 0,
                 first_time: None,
                 incarnation,
                 subjects: vec!["events.>".to_owned()],
