@@ -9,7 +9,9 @@
 //! | `GET /livez` `/readyz` `/healthz` | probes, at the `[probes]` paths (trailing slash tolerated) |
 //! | `GET /metrics`                | OpenMetrics or Prometheus text, by `Accept` |
 //! | `GET /`                       | a small page that subscribes and lists events |
+//! | `/admin/streams…`             | stream administration, with `[auth.admin]` (see [`admin`]) |
 
+mod admin;
 pub(crate) mod batch;
 mod body;
 mod events;
@@ -51,8 +53,12 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/events", get(events::by_query))
         .route("/events/", get(events::by_query))
         .route("/events/{*topic}", get(events::by_path))
-        .route("/publish", post(publish::publish).layer(Extension(budget)))
-        .route("/metrics", get(probes::metrics));
+        .route(
+            "/publish",
+            post(publish::publish).layer(Extension(budget.clone())),
+        )
+        .route("/metrics", get(probes::metrics))
+        .merge(admin::routes(budget));
     let paths = &hub.config.probes;
     for (path, handler) in [
         (&paths.live_path, get(probes::livez)),
