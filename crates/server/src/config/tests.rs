@@ -852,7 +852,8 @@ fn wrong_flag_values_name_the_flag_key_and_value() {
 
 #[test]
 fn delete_markers_need_a_ttl_of_a_second_and_message_ttls() {
-    let config = load_text(&format!("{STREAM}subject_delete_marker_ttl = \"1m\"\n")).expect("loads");
+    let config =
+        load_text(&format!("{STREAM}subject_delete_marker_ttl = \"1m\"\n")).expect("loads");
     assert_eq!(
         config.embedded.streams[0].subject_delete_marker_ttl,
         Duration::from_secs(60)
