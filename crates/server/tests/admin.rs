@@ -290,3 +290,62 @@ on_both_backends!(
     admin_lists_describes_purges_and_deletes,
     admin_refusals_name_the_bad_value,
 );
+
+/// The embedded store's sources in a stream's description: each origin with how its position
+/// was found and what it copied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_description_shows_each_source_and_how_it_resumed() {
+    use sluice_server::backend::embedded::StreamDecl;
+    let mut config = admin_config(false);
+    let decl = |name: &str, subjects: &[&str]| StreamDecl {
+        name: name.into(),
+        subjects: subjects.iter().map(|s| (*s).into()).collect(),
+        ..StreamDecl::default_stream()
+    };
+    let mut all = decl("ALL", &[]);
+    all.sources.push(sluice_store::SourceConfig {
+        name: "ORDERS".into(),
+        opt_start_seq: None,
+        opt_start_time: None,
+        filter_subject: Some("orders.eu.>".into()),
+        subject_transforms: vec![],
+    });
+    config.embedded.streams = vec![decl("ORDERS", &["orders.>"]), all];
+    config.embedded.stream = "ALL".into();
+    let (hub, _) = common::Embedded::start_with_store(config).await;
+    let served = Served::embedded(hub, "ALL");
+    served.hub.publish("orders.eu.1", json!(1)).await;
+    let list = served
+        .admin("GET", "/admin/streams", Some(&admin_token()), None)
+        .await;
+    assert_eq!(
+        list.json().unwrap(),
+        json!({ "streams": ["ALL", "ORDERS"] })
+    );
+    sluice_test_support::eventually_async("the source copied the message", async || {
+        served.info().await["messages"] == 1
+    })
+    .await;
+    let info = served.info().await;
+    let sources = info["sources"].as_array().expect("sources");
+    assert_eq!(sources.len(), 1, "{info}");
+    let source = &sources[0];
+    assert_eq!(
+        (
+            &source["name"],
+            &source["filter_subject"],
+            &source["resume"]
+        ),
+        (&json!("ORDERS"), &json!("orders.eu.>"), &json!("start")),
+        "{source}"
+    );
+    assert_eq!(
+        (
+            &source["sourced"],
+            &source["waiting_for_origin"],
+            &source["last_origin_seq"]
+        ),
+        (&json!(1), &json!(false), &json!(1)),
+        "{source}"
+    );
+}

@@ -60,6 +60,15 @@ pub struct Served {
 }
 
 impl Served {
+    /// `hub` over the embedded store, serving `stream` without a topic prefix.
+    pub fn embedded(hub: TestHub, stream: &'static str) -> Self {
+        Self {
+            hub,
+            stream,
+            prefix: "",
+        }
+    }
+
     /// The stream subject of `topic`.
     pub fn subject(&self, topic: &str) -> String {
         if self.prefix.is_empty() {
@@ -109,11 +118,7 @@ pub async fn start(kind: &Kind, mut config: Config, settings: Settings) -> Serve
                 ..StreamDecl::default_stream()
             }];
             let (hub, _) = Embedded::start_with_store(config).await;
-            Served {
-                hub,
-                stream: "sluice",
-                prefix: "",
-            }
+            Served::embedded(hub, "sluice")
         }
         Kind::JetStream(binary) => {
             config.topic_prefix = "app".to_owned();
