@@ -50,6 +50,10 @@ pub struct Metrics {
     pub publishes: Counters,
     /// Messages `POST /publish` refused (single bodies and items of a batch alike), by reason.
     pub publish_refusals: Counters,
+    /// Admin API requests, by result (`ok`, `refused`, `failed`).
+    pub admin_requests: Counters,
+    /// Admin API requests refused, by reason.
+    pub admin_refusals: Counters,
     /// Request body bytes held now, all requests together (bounded by the body budget).
     pub body_bytes: Gauge,
     /// The process's resident memory, read when the metrics are encoded.
@@ -83,6 +87,8 @@ impl Metrics {
             readiness_failures: Counters::default(),
             publishes: Counters::default(),
             publish_refusals: Counters::default(),
+            admin_requests: Counters::default(),
+            admin_refusals: Counters::default(),
             body_bytes: Gauge::default(),
             resident_memory: Gauge::default(),
         };
@@ -161,6 +167,16 @@ impl Metrics {
             "sluice_publish_refusals",
             "Messages POST /publish refused, by reason",
             metrics.publish_refusals.clone(),
+        );
+        r.register(
+            "sluice_admin_requests",
+            "Admin API requests, by result",
+            metrics.admin_requests.clone(),
+        );
+        r.register(
+            "sluice_admin_refusals",
+            "Admin API requests refused, by reason",
+            metrics.admin_refusals.clone(),
         );
         r.register(
             "sluice_request_body_bytes",

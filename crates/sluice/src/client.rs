@@ -24,6 +24,11 @@ pub struct HubArgs {
 }
 
 impl HubArgs {
+    /// The hub at `hub`, shown `token` when given.
+    pub fn new(hub: String, token: Option<String>) -> Self {
+        Self { hub, token }
+    }
+
     /// `request` with the token, if one was given.
     pub fn authorize(
         &self,

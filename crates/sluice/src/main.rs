@@ -40,7 +40,8 @@ enum Command {
     /// disconnects and outages (0.5 s doubling to 30 s with jitter, never sooner than the hub's
     /// `retry:` hint) and resumes after the last event printed.
     Sub(sub::SubArgs),
-    /// Administer the embedded store (ls, info, purge, repair).
+    /// Administer streams (ls, info, purge, delete, repair): the embedded store's data
+    /// directory, or with `--hub` a running hub's streams through its admin API.
     Stream(stream_cmd::StreamArgs),
     /// Load a running hub with SSE clients and publishes; report throughput, latency, losses
     /// and the hub's memory per connection.

@@ -69,7 +69,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let kind = backend.kind();
     let hub = sluice_server::Hub::new(config, backend)?;
     let auth = hub.auth();
-    if auth.is_enabled(Direction::Subscribe) || auth.is_enabled(Direction::Publish) {
+    if [Direction::Subscribe, Direction::Publish, Direction::Admin]
+        .into_iter()
+        .any(|direction| auth.is_enabled(direction))
+    {
         auth.reload_on_sighup()
             .context("cannot listen for SIGHUP")?;
     }

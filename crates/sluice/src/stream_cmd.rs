@@ -1,22 +1,45 @@
-//! `sluice stream ls|info|purge|repair`: administration of the embedded store's data directory.
+//! `sluice stream ls|info|purge|delete|repair`: administration of streams.
 //!
-//! Run these while no hub has the directory open.
+//! With `--hub URL` the commands go through the running hub's admin API (`[auth.admin]`, a
+//! token with the admin grant in `--token` or `SLUICE_TOKEN`), on either backend. Without it
+//! they open the embedded store's data directory themselves, which only works while no hub
+//! has it open (the store's lock says so, and nothing is touched). `repair` always works on the
+//! directory of a stopped hub.
 
 use std::path::PathBuf;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
+use bytes::Bytes;
 use clap::{Args, Subcommand};
-use serde_json::json;
-use sluice_server::backend::embedded::stream_config;
+use http_body_util::{BodyExt, Full};
+use hyper::header::CONTENT_TYPE;
+use hyper::{Method, Request};
+use serde_json::{Value, json};
+use sluice_server::backend::PurgeOptions;
+use sluice_server::backend::embedded::{admin, stream_config};
 use sluice_server::config::{self, Overrides};
-use sluice_store::{MetaRepair, PurgeRequest, Store, StoreOptions, StreamConfig, StreamHandle};
+use sluice_store::{MetaRepair, Store, StoreError, StoreOptions, StreamConfig};
+
+use crate::client::{self, HubArgs};
+
+/// Largest answer read from the hub's admin API (a stream's description lists at most 10 000
+/// subjects).
+const MAX_ANSWER: usize = 16 << 20;
 
 /// `sluice stream …`.
 #[derive(Debug, Args)]
 pub struct StreamArgs {
-    /// Directory of the embedded store.
+    /// Directory of the embedded store (without `--hub`).
     #[arg(long, env = "SLUICE_DATA_DIR", default_value = "./sluice-data")]
     data_dir: PathBuf,
+    /// A running hub's base URL (e.g. `http://127.0.0.1:8080`): administer its streams through
+    /// its admin API instead of opening the data directory.
+    #[arg(long)]
+    hub: Option<String>,
+    /// A token with the admin grant, sent as `Authorization: Bearer` with `--hub`. Prefer the
+    /// environment variable: a flag is visible to other users of the machine.
+    #[arg(long, env = "SLUICE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     #[command(subcommand)]
     command: StreamCommand,
 }
@@ -25,7 +48,7 @@ pub struct StreamArgs {
 enum StreamCommand {
     /// List the streams.
     Ls,
-    /// Show a stream's configuration and state as JSON.
+    /// Show a stream's configuration, state, subjects, sources and losses as JSON.
     Info {
         /// The stream.
         name: String,
@@ -44,6 +67,13 @@ enum StreamCommand {
         #[arg(long)]
         up_to_seq: Option<u64>,
     },
+    /// Delete one message.
+    Delete {
+        /// The stream.
+        name: String,
+        /// The message's sequence.
+        seq: u64,
+    },
     /// Rebuild the metadata files (meta.inf, meta.sum, meta.bak) of a stream refused because
     /// none of them verifies, then load it; message files are never touched. The configuration
     /// is the declared one, else that of a verified file; the incarnation is kept from a
@@ -60,6 +90,9 @@ enum StreamCommand {
 
 /// Runs a stream command.
 pub async fn run(args: StreamArgs) -> anyhow::Result<()> {
+    if let Some(hub) = args.hub {
+        return remote(&HubArgs::new(hub, args.token), args.command).await;
+    }
     // Opening a store creates its directory: a mistyped path must not look like an empty store.
     anyhow::ensure!(
         args.data_dir.is_dir(),
@@ -67,28 +100,25 @@ pub async fn run(args: StreamArgs) -> anyhow::Result<()> {
         args.data_dir.display()
     );
     let dir = args.data_dir.clone();
-    let (store, _) =
-        tokio::task::spawn_blocking(move || Store::open(&dir, StoreOptions::default()))
-            .await?
-            .with_context(|| format!("cannot open the store in {}", args.data_dir.display()))?;
+    let opened =
+        tokio::task::spawn_blocking(move || Store::open(&dir, StoreOptions::default())).await?;
+    let (store, _) = match opened {
+        Ok(opened) => opened,
+        Err(StoreError::Locked(dir)) => bail!(
+            "{} is held by a running hub (its store is locked; nothing was changed): use --hub <URL> with a token of [auth.admin]",
+            dir.display()
+        ),
+        Err(err) => {
+            return Err(err)
+                .with_context(|| format!("cannot open the store in {}", args.data_dir.display()));
+        }
+    };
     let result = command(&store, args.command).await;
     tokio::task::spawn_blocking(move || store.close()).await?;
     result
 }
 
-fn stream(store: &Store, name: &str) -> anyhow::Result<StreamHandle> {
-    if let Some(refusal) = store
-        .refused_streams()
-        .into_iter()
-        .find(|r| r.stream == name)
-    {
-        return Err(refusal.into());
-    }
-    store
-        .stream(name)
-        .with_context(|| format!("no stream {name:?}; streams: {:?}", store.list()))
-}
-
+/// A stream command on the opened store.
 async fn command(store: &Store, command: StreamCommand) -> anyhow::Result<()> {
     match command {
         StreamCommand::Ls => {
@@ -97,28 +127,7 @@ async fn command(store: &Store, command: StreamCommand) -> anyhow::Result<()> {
             }
         }
         StreamCommand::Info { name } => {
-            let info = stream(store, &name)?.info(None);
-            let state = &info.state;
-            let report = json!({
-                "name": name,
-                "created": info.created.to_string(),
-                "incarnation": format!("{:x}", info.incarnation),
-                "messages": state.msgs,
-                "bytes": state.bytes,
-                "first_seq": state.first_seq,
-                "first_time": state.first_time.map(|t| t.to_string()),
-                "last_seq": state.last_seq,
-                "last_time": state.last_time.map(|t| t.to_string()),
-                "num_deleted": state.num_deleted,
-                "num_subjects": state.num_subjects,
-                "lost": {
-                    "msgs": state.lost.msgs,
-                    "bytes": state.lost.bytes,
-                    "damaged": state.lost.damaged,
-                    "unconfirmed": state.lost.unconfirmed,
-                },
-                "config": info.config,
-            });
+            let report = serde_json::to_value(admin::report(&admin::stream(store, &name)?))?;
             println!("{}", serde_json::to_string_pretty(&report)?);
         }
         StreamCommand::Purge {
@@ -127,17 +136,99 @@ async fn command(store: &Store, command: StreamCommand) -> anyhow::Result<()> {
             keep,
             up_to_seq,
         } => {
-            let request = PurgeRequest {
-                filter: subject,
+            let options = PurgeOptions {
+                subject,
                 keep,
                 up_to_seq,
             };
-            let purged = stream(store, &name)?.purge(request).await?;
+            let purged = admin::purge(&admin::stream(store, &name)?, options).await?;
             println!("{}", json!({ "purged": purged }));
+        }
+        StreamCommand::Delete { name, seq } => {
+            admin::delete(&admin::stream(store, &name)?, seq).await?;
+            println!("{}", json!({ "deleted": seq }));
         }
         StreamCommand::Repair { name, config } => repair(store, name, config).await?,
     }
     Ok(())
+}
+
+/// A stream command through the hub's admin API; prints what the local command prints.
+async fn remote(hub: &HubArgs, command: StreamCommand) -> anyhow::Result<()> {
+    match command {
+        StreamCommand::Ls => {
+            let answer = call(hub, Method::GET, "/admin/streams", None).await?;
+            let streams = answer["streams"]
+                .as_array()
+                .context("the hub's answer has no list of streams")?;
+            for name in streams.iter().filter_map(Value::as_str) {
+                println!("{name}");
+            }
+        }
+        StreamCommand::Info { name } => {
+            let path = format!("/admin/streams/{}", client::encode(&name));
+            let report = call(hub, Method::GET, &path, None).await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        }
+        StreamCommand::Purge {
+            name,
+            subject,
+            keep,
+            up_to_seq,
+        } => {
+            let options = PurgeOptions {
+                subject,
+                keep,
+                up_to_seq,
+            };
+            let path = format!("/admin/streams/{}/purge", client::encode(&name));
+            let body = serde_json::to_value(options)?;
+            println!("{}", call(hub, Method::POST, &path, Some(body)).await?);
+        }
+        StreamCommand::Delete { name, seq } => {
+            let path = format!("/admin/streams/{}/messages/{seq}", client::encode(&name));
+            println!("{}", call(hub, Method::DELETE, &path, None).await?);
+        }
+        StreamCommand::Repair { .. } => bail!(
+            "`sluice stream repair` works on the data directory of a stopped hub: leave out --hub"
+        ),
+    }
+    Ok(())
+}
+
+/// One admin API request; its JSON answer, or an error with the hub's description.
+async fn call(
+    hub: &HubArgs,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> anyhow::Result<Value> {
+    let url = hub.uri(path)?;
+    let request = hub
+        .authorize(Request::builder().method(method.clone()).uri(&url))
+        .header(CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(
+            body.map(|b| b.to_string()).unwrap_or_default(),
+        )))?;
+    let response = client::client()
+        .request(request)
+        .await
+        .with_context(|| format!("{method} {url}"))?;
+    let status = response.status();
+    let answer = http_body_util::Limited::new(response.into_body(), MAX_ANSWER)
+        .collect()
+        .await
+        .map_err(|err| anyhow::anyhow!("{method} {url}: reading the answer: {err}"))?
+        .to_bytes();
+    let parsed: Option<Value> = serde_json::from_slice(&answer).ok();
+    if !status.is_success() {
+        let description = parsed
+            .as_ref()
+            .and_then(|v| v["description"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| String::from_utf8_lossy(&answer).trim().to_owned());
+        bail!("{method} {url}: {status}: {description}");
+    }
+    parsed.with_context(|| format!("{method} {url}: the answer is not JSON"))
 }
 
 /// The configuration the hub declares for stream `name`: from `file`, the environment and the
@@ -184,7 +275,7 @@ async fn repair(store: &Store, name: String, file: Option<PathBuf>) -> anyhow::R
 
 /// What `sluice stream repair` prints: the repair and the stream's state after it.
 fn repair_report(store: &Store, repair: &MetaRepair) -> anyhow::Result<serde_json::Value> {
-    let info = stream(store, &repair.stream)?.info(None);
+    let info = admin::stream(store, &repair.stream)?.info(None);
     let kept_from = repair.kept_from.map(|file| file.to_string());
     let config_from = if repair.declared_config {
         Some("declaration".to_owned())

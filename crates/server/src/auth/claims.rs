@@ -31,6 +31,9 @@ pub struct SluiceClaim {
     /// Filters whose subjects the bearer may publish to.
     #[serde(default)]
     pub publish: FilterList,
+    /// Whether the bearer may administer streams (`[auth.admin]`).
+    #[serde(default)]
+    pub admin: bool,
 }
 
 /// Accepts the claim only as a JSON object: serde would otherwise also take a struct written as

@@ -36,6 +36,10 @@ pub struct AuthConfig {
     /// Who may publish; absent means anyone may publish to any topic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub publish: Option<DirectionConfig>,
+    /// Who may administer streams over HTTP (`/admin/…`, a token whose `sluice` claim has
+    /// `"admin": true`); absent means the admin API is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<DirectionConfig>,
 }
 
 /// Token rules for one direction (subscribe or publish).
@@ -240,14 +244,27 @@ impl AuthConfig {
         for (name, direction) in self.directions() {
             direction.validate(&format!("auth.{name}"))?;
         }
+        if let Some(admin) = &self.admin
+            && !admin.anonymous.is_empty()
+        {
+            return Err(AuthConfigError::invalid(
+                "auth.admin.anonymous".to_owned(),
+                format!("{:?}", admin.anonymous),
+                "the admin API always needs a token; leave anonymous out",
+            ));
+        }
         Ok(())
     }
 
-    /// The configured directions with their names (`subscribe`, `publish`).
+    /// The configured directions with their names (`subscribe`, `publish`, `admin`).
     pub(crate) fn directions(&self) -> impl Iterator<Item = (&'static str, &DirectionConfig)> {
-        [("subscribe", &self.subscribe), ("publish", &self.publish)]
-            .into_iter()
-            .filter_map(|(name, d)| d.as_ref().map(|d| (name, d)))
+        [
+            ("subscribe", &self.subscribe),
+            ("publish", &self.publish),
+            ("admin", &self.admin),
+        ]
+        .into_iter()
+        .filter_map(|(name, d)| d.as_ref().map(|d| (name, d)))
     }
 }
 
@@ -618,18 +635,32 @@ mod tests {
     fn both_directions_are_validated_under_their_own_names() {
         let bad = direction("");
         let config = AuthConfig {
-            subscribe: None,
             publish: Some(bad.clone()),
+            ..AuthConfig::default()
         };
         assert!(
             matches!(config.validate(), Err(AuthConfigError::Invalid { key, .. }) if key == "auth.publish.keys")
         );
         let config = AuthConfig {
-            subscribe: Some(bad),
-            publish: None,
+            subscribe: Some(bad.clone()),
+            ..AuthConfig::default()
         };
         assert!(
             matches!(config.validate(), Err(AuthConfigError::Invalid { key, .. }) if key == "auth.subscribe.keys")
+        );
+        let config = AuthConfig {
+            admin: Some(bad),
+            ..AuthConfig::default()
+        };
+        assert!(
+            matches!(config.validate(), Err(AuthConfigError::Invalid { key, .. }) if key == "auth.admin.keys")
+        );
+        let config = AuthConfig {
+            admin: Some(direction(&format!("anonymous = [\"a\"]\n{HMAC}"))),
+            ..AuthConfig::default()
+        };
+        assert!(
+            matches!(config.validate(), Err(AuthConfigError::Invalid { key, .. }) if key == "auth.admin.anonymous")
         );
         assert!(AuthConfig::default().validate().is_ok());
     }

@@ -45,6 +45,9 @@ pub enum AuthError {
     /// The token's `iss` is not the configured issuer.
     #[error("the token comes from another issuer")]
     WrongIssuer,
+    /// The token is valid for the admin API's keys but its `sluice` claim lacks `"admin": true`.
+    #[error("the token does not grant stream administration")]
+    NotAdmin,
     /// The token is valid but does not grant this topic.
     #[error("topic {topic:?} is not granted")]
     ForbiddenTopic {
@@ -57,7 +60,7 @@ impl AuthError {
     /// 403 for a forbidden topic, 401 for everything else.
     pub fn status(&self) -> StatusCode {
         match self {
-            AuthError::ForbiddenTopic { .. } => StatusCode::FORBIDDEN,
+            AuthError::ForbiddenTopic { .. } | AuthError::NotAdmin => StatusCode::FORBIDDEN,
             _ => StatusCode::UNAUTHORIZED,
         }
     }
@@ -76,6 +79,7 @@ impl AuthError {
             AuthError::WrongAudience => "wrong_audience",
             AuthError::WrongIssuer => "wrong_issuer",
             AuthError::ForbiddenTopic { .. } => "forbidden_topic",
+            AuthError::NotAdmin => "not_admin",
         }
     }
 
@@ -86,7 +90,7 @@ impl AuthError {
     pub fn www_authenticate(&self) -> HeaderValue {
         let challenge = match self {
             AuthError::MissingToken => format!("Bearer realm=\"{REALM}\""),
-            AuthError::ForbiddenTopic { .. } => {
+            AuthError::ForbiddenTopic { .. } | AuthError::NotAdmin => {
                 format!("Bearer realm=\"{REALM}\", error=\"insufficient_scope\"")
             }
             AuthError::MalformedHeader => format!(
@@ -172,9 +176,14 @@ mod tests {
                 "forbidden_topic",
                 "Bearer realm=\"sluice\", error=\"insufficient_scope\"".to_owned(),
             ),
+            (
+                AuthError::NotAdmin,
+                "not_admin",
+                "Bearer realm=\"sluice\", error=\"insufficient_scope\"".to_owned(),
+            ),
         ];
         for (err, reason, challenge) in cases {
-            let status = if reason == "forbidden_topic" {
+            let status = if matches!(reason, "forbidden_topic" | "not_admin") {
                 StatusCode::FORBIDDEN
             } else {
                 StatusCode::UNAUTHORIZED

@@ -13,6 +13,9 @@ pub enum Direction {
     Subscribe,
     /// Writing events (`POST`).
     Publish,
+    /// Administering streams (`/admin/…`): needs a token whose `sluice` claim has
+    /// `"admin": true`, and grants no topic.
+    Admin,
 }
 
 /// The topics one authenticated request may use, for one direction, until its expiry.

@@ -1,4 +1,5 @@
-//! Who may subscribe and who may publish: JWT bearer tokens checked per direction.
+//! Who may subscribe, who may publish and who may administer streams: JWT bearer tokens
+//! checked per direction.
 //!
 //! Per request the hub calls [`Authenticator::authenticate`] with the direction, the request
 //! headers and the raw query string, gets a [`Grant`] (or an [`AuthError`] that is already an
@@ -35,6 +36,7 @@ use token::TokenRules;
 pub struct Authenticator {
     subscribe: Option<DirectionAuth>,
     publish: Option<DirectionAuth>,
+    admin: Option<DirectionAuth>,
 }
 
 /// One configured direction: fixed rules plus keys that [`Authenticator::reload`] swaps.
@@ -56,6 +58,7 @@ impl Authenticator {
         Ok(Self {
             subscribe: load("subscribe", &config.subscribe)?,
             publish: load("publish", &config.publish)?,
+            admin: load("admin", &config.admin)?,
         })
     }
 
@@ -67,7 +70,8 @@ impl Authenticator {
     /// Authenticates one request for `direction`.
     ///
     /// `query` is the raw query string (`uri.query()`). Without authorization configured for
-    /// the direction, everything is granted. A request without a token gets the anonymous
+    /// the direction, everything is granted (the admin API checks [`Authenticator::is_enabled`]
+    /// first: it is off, not open, without `[auth.admin]`). A request without a token gets the anonymous
     /// grant when one is configured; a request with a bad token is refused even then.
     pub fn authenticate(
         &self,
@@ -97,7 +101,7 @@ impl Authenticator {
         }
     }
 
-    /// Re-reads every key (inline secrets, PEM files, JWKS files) of both directions.
+    /// Re-reads every key (inline secrets, PEM files, JWKS files) of every direction.
     ///
     /// All or nothing: when any key fails to load, the error is returned and the keys in use
     /// stay as they were. Requests in flight keep the keys they started with.
@@ -119,13 +123,16 @@ impl Authenticator {
 
     /// The directions that have authorization configured.
     fn configured(&self) -> impl Iterator<Item = &DirectionAuth> {
-        [&self.subscribe, &self.publish].into_iter().flatten()
+        [&self.subscribe, &self.publish, &self.admin]
+            .into_iter()
+            .flatten()
     }
 
     fn direction(&self, direction: Direction) -> Option<&DirectionAuth> {
         match direction {
             Direction::Subscribe => self.subscribe.as_ref(),
             Direction::Publish => self.publish.as_ref(),
+            Direction::Admin => self.admin.as_ref(),
         }
     }
 }

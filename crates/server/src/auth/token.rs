@@ -115,6 +115,8 @@ impl TokenRules {
         let filters = match direction {
             Direction::Subscribe => claims.sluice.subscribe.0,
             Direction::Publish => claims.sluice.publish.0,
+            Direction::Admin if claims.sluice.admin => Vec::new(),
+            Direction::Admin => return Err(AuthError::NotAdmin),
         };
         if filters.len() > self.max_filters {
             return Err(AuthError::TooLarge {

@@ -10,10 +10,12 @@ use bytes::Bytes;
 use futures::stream::BoxStream;
 use sluice_protocol::headers::Headers;
 
+pub mod admin;
 pub mod embedded;
 mod error;
 pub mod jetstream;
 
+pub use admin::{PurgeOptions, StreamReport};
 pub use error::{BackendError, Unavailable};
 pub use sluice_protocol::error::ApiError;
 
@@ -254,4 +256,34 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Registers the backend's own metrics; called once when the hub is built.
     fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
+
+    /// The names of the streams this backend can administer, sorted: every stream of the
+    /// embedded store, every stream of the JetStream account. By default, none can be.
+    async fn stream_names(&self) -> Result<Vec<String>, BackendError> {
+        Err(administration_unsupported(self.kind()))
+    }
+
+    /// Stream `name` described (404/10059 when there is none).
+    async fn stream_report(&self, _name: &str) -> Result<StreamReport, BackendError> {
+        Err(administration_unsupported(self.kind()))
+    }
+
+    /// Removes the messages of stream `name` that `purge` selects; answers how many went.
+    async fn purge_stream(&self, _name: &str, _purge: PurgeOptions) -> Result<u64, BackendError> {
+        Err(administration_unsupported(self.kind()))
+    }
+
+    /// Deletes message `seq` of stream `name` (404/10037 when there is none).
+    async fn delete_message(&self, _name: &str, _seq: u64) -> Result<(), BackendError> {
+        Err(administration_unsupported(self.kind()))
+    }
+}
+
+/// The answer of a backend that cannot administer streams.
+fn administration_unsupported(kind: &str) -> BackendError {
+    BackendError::Api(ApiError::new(
+        501,
+        501,
+        format!("the {kind} backend cannot administer streams"),
+    ))
 }

@@ -210,6 +210,11 @@ fn event_types_probe_paths_and_cors_lists_are_checked() {
             "/stream",
         ),
         (
+            "[probes]\nhealth_path = \"/admin/streams/x\"",
+            "probes.health_path",
+            "/admin/streams/x",
+        ),
+        (
             "[probes]\nready_path = \"/events/x\"",
             "probes.ready_path",
             "/events/x",
@@ -853,4 +858,38 @@ fn wrong_flag_values_name_the_flag_key_and_value() {
     .expect_err("bad flag")
     .to_string();
     assert!(err.starts_with("flag --listen: "), "{err}");
+}
+
+#[test]
+fn delete_markers_need_a_ttl_of_a_second_and_message_ttls() {
+    let config =
+        load_text(&format!("{STREAM}subject_delete_marker_ttl = \"1m\"\n")).expect("loads");
+    assert_eq!(
+        config.embedded.streams[0].subject_delete_marker_ttl,
+        Duration::from_secs(60)
+    );
+    for (extra, named) in [
+        ("subject_delete_marker_ttl = \"500ms\"\n", "500ms"),
+        (
+            "subject_delete_marker_ttl = \"1m\"\nallow_msg_ttl = false\n",
+            "allow_msg_ttl",
+        ),
+    ] {
+        let message = error_text(&format!("{STREAM}{extra}"));
+        assert!(
+            message.contains("embedded.streams[0].subject_delete_marker_ttl")
+                && message.contains(named),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn the_admin_direction_refuses_anonymous_access() {
+    let text = format!(
+        "[auth.admin]\nanonymous = [\">\"]\n{}",
+        "algorithms = [\"HS256\"]\nkeys = [{ type = \"hmac\", secret = \"s\" }]\n"
+    );
+    let message = error_text(&text);
+    assert!(message.contains("auth.admin.anonymous"), "{message}");
 }

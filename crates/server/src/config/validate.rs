@@ -173,8 +173,15 @@ fn cors(config: &Config) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Paths the hub serves itself (and `/events/…`).
-const HUB_PATHS: &[&str] = &["/", "/events", "/publish", "/metrics", "/stream"];
+/// Paths the hub serves itself (and those below `/events/` and `/admin/streams/`).
+const HUB_PATHS: &[&str] = &[
+    "/",
+    "/events",
+    "/publish",
+    "/metrics",
+    "/stream",
+    "/admin/streams",
+];
 
 fn probes(config: &Config) -> Result<(), ConfigError> {
     let probes = &config.probes;
@@ -199,7 +206,10 @@ fn probes(config: &Config) -> Result<(), ConfigError> {
                  probe also answers with one)",
             ));
         }
-        if HUB_PATHS.contains(&path.as_str()) || path.starts_with("/events/") {
+        if HUB_PATHS.contains(&path.as_str())
+            || path.starts_with("/events/")
+            || path.starts_with("/admin/streams/")
+        {
             return Err(ConfigError::invalid(
                 key,
                 path,
@@ -363,6 +373,31 @@ fn stream_decl(key: &str, stream: &StreamDecl) -> Result<(), ConfigError> {
         validate_filter(subject).map_err(|err| {
             ConfigError::invalid(format!("{key}.subjects[{index}]"), subject, err.to_string())
         })?;
+    }
+    delete_markers(key, stream)
+}
+
+/// Subject delete markers, as JetStream takes them: a TTL of at least a second, on a stream
+/// that allows per-message TTLs (a marker carries one).
+fn delete_markers(key: &str, stream: &StreamDecl) -> Result<(), ConfigError> {
+    let ttl = stream.subject_delete_marker_ttl;
+    if ttl.is_zero() {
+        return Ok(());
+    }
+    let field = format!("{key}.subject_delete_marker_ttl");
+    if ttl < Duration::from_secs(1) {
+        return Err(ConfigError::invalid(
+            field,
+            crate::duration::format(ttl),
+            "must be at least 1s, or 0 for no markers",
+        ));
+    }
+    if !stream.allow_msg_ttl {
+        return Err(ConfigError::invalid(
+            field,
+            crate::duration::format(ttl),
+            "delete markers carry a TTL: they need allow_msg_ttl = true",
+        ));
     }
     Ok(())
 }

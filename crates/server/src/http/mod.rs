@@ -10,7 +10,9 @@
 //! | `GET /metrics`                | OpenMetrics or Prometheus text, by `Accept` |
 //! | `GET /stream`                 | the stream's summary, for the console    |
 //! | `GET /`                       | the console: subscribe, publish, watch   |
+//! | `/admin/streams…`             | stream administration, with `[auth.admin]` (see [`admin`]) |
 
+mod admin;
 pub(crate) mod batch;
 mod body;
 mod events;
@@ -53,9 +55,13 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/events", get(events::by_query))
         .route("/events/", get(events::by_query))
         .route("/events/{*topic}", get(events::by_path))
-        .route("/publish", post(publish::publish).layer(Extension(budget)))
+        .route(
+            "/publish",
+            post(publish::publish).layer(Extension(budget.clone())),
+        )
         .route("/metrics", get(probes::metrics))
-        .route("/stream", get(stream_summary::summary));
+        .route("/stream", get(stream_summary::summary))
+        .merge(admin::routes(budget));
     let paths = &hub.config.probes;
     for (path, handler) in [
         (&paths.live_path, get(probes::livez)),

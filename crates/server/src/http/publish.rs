@@ -5,8 +5,10 @@
 //! A string payload is stored as its text; any other JSON value is stored as JSON (so it
 //! reaches subscribers as the same JSON value). `msg_id` becomes `Nats-Msg-Id` (dedupe within
 //! the stream's duplicate window), `ttl` becomes `Nats-TTL` (`"30s"`, `"never"` or seconds).
-//! `headers` may carry application headers and `Nats-Expected-*` preconditions; other `Nats-`
-//! headers are refused.
+//! `headers` may carry application headers, `Nats-Expected-*` preconditions, and a message
+//! schedule (`Nats-Schedule`, `Nats-Schedule-Target` — a topic, granted like the message's own —
+//! and `Nats-Schedule-TTL`), which the stream judges by JetStream's rules; other `Nats-` headers
+//! are refused.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -20,8 +22,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sluice_protocol::headers::{
-    Headers, NATS_EXPECTED_PREFIX, NATS_MSG_ID, NATS_STREAM_SOURCE, NATS_TTL, validate_name,
-    validate_value,
+    Headers, NATS_EXPECTED_PREFIX, NATS_MSG_ID, NATS_SCHEDULE, NATS_SCHEDULE_TARGET,
+    NATS_SCHEDULE_TTL, NATS_STREAM_SOURCE, NATS_TTL, validate_name, validate_value,
 };
 use sluice_protocol::subject::{filter_matches, validate_subject};
 use sluice_protocol::ttl::MsgTtl;
@@ -40,6 +42,8 @@ use crate::metrics::Metrics;
 const MAX_HEADERS: usize = 64;
 /// Longest `msg_id`.
 const MAX_MSG_ID_LEN: usize = 256;
+/// The `Nats-` headers of a message schedule a publish may carry (ADR-51).
+const SCHEDULE_HEADERS: [&str; 3] = [NATS_SCHEDULE, NATS_SCHEDULE_TARGET, NATS_SCHEDULE_TTL];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -296,15 +300,28 @@ fn prepare(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Prepared, Failure> {
     let subject = hub.config.subject_for(&body.topic);
     validate_subject(&subject)
         .map_err(|err| bad_request(format!("invalid topic {:?}: {err}", body.topic)))?;
+    let mut headers = headers(&body)?;
+    schedule_target(hub, grant, &mut headers)?;
     let request = PublishRequest {
         subject,
-        headers: headers(&body)?,
+        headers,
         payload: payload(&body.payload)?,
     };
     Ok(Prepared {
         topic: body.topic,
         request,
     })
+}
+
+/// A schedule's target is a topic as the message's own is: it must be granted, and it is
+/// stored as its subject (with the topic prefix).
+fn schedule_target(hub: &Hub, grant: &Grant, headers: &mut Headers) -> Result<(), Failure> {
+    let Some(target) = headers.get(NATS_SCHEDULE_TARGET).map(str::to_owned) else {
+        return Ok(());
+    };
+    grant.check_publish(&target).map_err(Failure::Auth)?;
+    headers.insert(NATS_SCHEDULE_TARGET, hub.config.subject_for(&target));
+    Ok(())
 }
 
 /// Refuses a message whose subject none of the stream's `subjects` captures.
@@ -441,12 +458,25 @@ fn headers(body: &Body) -> Result<Headers, ApiError> {
         let reserved = name
             .get(..5)
             .is_some_and(|p| p.eq_ignore_ascii_case("nats-"));
-        if reserved && !name.starts_with(NATS_EXPECTED_PREFIX) {
+        if reserved
+            && !name.starts_with(NATS_EXPECTED_PREFIX)
+            && !SCHEDULE_HEADERS.contains(&name.as_str())
+        {
             return Err(bad_request(format!(
-                "header {name:?} is reserved; use msg_id and ttl, or Nats-Expected-* preconditions"
+                "header {name:?} is reserved; use msg_id and ttl, Nats-Expected-* preconditions, \
+                 or Nats-Schedule with Nats-Schedule-Target and Nats-Schedule-TTL"
             )));
         }
         headers.append(name.clone(), value.clone());
+    }
+    if headers.get(NATS_SCHEDULE).is_none()
+        && let Some(stray) = [NATS_SCHEDULE_TARGET, NATS_SCHEDULE_TTL]
+            .into_iter()
+            .find(|name| headers.get(name).is_some())
+    {
+        return Err(bad_request(format!(
+            "header {stray:?} belongs to a schedule: it needs a Nats-Schedule header"
+        )));
     }
     if let Some(id) = &body.msg_id {
         if id.is_empty() || id.len() > MAX_MSG_ID_LEN {

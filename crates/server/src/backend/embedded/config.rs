@@ -52,9 +52,13 @@ pub struct StreamDecl {
     /// Accept per-message TTLs (`Nats-TTL`, the `ttl` of `POST /publish`).
     #[serde(default = "yes")]
     pub allow_msg_ttl: bool,
-    /// Accept message schedules (`Nats-Schedule`).
+    /// Accept message schedules (`Nats-Schedule` with `Nats-Schedule-Target`).
     #[serde(default)]
     pub allow_msg_schedules: bool,
+    /// When not zero, removing a subject's last message by `max_age` leaves a delete marker
+    /// with this TTL (JetStream's `subject_delete_marker_ttl`); markers reach no subscriber.
+    #[serde(default, with = "duration")]
+    pub subject_delete_marker_ttl: Duration,
     /// Declared streams this one copies messages from (`[[embedded.streams.sources]]`): `name`,
     /// and optionally `opt_start_seq`, `opt_start_time`, `filter_subject`,
     /// `subject_transforms = [{ src, dest }]`.
@@ -87,6 +91,7 @@ impl StreamDecl {
             duplicate_window: default_duplicate_window(),
             allow_msg_ttl: true,
             allow_msg_schedules: false,
+            subject_delete_marker_ttl: Duration::ZERO,
             sources: Vec::new(),
         }
     }

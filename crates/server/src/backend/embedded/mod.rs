@@ -3,6 +3,7 @@
 //! The stream is looked up by name on every call, so a stream deleted and created again
 //! (a new incarnation) is picked up, and its old subscribers end with an error.
 
+pub mod admin;
 mod config;
 mod metrics;
 
@@ -23,7 +24,7 @@ use sluice_store::{
 use super::error::stream_not_found;
 use super::{
     Backend, BackendError, BackendMessage, Delivery, Health, LostRange, MessageStream, PublishAck,
-    PublishRequest, Retained, StreamState, Unavailable, sequential,
+    PublishRequest, PurgeOptions, Retained, StreamReport, StreamState, Unavailable, sequential,
 };
 use crate::duration;
 
@@ -131,6 +132,12 @@ impl EmbeddedBackend {
         }
     }
 
+    /// Stream `name` of the store, for administration.
+    fn admin_handle(&self, name: &str) -> Result<StreamHandle, BackendError> {
+        let store = self.store().ok_or(Unavailable::StoreClosed)?;
+        admin::stream(&store, name)
+    }
+
     fn handle(&self) -> Result<StreamHandle, BackendError> {
         let store = self.store().ok_or(Unavailable::StoreClosed)?;
         store
@@ -180,6 +187,7 @@ pub fn stream_config(decl: &StreamDecl) -> StreamConfig {
         duplicate_window: decl.duplicate_window,
         allow_msg_ttl: decl.allow_msg_ttl,
         allow_msg_schedules: decl.allow_msg_schedules,
+        subject_delete_marker_ttl: decl.subject_delete_marker_ttl,
         sources: decl.sources.clone(),
         ..StreamConfig::new(decl.name.clone(), decl.subjects.clone())
     }
@@ -354,6 +362,25 @@ impl Backend for EmbeddedBackend {
             store: self.store.clone(),
             stream: self.stream.clone(),
         }));
+    }
+
+    async fn stream_names(&self) -> Result<Vec<String>, BackendError> {
+        let store = self.store().ok_or(Unavailable::StoreClosed)?;
+        let mut names = store.list();
+        names.sort();
+        Ok(names)
+    }
+
+    async fn stream_report(&self, name: &str) -> Result<StreamReport, BackendError> {
+        Ok(admin::report(&self.admin_handle(name)?))
+    }
+
+    async fn purge_stream(&self, name: &str, purge: PurgeOptions) -> Result<u64, BackendError> {
+        admin::purge(&self.admin_handle(name)?, purge).await
+    }
+
+    async fn delete_message(&self, name: &str, seq: u64) -> Result<(), BackendError> {
+        admin::delete(&self.admin_handle(name)?, seq).await
     }
 
     async fn shutdown(&self) {

@@ -14,6 +14,9 @@ pub(super) struct StreamFacts {
     pub state: StreamState,
     /// The stream's own limit on consumers' inactivity, if it sets one.
     pub inactive_threshold_limit: Option<Duration>,
+    /// Whether the stream accepts message schedules (`allow_msg_schedules`, nats-server 2.12
+    /// and later; older servers know no such setting and store a schedule as a plain message).
+    pub allow_msg_schedules: bool,
 }
 
 /// Asks the server for the stream's info, bounded by `limit`.
@@ -65,6 +68,7 @@ fn facts(info: &stream::Info) -> StreamFacts {
             subjects: info.config.subjects.clone(),
         },
         inactive_threshold_limit,
+        allow_msg_schedules: info.config.allow_message_schedules,
     }
 }
 
@@ -77,15 +81,16 @@ pub(super) fn timestamp(time: async_nats::datetime::DateTime) -> Option<jiff::Ti
 /// created again under the same name gets another incarnation. FNV-1a over the creation time in
 /// nanoseconds (little-endian), fixed forever because incarnations are stored in clients' cursors.
 pub(super) fn incarnation(created: async_nats::datetime::DateTime) -> u64 {
+    incarnation_of_nanos(created.unix_timestamp_nanos())
+}
+
+/// [`incarnation`] of a creation time given in nanoseconds since the Unix epoch.
+pub(super) fn incarnation_of_nanos(created: i128) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    created
-        .unix_timestamp_nanos()
-        .to_le_bytes()
-        .iter()
-        .fold(OFFSET, |hash, byte| {
-            (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
-        })
+    created.to_le_bytes().iter().fold(OFFSET, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
+    })
 }
 
 #[cfg(test)]

@@ -33,6 +33,8 @@ pub(super) struct Known {
     pub subjects: Vec<String>,
     /// The highest sequence seen in this incarnation (info or acknowledgements).
     pub last_seq: u64,
+    /// Whether the stream accepts message schedules.
+    pub allow_msg_schedules: bool,
     /// The connection count (see `Shared::reconnects`) when it was read.
     reconnects: u64,
 }
@@ -44,6 +46,7 @@ impl Known {
             incarnation: facts.state.incarnation,
             subjects: facts.state.subjects.clone(),
             last_seq: facts.state.last_seq,
+            allow_msg_schedules: facts.allow_msg_schedules,
             reconnects: u64::MAX,
         }
     }
@@ -74,6 +77,7 @@ impl KnownStream {
             incarnation: state.incarnation,
             subjects: state.subjects.clone(),
             last_seq,
+            allow_msg_schedules: facts.allow_msg_schedules,
             reconnects,
         });
     }
@@ -127,6 +131,7 @@ mod tests {
                 subjects: vec!["events.>".to_owned()],
             },
             inactive_threshold_limit: None,
+            allow_msg_schedules: false,
         }
     }
 

@@ -5,6 +5,7 @@
 //! from the JetStream API keep their status and code, and credentials never reach logs or
 //! error messages.
 
+mod admin;
 mod advisories;
 mod config;
 mod connect;
@@ -35,8 +36,8 @@ use info::StreamFacts;
 use known::{Known, KnownStream};
 
 use crate::backend::{
-    Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, StreamState,
-    Unavailable,
+    Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, PurgeOptions,
+    StreamReport, StreamState, Unavailable,
 };
 use crate::metrics::Counters;
 
@@ -345,6 +346,22 @@ impl Backend for JetStreamBackend {
             Ok(Err(err)) => tracing::warn!(%err, "draining the NATS connection failed"),
             Err(_) => tracing::warn!(?limit, "draining the NATS connection timed out"),
         }
+    }
+
+    async fn stream_names(&self) -> Result<Vec<String>, BackendError> {
+        admin::stream_names(&self.shared).await
+    }
+
+    async fn stream_report(&self, name: &str) -> Result<StreamReport, BackendError> {
+        admin::stream_report(&self.shared, name).await
+    }
+
+    async fn purge_stream(&self, name: &str, purge: PurgeOptions) -> Result<u64, BackendError> {
+        admin::purge(&self.shared, name, purge).await
+    }
+
+    async fn delete_message(&self, name: &str, seq: u64) -> Result<(), BackendError> {
+        admin::delete(&self.shared, name, seq).await
     }
 
     fn register_metrics(&self, registry: &mut Registry) {

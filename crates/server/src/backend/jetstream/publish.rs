@@ -4,10 +4,11 @@ use std::str::FromStr;
 
 use async_nats::jetstream::{self, context::PublishErrorKind};
 use async_nats::{HeaderMap, HeaderName, HeaderValue};
-use sluice_protocol::headers::Headers;
+use sluice_protocol::headers::{Headers, NATS_SCHEDULE};
 
 use super::Shared;
 use super::error::{bounded, from_nats};
+use super::filters::ServerVersion;
 use super::known::Known;
 use crate::backend::{ApiError, BackendError, PublishAck, PublishRequest, Unavailable};
 
@@ -24,6 +25,7 @@ pub(super) async fn publish(
 async fn publish_one(shared: &Shared, outgoing: Outgoing) -> Result<PublishAck, BackendError> {
     shared.ensure_connected()?;
     let known = shared.known_stream().await?;
+    check_schedule(shared, &known, &outgoing)?;
     let what = outgoing.what.clone();
     // The whole round trip within one request timeout.
     let ack = bounded(shared.config.request_timeout, &what, async {
@@ -61,6 +63,8 @@ pub(super) async fn publish_batch(
     let limit = shared.config.request_timeout;
     let mut sent = Vec::with_capacity(outgoing.len());
     for message in outgoing {
+        let message =
+            message.and_then(|message| check_schedule(shared, &known, &message).map(|()| message));
         sent.push(match message {
             Ok(message) => {
                 let what = message.what.clone();
@@ -93,6 +97,8 @@ struct Outgoing {
     /// What is published, for errors.
     what: String,
     subject: String,
+    /// Whether it is a message schedule (carries `Nats-Schedule`).
+    schedule: bool,
     message: jetstream::message::PublishMessage,
 }
 
@@ -101,11 +107,29 @@ fn outgoing(request: PublishRequest) -> Result<Outgoing, BackendError> {
     let headers = to_nats(&request.headers)?;
     Ok(Outgoing {
         what: format!("publishing to {:?}", request.subject),
+        schedule: request.headers.get(NATS_SCHEDULE).is_some(),
         subject: request.subject,
         message: jetstream::message::PublishMessage::build()
             .headers(headers)
             .payload(request.payload),
     })
+}
+
+/// Refuses a schedule for a stream that does not allow schedules, as nats-server 2.12 and
+/// later do themselves (400/10188): an older server would store it as a plain message, which
+/// would never fire and never reach a subscriber.
+fn check_schedule(shared: &Shared, known: &Known, outgoing: &Outgoing) -> Result<(), BackendError> {
+    if !outgoing.schedule || known.allow_msg_schedules {
+        return Ok(());
+    }
+    Err(ApiError::schedules_disabled()
+        .described(format!(
+            "message schedules is disabled: stream {:?} does not set allow_msg_schedules \
+             (nats-server {} or later is needed for schedules)",
+            shared.config.stream,
+            ServerVersion::SCHEDULES
+        ))
+        .into())
 }
 
 /// A message sent, its acknowledgement not awaited yet.
@@ -121,6 +145,7 @@ async fn send(shared: &Shared, outgoing: Outgoing) -> Result<Pending, BackendErr
         what,
         subject,
         message,
+        ..
     } = outgoing;
     let ack = shared
         .context
