@@ -137,6 +137,11 @@ impl Dispatch {
         routes.feeds.remove(&key);
     }
 
+    /// The next sequence the dispatch routes: every position below it has reached the feeds.
+    pub fn position(&self) -> u64 {
+        *self.core.progress.borrow()
+    }
+
     /// A receiver of the dispatch's position (the next sequence it routes).
     #[cfg(test)]
     pub fn progress(&self) -> watch::Receiver<u64> {

@@ -14,6 +14,7 @@ mod filters;
 mod info;
 mod known;
 mod publish;
+mod stats;
 mod subscribe;
 mod url_auth;
 
@@ -36,7 +37,7 @@ use known::{Known, KnownStream};
 
 use crate::backend::{
     Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, StreamState,
-    Unavailable,
+    StreamStats, Unavailable,
 };
 use crate::metrics::Counters;
 
@@ -122,6 +123,8 @@ impl Shared {
 #[derive(Debug)]
 struct Stats {
     consumers_created: Counter,
+    /// Consumers created again after a loss, from the next sequence.
+    consumers_recreated: Counter,
     /// By [`subscribe::Loss`] label; every label is present from the start.
     consumers_lost: Counters,
     filtered_out: Counter,
@@ -136,6 +139,7 @@ impl Default for Stats {
         }
         Self {
             consumers_created: Counter::default(),
+            consumers_recreated: Counter::default(),
             consumers_lost,
             filtered_out: Counter::default(),
         }
@@ -347,6 +351,10 @@ impl Backend for JetStreamBackend {
         }
     }
 
+    async fn stream_stats(&self) -> Result<Vec<StreamStats>, BackendError> {
+        Ok(vec![stats::served_stream(&self.shared).await?])
+    }
+
     fn register_metrics(&self, registry: &mut Registry) {
         let stats = &self.shared.stats;
         let js = registry.sub_registry_with_prefix("sluice_jetstream");
@@ -354,6 +362,11 @@ impl Backend for JetStreamBackend {
             "consumers_created",
             "Consumers created for feeds, recreations included",
             stats.consumers_created.clone(),
+        );
+        js.register(
+            "consumer_recreations",
+            "Consumers created again after a loss, from the next sequence",
+            stats.consumers_recreated.clone(),
         );
         js.register(
             "consumers_lost",
