@@ -168,10 +168,12 @@ async fn jetstream_hub(server: &NatsServer) -> TestHub {
         .expect("stream created");
     let mut jetstream = JetStreamConfig::new(server.url(), "EVENTS");
     jetstream.idle_heartbeat = Duration::from_millis(500);
-    let mut config = Config::default();
-    config.topic_prefix = "app".to_owned();
-    config.backend = BackendKind::Jetstream;
-    config.jetstream = Some(jetstream.clone());
+    let config = Config {
+        topic_prefix: "app".to_owned(),
+        backend: BackendKind::Jetstream,
+        jetstream: Some(jetstream.clone()),
+        ..Config::default()
+    };
     let backend = JetStreamBackend::connect(&jetstream)
         .await
         .unwrap_or_else(|err| panic!("backend connects: {err}"));
