@@ -69,7 +69,8 @@ impl Hub {
         &self.auth
     }
 
-    /// The metrics as `GET /metrics` serves them (OpenMetrics text).
+    /// The metrics as `GET /metrics` serves them (OpenMetrics text), with the per-stream
+    /// gauges and the feeds' lag as the last `GET /metrics` read them.
     pub fn metrics_text(&self) -> String {
         self.metrics.encode()
     }

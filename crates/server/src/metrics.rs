@@ -9,6 +9,12 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+mod latency;
+mod streams;
+
+pub use latency::Latency;
+pub use streams::{Snapshot, StreamGauges};
+
 /// One label: `[(name, value)]`.
 pub type Label = [(&'static str, &'static str); 1];
 
@@ -56,6 +62,12 @@ pub struct Metrics {
     pub admin_refusals: Counters,
     /// Request body bytes held now, all requests together (bounded by the body budget).
     pub body_bytes: Gauge,
+    /// `POST /publish` from the body read in full to the answer, per shape of body.
+    pub publish_latency: PublishLatency,
+    /// From a message's store time to the write that carries its frame, live messages only.
+    pub delivery_latency: Latency,
+    /// The per-stream gauges and the feeds' lag, as read at the start of the last scrape.
+    pub streams: StreamGauges,
     /// The process's resident memory, read when the metrics are encoded.
     resident_memory: Gauge,
 }
@@ -90,6 +102,9 @@ impl Metrics {
             admin_requests: Counters::default(),
             admin_refusals: Counters::default(),
             body_bytes: Gauge::default(),
+            publish_latency: PublishLatency::default(),
+            delivery_latency: Latency::default(),
+            streams: StreamGauges::default(),
             resident_memory: Gauge::default(),
         };
         let r = &mut registry;
@@ -184,6 +199,17 @@ impl Metrics {
             metrics.body_bytes.clone(),
         );
         r.register(
+            "sluice_publish_latency_seconds",
+            "POST /publish from its body read in full to its answer, by shape (single or batch)",
+            metrics.publish_latency.family.clone(),
+        );
+        r.register(
+            "sluice_delivery_latency_seconds",
+            "From a live message's store time to the write carrying its frame to a client",
+            metrics.delivery_latency.clone(),
+        );
+        r.register_collector(Box::new(metrics.streams.clone()));
+        r.register(
             "process_resident_memory_bytes",
             "Resident memory of the hub process in bytes",
             metrics.resident_memory.clone(),
@@ -223,6 +249,29 @@ impl Metrics {
             Exposition::Prometheus => prometheus_text::encode(&mut out, &self.registry),
         };
         out
+    }
+}
+
+/// The publish latency histograms: one series per shape of body, both present from the start.
+#[derive(Debug, Clone)]
+pub struct PublishLatency {
+    family: Family<Label, Latency>,
+    /// A single message (`shape="single"`), answered with its acknowledgement.
+    pub single: Latency,
+    /// A batch (`shape="batch"`), answered with one element per message.
+    pub batch: Latency,
+}
+
+impl Default for PublishLatency {
+    fn default() -> Self {
+        let family = Family::<Label, Latency>::default();
+        let single = family.get_or_create(&[("shape", "single")]).clone();
+        let batch = family.get_or_create(&[("shape", "batch")]).clone();
+        Self {
+            family,
+            single,
+            batch,
+        }
     }
 }
 

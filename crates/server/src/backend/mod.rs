@@ -14,10 +14,12 @@ pub mod admin;
 pub mod embedded;
 mod error;
 pub mod jetstream;
+mod stats;
 
 pub use admin::{PurgeOptions, StreamReport};
 pub use error::{BackendError, Unavailable};
 pub use sluice_protocol::error::ApiError;
+pub use stats::StreamStats;
 
 /// A message read from the stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -253,6 +255,13 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Flushes and releases resources; called once on shutdown.
     async fn shutdown(&self);
+
+    /// The counts and positions of every stream the backend can tell about, the served one
+    /// marked: read by each scrape of `/metrics` (bounded by one second there), never on the
+    /// paths of publishes or deliveries. By default none.
+    async fn stream_stats(&self) -> Result<Vec<StreamStats>, BackendError> {
+        Ok(Vec::new())
+    }
 
     /// Registers the backend's own metrics; called once when the hub is built.
     fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}

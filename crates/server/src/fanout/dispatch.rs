@@ -137,6 +137,11 @@ impl Dispatch {
         routes.feeds.remove(&key);
     }
 
+    /// The next sequence the dispatch routes: every position below it has reached the feeds.
+    pub fn position(&self) -> u64 {
+        *self.core.progress.borrow()
+    }
+
     /// A receiver of the dispatch's position (the next sequence it routes).
     #[cfg(test)]
     pub fn progress(&self) -> watch::Receiver<u64> {
@@ -338,6 +343,27 @@ mod tests {
             .collect();
         assert_eq!(seqs, (1..=burst).collect::<Vec<_>>());
         assert!(!cursor.is_catching_up(), "all of it came through the ring");
+    }
+
+    /// The lag is what the stream holds beyond the dispatch's position, the same for every
+    /// feed; nothing lags while no feed runs, and the dispatch catches up by itself.
+    #[tokio::test]
+    async fn the_lag_is_what_the_dispatch_has_not_routed_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend: Arc<dyn Backend> = open_backend(dir.path()).await;
+        let fanout = fanout(backend.clone(), 64);
+        publish(&*backend, "t").await;
+        assert_eq!(fanout.lag(1), 0, "no feed runs");
+        let feed = live_feed(&fanout, &*backend, &["t"]).await;
+        let _other = live_feed(&fanout, &*backend, &["u"]).await;
+        assert_eq!(fanout.lag(1), 0, "started at the live end");
+        // As a scrape may see it: the stream already at 4, the dispatch still at 2.
+        assert_eq!(fanout.lag(4), 3);
+        for _ in 0..3 {
+            publish(&*backend, "t").await;
+        }
+        dispatched_to(&feed, 4).await;
+        assert_eq!(fanout.lag(4), 0);
     }
 
     /// Readers of a topic set are woken only by messages of that set: a burst on another

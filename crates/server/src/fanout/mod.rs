@@ -180,6 +180,24 @@ impl Fanout {
         }
     }
 
+    /// How many sequences up to `last_seq` (the stream's last) the dispatch has not yet routed
+    /// to the feeds: every feed of the node is filled by that one read, so this is each one's
+    /// lag. 0 while no feed runs, or when the dispatch is at the end.
+    pub fn lag(&self, last_seq: u64) -> u64 {
+        let dispatch = self
+            .dispatch
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .upgrade();
+        dispatch
+            .filter(|dispatch| !dispatch.is_closed())
+            .map_or(0, |dispatch| {
+                last_seq
+                    .saturating_add(1)
+                    .saturating_sub(dispatch.position())
+            })
+    }
+
     /// How many feeds are running.
     pub fn feed_count(&self) -> usize {
         let feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::backend::Health;
 use crate::hub::Hub;
-use crate::metrics::{Exposition, Metrics};
+use crate::metrics::{Exposition, Metrics, Snapshot};
 
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -74,6 +74,30 @@ pub async fn healthz(State(hub): State<Arc<Hub>>) -> Response {
     }
 }
 
+/// What the per-stream gauges and the feeds' lag show for this scrape: the backend's answer
+/// within one second, else nothing (counted as a backend error and logged).
+async fn read_streams(hub: &Hub) -> Snapshot {
+    let error = match tokio::time::timeout(HEALTH_TIMEOUT, hub.backend.stream_stats()).await {
+        Ok(Ok(streams)) => {
+            let feed_lag = streams
+                .iter()
+                .find(|stream| stream.served)
+                .map(|served| hub.fanout.lag(served.last_seq));
+            return Snapshot { streams, feed_lag };
+        }
+        Ok(Err(err)) => {
+            Metrics::count(&hub.metrics.backend_errors, "kind", err.kind());
+            err.to_string()
+        }
+        Err(_) => {
+            Metrics::count(&hub.metrics.backend_errors, "kind", "unavailable");
+            "the backend did not answer within 1s".to_owned()
+        }
+    };
+    tracing::warn!(detail = error, "stream gauges left out of this scrape");
+    Snapshot::default()
+}
+
 /// `GET /metrics`: OpenMetrics or Prometheus text, as `Accept` prefers ([`Exposition`]).
 pub async fn metrics(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Response {
     let accept: Vec<&str> = headers
@@ -82,6 +106,7 @@ pub async fn metrics(State(hub): State<Arc<Hub>>, headers: HeaderMap) -> Respons
         .filter_map(|value| value.to_str().ok())
         .collect();
     let format = Exposition::negotiate(Some(&accept.join(",")));
+    hub.metrics.streams.replace(read_streams(&hub).await);
     let mut response = hub.metrics.encode_as(format).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

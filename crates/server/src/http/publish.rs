@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -139,16 +140,31 @@ pub async fn publish(
         Ok(body) => body,
         Err(err) => return refused_body(&hub, peer, &err),
     };
+    // The request is in: from here on the time is the hub's and the stream's.
+    let received = Instant::now();
     let max_items = hub.config.limits.max_publish_batch;
     match batch::shape(&parts.headers, &body.bytes, max_items) {
         Ok(Shape::Single) => match store(&hub, &grant, &body.bytes).await {
             Ok(answer) => {
                 count_stored(&hub, &answer);
+                hub.metrics
+                    .publish_latency
+                    .single
+                    .observe(received.elapsed());
                 Json(answer).into_response()
             }
             Err(failure) => refused_single(&hub, failure),
         },
-        Ok(Shape::Batch(items)) => store_batch(&hub, &grant, &items).await,
+        Ok(Shape::Batch(items)) => {
+            let response = store_batch(&hub, &grant, &items).await;
+            if response.status().is_success() {
+                hub.metrics
+                    .publish_latency
+                    .batch
+                    .observe(received.elapsed());
+            }
+            response
+        }
         Err(refused) => {
             Metrics::count(&hub.metrics.publishes, "result", "rejected");
             Metrics::count(&hub.metrics.publish_refusals, "reason", refused.reason);

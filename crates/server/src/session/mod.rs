@@ -66,6 +66,10 @@ pub struct Session {
     replayed: u64,
     pending_gap: Option<(u64, u64)>,
     preamble: Option<Bytes>,
+    /// The clock as the current write's first live message was taken in: one reading per
+    /// write for `sluice_delivery_latency_seconds` (the rest of a write is gathered without
+    /// waiting).
+    write_clock: Option<Timestamp>,
     heartbeat: Pin<Box<Sleep>>,
     expiry: Option<Pin<Box<Sleep>>>,
     ended: bool,
@@ -100,6 +104,7 @@ impl Session {
             replayed: 0,
             pending_gap: None,
             preamble: Some(preamble),
+            write_clock: None,
             heartbeat,
             expiry,
             ended: false,
@@ -129,6 +134,7 @@ impl Session {
     /// them in one write (bounded by [`MAX_BATCH_FRAMES`] and [`MAX_BATCH_BYTES`]). False when
     /// the stream has ended.
     pub async fn next_frames(&mut self, out: &mut Vec<Bytes>) -> bool {
+        self.write_clock = None;
         let Some(first) = self.next_frame().await else {
             return false;
         };
@@ -201,6 +207,9 @@ impl Session {
         match entry.kind {
             EntryKind::Message => {
                 self.ctx.metrics.delivered.inc();
+                if entry.seq > self.backlog_end {
+                    self.observe_delivery(entry.time);
+                }
             }
             EntryKind::Lost(reason) => {
                 Metrics::count(&self.ctx.metrics.gaps, "reason", reason.label());
@@ -228,6 +237,16 @@ impl Session {
             }
             None => entry.frame,
         })
+    }
+
+    /// Records the delivery latency of a live message stored at `stored`, against the clock
+    /// of this write. Backlog is left out: its age says when the client left, not how fast the
+    /// hub delivers. A store clock ahead of this one counts as no delay.
+    fn observe_delivery(&mut self, stored: Timestamp) {
+        let now = *self.write_clock.get_or_insert_with(Timestamp::now);
+        let nanos = now.as_nanosecond().saturating_sub(stored.as_nanosecond());
+        let nanos = u64::try_from(nanos.max(0)).unwrap_or(u64::MAX);
+        self.ctx.metrics.delivery_latency.observe_nanos(nanos);
     }
 
     /// The `gap` frame for backlog skipped by `replay.window`, if any is pending.

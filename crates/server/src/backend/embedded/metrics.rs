@@ -6,6 +6,9 @@
 //!   far), `sluice_store_lost_bytes` (damaged bytes recovery stepped over or cut) and
 //!   `sluice_store_unconfirmed_positions` (positions after a crash that may have been handed
 //!   out).
+//!
+//! The hub's per-stream gauges (`crate::metrics::StreamGauges`) read every stream of the store
+//! through [`stream_stats`].
 
 use std::sync::{Arc, Mutex};
 
@@ -14,6 +17,28 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use sluice_store::{LostState, Store, WriteHealth};
+
+use crate::backend::StreamStats;
+
+/// The counts and positions of every stream of `store`; `served` is the hub's.
+pub fn stream_stats(store: &Store, served: &str) -> Vec<StreamStats> {
+    store
+        .list()
+        .into_iter()
+        .filter_map(|name| {
+            let state = store.stream(&name)?.info(None).state;
+            Some(StreamStats {
+                served: name == served,
+                name,
+                messages: state.msgs,
+                bytes: state.bytes,
+                first_seq: state.first_seq,
+                last_seq: state.last_seq,
+                lost_messages: state.lost.msgs,
+            })
+        })
+        .collect()
+}
 
 /// The store's metrics, for the served `stream`.
 #[derive(Debug)]

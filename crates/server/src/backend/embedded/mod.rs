@@ -24,7 +24,8 @@ use sluice_store::{
 use super::error::stream_not_found;
 use super::{
     Backend, BackendError, BackendMessage, Delivery, Health, LostRange, MessageStream, PublishAck,
-    PublishRequest, PurgeOptions, Retained, StreamReport, StreamState, Unavailable, sequential,
+    PublishRequest, PurgeOptions, Retained, StreamReport, StreamState, StreamStats, Unavailable,
+    sequential,
 };
 use crate::duration;
 
@@ -355,6 +356,11 @@ impl Backend for EmbeddedBackend {
                 detail: err.to_string(),
             },
         }
+    }
+
+    async fn stream_stats(&self) -> Result<Vec<StreamStats>, BackendError> {
+        let store = self.store().ok_or(Unavailable::StoreClosed)?;
+        Ok(metrics::stream_stats(&store, &self.stream))
     }
 
     fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {

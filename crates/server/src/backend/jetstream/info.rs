@@ -53,8 +53,7 @@ fn facts(info: &stream::Info) -> StreamFacts {
         .as_ref()
         .map(|limits| limits.inactive_threshold)
         .filter(|limit| !limit.is_zero());
-    // JetStream reports first = last + 1 for an emptied stream, but 0 for a new one.
-    let first_seq = state.first_sequence.max(1).min(state.last_sequence + 1);
+    let first_seq = first_retained(state.first_sequence, state.last_sequence);
     StreamFacts {
         state: StreamState {
             first_seq,
@@ -70,6 +69,12 @@ fn facts(info: &stream::Info) -> StreamFacts {
         inactive_threshold_limit,
         allow_msg_schedules: info.config.allow_message_schedules,
     }
+}
+
+/// The first retained sequence from the server's `first_seq` and `last_seq`: JetStream reports
+/// first = last + 1 for an emptied stream, but 0 for a new one; this is last + 1 for both.
+pub(super) fn first_retained(first: u64, last: u64) -> u64 {
+    first.max(1).min(last + 1)
 }
 
 /// A server time as a [`jiff::Timestamp`]; `None` when out of jiff's range.

@@ -15,6 +15,7 @@ mod filters;
 mod info;
 mod known;
 mod publish;
+mod stats;
 mod subscribe;
 mod url_auth;
 
@@ -37,7 +38,7 @@ use known::{Known, KnownStream};
 
 use crate::backend::{
     Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, PurgeOptions,
-    StreamReport, StreamState, Unavailable,
+    StreamReport, StreamState, StreamStats, Unavailable,
 };
 use crate::metrics::Counters;
 
@@ -123,6 +124,8 @@ impl Shared {
 #[derive(Debug)]
 struct Stats {
     consumers_created: Counter,
+    /// Consumers created again after a loss, from the next sequence.
+    consumers_recreated: Counter,
     /// By [`subscribe::Loss`] label; every label is present from the start.
     consumers_lost: Counters,
     filtered_out: Counter,
@@ -137,6 +140,7 @@ impl Default for Stats {
         }
         Self {
             consumers_created: Counter::default(),
+            consumers_recreated: Counter::default(),
             consumers_lost,
             filtered_out: Counter::default(),
         }
@@ -364,6 +368,10 @@ impl Backend for JetStreamBackend {
         admin::delete(&self.shared, name, seq).await
     }
 
+    async fn stream_stats(&self) -> Result<Vec<StreamStats>, BackendError> {
+        Ok(vec![stats::served_stream(&self.shared).await?])
+    }
+
     fn register_metrics(&self, registry: &mut Registry) {
         let stats = &self.shared.stats;
         let js = registry.sub_registry_with_prefix("sluice_jetstream");
@@ -371,6 +379,11 @@ impl Backend for JetStreamBackend {
             "consumers_created",
             "Consumers created for feeds, recreations included",
             stats.consumers_created.clone(),
+        );
+        js.register(
+            "consumer_recreations",
+            "Consumers created again after a loss, from the next sequence",
+            stats.consumers_recreated.clone(),
         );
         js.register(
             "consumers_lost",

@@ -437,6 +437,9 @@ impl Feed {
         })
         .await?;
         shared.stats.consumers_created.inc();
+        if opening == Opening::Recovery {
+            shared.stats.consumers_recreated.inc();
+        }
         tracing::debug!(
             stream,
             consumer = name,
