@@ -702,3 +702,37 @@ fn unusable_certificates_and_keys_are_refused_naming_the_file() {
     assert!(matches!(err, TlsError::Mismatch { .. }), "{err}");
     assert!(err.to_string().contains("two.key"), "{err}");
 }
+
+/// Over `limits.max_connections_per_address`, a TLS connection's requests are refused as a
+/// plain one's are (`429` with `Retry-After`), counted, and the connection within the limit
+/// goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_connection_over_the_per_address_limit_is_refused() {
+    let mut config = Config::default();
+    config.limits.max_connections_per_address = 1;
+    let served = Served::start(config).await;
+    let mut first = served.h2().await;
+    let (status, mut stream) = open(&mut first, "/events?topic=limit.a").await;
+    assert_eq!(status, 200);
+    stream.connected().await;
+
+    let mut second = served.h2().await;
+    let request = Request::get("https://localhost/livez").body(()).unwrap();
+    let mut ready = second.clone().ready().await.expect("ready");
+    let (response, _) = ready.send_request(request, true).expect("send");
+    let response = tokio::time::timeout(GUARD, response)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    assert!(response.headers().contains_key("retry-after"));
+    assert_eq!(
+        served.metric("sluice_connections_rejected_total{reason=\"max_connections_per_address\"}"),
+        1
+    );
+    drop(second);
+
+    served.publish("limit.a", json!("within")).await;
+    assert_eq!(stream.next_payload().await, json!("within"));
+    served.stop().await;
+}
