@@ -705,7 +705,7 @@ fn unusable_certificates_and_keys_are_refused_naming_the_file() {
 
 /// Over `limits.max_connections_per_address`, a TLS connection's requests are refused as a
 /// plain one's are (`429` with `Retry-After`), counted, and the connection within the limit
-/// goes on.
+/// goes on, publishes over HTTP/2 included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_connection_over_the_per_address_limit_is_refused() {
     let mut config = Config::default();
@@ -730,9 +730,22 @@ async fn a_tls_connection_over_the_per_address_limit_is_refused() {
         served.metric("sluice_connections_rejected_total{reason=\"max_connections_per_address\"}"),
         1
     );
-    drop(second);
 
-    served.publish("limit.a", json!("within")).await;
+    // Every place is taken: the publish goes over the connection within the limit.
+    let publish = Request::post("https://localhost/publish")
+        .header("content-type", "application/json")
+        .body(())
+        .unwrap();
+    let mut ready = first.clone().ready().await.expect("ready");
+    let (response, mut body) = ready.send_request(publish, false).expect("send");
+    let message = json!({ "topic": "limit.a", "payload": "within" });
+    body.send_data(Bytes::from(message.to_string()), true)
+        .expect("body");
+    let response = tokio::time::timeout(GUARD, response)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 200);
     assert_eq!(stream.next_payload().await, json!("within"));
     served.stop().await;
 }
