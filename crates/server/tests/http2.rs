@@ -749,3 +749,43 @@ async fn a_tls_connection_over_the_per_address_limit_is_refused() {
     assert_eq!(stream.next_payload().await, json!("within"));
     served.stop().await;
 }
+
+/// A client that speaks only TLS 1.2 is served too, over HTTP/2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_1_2_client_is_served() {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let served = Served::start(Config::default()).await;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(served.ca.pem().as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = TcpStream::connect(served.tls).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("TLS 1.2 handshake");
+    assert_eq!(
+        tls.get_ref().1.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_2)
+    );
+    let (client, connection) = h2::client::handshake(tls).await.expect("HTTP/2");
+    tokio::spawn(connection);
+    let request = Request::get("https://localhost/livez").body(()).unwrap();
+    let mut ready = client.ready().await.expect("ready");
+    let (response, _) = ready.send_request(request, true).expect("send");
+    let response = tokio::time::timeout(GUARD, response)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    served.stop().await;
+}
