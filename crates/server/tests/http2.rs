@@ -716,7 +716,7 @@ async fn a_tls_connection_over_the_per_address_limit_is_refused() {
     assert_eq!(status, 200);
     stream.connected().await;
 
-    let mut second = served.h2().await;
+    let second = served.h2().await;
     let request = Request::get("https://localhost/livez").body(()).unwrap();
     let mut ready = second.clone().ready().await.expect("ready");
     let (response, _) = ready.send_request(request, true).expect("send");
