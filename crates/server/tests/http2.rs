@@ -353,6 +353,22 @@ async fn a_stream_whose_window_stays_shut_is_closed_as_slow_alone() {
     served.publish("shut.t", json!("still open")).await;
     assert_eq!(reader.next_payload().await, json!("still open"));
     assert_eq!(served.metric("sluice_active_connections"), 1);
+
+    // Once its window opens, the closed stream is reset, not ended as if complete.
+    let ended = loop {
+        match tokio::time::timeout(GUARD, silent.body.data()).await {
+            Ok(Some(Ok(data))) => {
+                let _ = silent.body.flow_control().release_capacity(data.len());
+            }
+            Ok(Some(Err(err))) => break Some(err),
+            Ok(None) => break None,
+            Err(_) => panic!("the closed stream neither ends nor is reset"),
+        }
+    };
+    assert!(
+        ended.as_ref().is_some_and(h2::Error::is_reset),
+        "reset, not a clean end: {ended:?}"
+    );
     served.stop().await;
 }
 

@@ -4,9 +4,11 @@
 //!
 //! hyper takes a body's next batch only once the stream's flow-control window has room for
 //! it; a stream whose client accepts nothing (its window stays shut) leaves its batch untaken.
-//! A batch that waits `sse.write_timeout` ends that stream's session as `slow_client`, and the
-//! stream is reset; the connection's other streams go on. A socket that accepts nothing stalls
-//! every stream of the connection: each then ends as `slow_client` too.
+//! A batch that waits `sse.write_timeout` ends that stream's session as `slow_client` (its
+//! slot and cursor are freed at once); the connection's other streams go on. hyper polls the
+//! body again only once the window opens, and then resets the stream instead of ending it. A
+//! socket that accepts nothing stalls every stream of the connection: each then ends as
+//! `slow_client` too.
 
 use std::io;
 use std::pin::Pin;
