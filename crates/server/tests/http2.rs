@@ -805,3 +805,19 @@ async fn a_tls_1_2_client_is_served() {
     assert_eq!(response.status(), 200);
     served.stop().await;
 }
+
+/// With `http2.enabled = false` a TLS listener offers only HTTP/1.1 by ALPN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_http2_a_tls_listener_offers_only_http1() {
+    let mut config = Config::default();
+    config.http2.enabled = false;
+    let served = Served::start(config).await;
+    let tls = served
+        .ca
+        .connect(served.tls, &[b"h2", b"http/1.1"])
+        .await
+        .expect("TLS handshake");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    drop(tls);
+    served.stop().await;
+}
