@@ -14,6 +14,7 @@ mod conn;
 mod duration;
 mod event_id;
 mod fanout;
+mod file_version;
 mod frames;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -23,8 +24,9 @@ mod metrics;
 mod net;
 mod plan;
 mod session;
+pub mod tls;
 mod topics;
 
 pub use event_id::{EventId, EventIdError};
 pub use hub::Hub;
-pub use net::serve;
+pub use net::{Listener, serve, serve_listeners};

@@ -1,32 +1,51 @@
-//! `sluice pub`, and what it shares with `sluice sub`: the hub's address and the HTTP client.
+//! `sluice pub`, and what it shares with `sluice sub`: the hub's address and the HTTP client
+//! (plain HTTP/1.1, or HTTPS with HTTP/2 or HTTP/1.1 as the hub's ALPN answer chooses).
+
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use bytes::Bytes;
 use clap::Args;
 use http_body_util::{BodyExt, Full};
-use hyper::header::{AUTHORIZATION, CONTENT_TYPE};
-use hyper::{Request, Uri};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper::body::Incoming;
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
+use hyper::{Request, Response, Uri};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::RootCertStore;
+use rustls::pki_types::ServerName;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
 use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
 
 /// Where the hub is, and the token to show it.
 #[derive(Debug, Args)]
 pub struct HubArgs {
-    /// The hub's base URL.
+    /// The hub's base URL (`http://` or `https://`).
     #[arg(long, env = "SLUICE_HUB", default_value = "http://127.0.0.1:8080")]
     hub: String,
     /// A token the hub's authorization accepts (a JWT), sent as `Authorization: Bearer`.
     /// Prefer the environment variable: a flag is visible to other users of the machine.
     #[arg(long, env = "SLUICE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// PEM file of the certificate authorities to trust for an `https://` hub, instead of the
+    /// system's.
+    #[arg(long, env = "SLUICE_CA_FILE")]
+    ca_file: Option<PathBuf>,
 }
 
 impl HubArgs {
-    /// The hub at `hub`, shown `token` when given.
-    pub fn new(hub: String, token: Option<String>) -> Self {
-        Self { hub, token }
+    /// The hub at `hub`, shown `token` when given, trusting the authorities in `ca_file` when
+    /// given.
+    pub fn new(hub: String, token: Option<String>, ca_file: Option<PathBuf>) -> Self {
+        Self {
+            hub,
+            token,
+            ca_file,
+        }
     }
 
     /// `request` with the token, if one was given.
@@ -40,18 +59,113 @@ impl HubArgs {
         }
     }
 
-    /// The URL of `path` on the hub; an error naming `--hub` when it is no `http://` URL.
+    /// The URL of `path` on the hub; an error naming `--hub` when it is no `http://` or
+    /// `https://` URL.
     pub fn uri(&self, path: &str) -> anyhow::Result<Uri> {
         let text = format!("{}{path}", self.hub.trim_end_matches('/'));
         let bad = |why: &str| anyhow::anyhow!("invalid --hub {:?}: {why}", self.hub);
         let uri: Uri = text
             .parse()
             .map_err(|_| bad("expected a URL such as http://127.0.0.1:8080"))?;
-        if uri.scheme_str() != Some("http") || uri.authority().is_none() {
-            return Err(bad("expected http://<host>:<port>"));
+        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.authority().is_none() {
+            return Err(bad(
+                "expected http://<host>:<port> or https://<host>:<port>",
+            ));
         }
         Ok(uri)
     }
+
+    /// The client for this hub: for an `https://` hub it trusts `--ca-file` (an error naming
+    /// the file when it holds no usable certificate), else the system's certificate
+    /// authorities.
+    pub fn client(&self) -> anyhow::Result<HubClient> {
+        if self.uri("")?.scheme_str() != Some("https") {
+            return Ok(HubClient { tls: None });
+        }
+        let mut roots = RootCertStore::empty();
+        match &self.ca_file {
+            Some(path) => {
+                let certs = CertificateDer::pem_file_iter(path)
+                    .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+                    .with_context(|| format!("--ca-file {}", path.display()))?;
+                let (added, _) = roots.add_parsable_certificates(certs);
+                if added == 0 {
+                    bail!("--ca-file {}: holds no usable certificate", path.display());
+                }
+            }
+            None => {
+                let native = rustls_native_certs::load_native_certs();
+                roots.add_parsable_certificates(native.certs);
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(HubClient {
+            tls: Some(TlsConnector::from(Arc::new(config))),
+        })
+    }
+}
+
+/// One connection per request to the hub: plain HTTP/1.1, or TLS with HTTP/2 when the hub
+/// offers it (ALPN), else HTTP/1.1.
+pub struct HubClient {
+    tls: Option<TlsConnector>,
+}
+
+impl HubClient {
+    /// Sends `request` (its URI absolute, from [`HubArgs::uri`]) on a new connection.
+    pub async fn send(&self, request: Request<Full<Bytes>>) -> anyhow::Result<Response<Incoming>> {
+        let uri = request.uri().clone();
+        let host = uri.host().context("the URL has no host")?;
+        let default_port = if self.tls.is_some() { 443 } else { 80 };
+        let port = uri.port_u16().unwrap_or(default_port);
+        let host = host.trim_matches(['[', ']']);
+        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host, port)))
+            .await
+            .with_context(|| format!("connecting to {host}:{port} timed out"))?
+            .with_context(|| format!("cannot connect to {host}:{port}"))?;
+        let _ = tcp.set_nodelay(true);
+        let Some(tls) = &self.tls else {
+            return http1(tcp, request).await;
+        };
+        let name = ServerName::try_from(host.to_owned())
+            .with_context(|| format!("{host:?} is no TLS server name"))?;
+        let stream = tls
+            .connect(name, tcp)
+            .await
+            .with_context(|| format!("TLS handshake with {host}:{port}"))?;
+        if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+            let (mut sender, connection) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                    .await?;
+            tokio::spawn(connection);
+            Ok(sender.send_request(request).await?)
+        } else {
+            http1(stream, request).await
+        }
+    }
+}
+
+/// Sends `request` over HTTP/1.1 on `io`: its target in origin form, with `Host`.
+async fn http1(
+    io: impl AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    mut request: Request<Full<Bytes>>,
+) -> anyhow::Result<Response<Incoming>> {
+    let uri = request.uri().clone();
+    if let Some(authority) = uri.authority() {
+        request
+            .headers_mut()
+            .insert(HOST, authority.as_str().parse()?);
+    }
+    let target = uri.path_and_query().map_or("/", |p| p.as_str());
+    *request.uri_mut() = target.parse()?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
+    tokio::spawn(connection);
+    Ok(sender.send_request(request).await?)
 }
 
 /// `sluice pub <topic> <payload>`.
@@ -74,13 +188,6 @@ pub struct PubArgs {
 /// How long one attempt to open a TCP connection to the hub may take.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The HTTP/1.1 client both commands use.
-pub fn client() -> Client<HttpConnector, Full<Bytes>> {
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-    Client::builder(TokioExecutor::new()).build(connector)
-}
-
 /// Publishes one message and prints the hub's answer.
 pub async fn publish(args: PubArgs) -> anyhow::Result<()> {
     let payload =
@@ -98,8 +205,10 @@ pub async fn publish(args: PubArgs) -> anyhow::Result<()> {
         .authorize(Request::post(&url))
         .header(CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body.to_string())))?;
-    let response = client()
-        .request(request)
+    let response = args
+        .hub
+        .client()?
+        .send(request)
         .await
         .with_context(|| format!("POST {url}"))?;
     let status = response.status();

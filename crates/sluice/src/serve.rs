@@ -1,16 +1,20 @@
 //! `sluice serve`: load and validate the configuration, open the backend, bind, announce the
 //! address on stdout, serve until SIGTERM or Ctrl-C, then drain.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use sluice_server::Listener;
 use sluice_server::auth::Direction;
 use sluice_server::backend::Backend;
 use sluice_server::backend::embedded::EmbeddedBackend;
 use sluice_server::backend::jetstream::JetStreamBackend;
 use sluice_server::config::{self, BackendKind, Config, Overrides};
+use sluice_server::tls::Certificates;
 
 /// Flags of `sluice serve`; each wins over the file and the environment.
 #[derive(Debug, Args)]
@@ -61,10 +65,16 @@ pub fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
     Ok(config)
 }
 
+/// How often the TLS certificate and key files are checked for a change.
+const CERT_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Runs the hub until a shutdown signal.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = load_config(&args)?;
+    // Before anything opens: a bad certificate or key is a startup error naming the file.
+    let certificates = config.tls.as_ref().map(Certificates::load).transpose()?;
     let listen = config.listen;
+    let tls_listen = config.tls.as_ref().and_then(|tls| tls.listen);
     let backend = open_backend(&config).await?;
     let kind = backend.kind();
     let hub = sluice_server::Hub::new(config, backend)?;
@@ -76,15 +86,37 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         auth.reload_on_sighup()
             .context("cannot listen for SIGHUP")?;
     }
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    let addr = listener.local_addr()?;
-    tracing::info!(%addr, backend = kind, "listening");
-    // The readiness contract with scripts and tests: exactly this line on stdout.
-    println!("sluice listening on http://{addr}");
-    sluice_server::serve(hub, listener, shutdown_signal()).await?;
+    let main = bind(listen).await?;
+    let listeners = match (&certificates, tls_listen) {
+        (None, _) => vec![Listener::plain(main)],
+        (Some(certificates), None) => vec![Listener::tls(main, certificates.clone())],
+        (Some(certificates), Some(tls_listen)) => vec![
+            Listener::plain(main),
+            Listener::tls(bind(tls_listen).await?, certificates.clone()),
+        ],
+    };
+    if let Some(certificates) = &certificates {
+        certificates
+            .reload_on_sighup()
+            .context("cannot listen for SIGHUP")?;
+        certificates.reload_on_change(CERT_CHECK_INTERVAL);
+    }
+    for listener in &listeners {
+        let addr = listener.local_addr()?;
+        let scheme = listener.scheme();
+        tracing::info!(%addr, scheme, backend = kind, "listening");
+        // The readiness contract with scripts and tests: exactly this line on stdout, once
+        // per listener, the one of `listen` first.
+        println!("sluice listening on {scheme}://{addr}");
+    }
+    sluice_server::serve_listeners(hub, listeners, shutdown_signal()).await?;
     Ok(())
+}
+
+async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))
 }
 
 async fn open_backend(config: &Config) -> anyhow::Result<Arc<dyn Backend>> {

@@ -40,6 +40,10 @@ pub struct StreamArgs {
     /// environment variable: a flag is visible to other users of the machine.
     #[arg(long, env = "SLUICE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// PEM file of the certificate authorities to trust for an `https://` hub, instead of the
+    /// system's (with `--hub`).
+    #[arg(long, env = "SLUICE_CA_FILE")]
+    ca_file: Option<PathBuf>,
     #[command(subcommand)]
     command: StreamCommand,
 }
@@ -91,7 +95,7 @@ enum StreamCommand {
 /// Runs a stream command.
 pub async fn run(args: StreamArgs) -> anyhow::Result<()> {
     if let Some(hub) = args.hub {
-        return remote(&HubArgs::new(hub, args.token), args.command).await;
+        return remote(&HubArgs::new(hub, args.token, args.ca_file), args.command).await;
     }
     // Opening a store creates its directory: a mistyped path must not look like an empty store.
     anyhow::ensure!(
@@ -210,8 +214,9 @@ async fn call(
         .body(Full::new(Bytes::from(
             body.map(|b| b.to_string()).unwrap_or_default(),
         )))?;
-    let response = client::client()
-        .request(request)
+    let response = hub
+        .client()?
+        .send(request)
         .await
         .with_context(|| format!("{method} {url}"))?;
     let status = response.status();

@@ -22,7 +22,7 @@ use sluice_sse::{Frame, Parser};
 use tokio::time::Instant;
 
 use crate::backoff::Backoff;
-use crate::client::{self, HubArgs};
+use crate::client::{self, HubArgs, HubClient};
 
 /// `sluice sub <topic>...`.
 #[derive(Debug, Args)]
@@ -81,6 +81,7 @@ pub async fn run(args: SubArgs) -> anyhow::Result<()> {
         .map(|t| format!("topic={}", client::encode(t)))
         .collect();
     let uri = args.hub.uri(&format!("/events?{}", query.join("&")))?;
+    let client = args.hub.client()?;
     let mut printer = Printer {
         last_id: args.last_id.map(|id| id.to_string()),
         messages: 0,
@@ -90,7 +91,7 @@ pub async fn run(args: SubArgs) -> anyhow::Result<()> {
     let mut down_since = Instant::now();
     loop {
         let (reason, connected) =
-            match connection(&uri, &args.hub, &mut printer, &mut backoff).await? {
+            match connection(&uri, &args.hub, &client, &mut printer, &mut backoff).await? {
                 Ended::Done => return Ok(()),
                 Ended::Retry { reason, connected } => (reason, connected),
             };
@@ -124,6 +125,7 @@ pub async fn run(args: SubArgs) -> anyhow::Result<()> {
 async fn connection(
     uri: &Uri,
     hub: &HubArgs,
+    client: &HubClient,
     printer: &mut Printer,
     backoff: &mut Backoff,
 ) -> anyhow::Result<Ended> {
@@ -134,12 +136,9 @@ async fn connection(
     if let Some(id) = &printer.last_id {
         request = request.header("last-event-id", id);
     }
-    let response = match client::client()
-        .request(request.body(Full::default())?)
-        .await
-    {
+    let response = match client.send(request.body(Full::default())?).await {
         Ok(response) => response,
-        Err(err) => return retry(crate::one_line(&anyhow!(err)), false),
+        Err(err) => return retry(crate::one_line(&err), false),
     };
     let status = response.status();
     if !status.is_success() {

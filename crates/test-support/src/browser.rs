@@ -80,12 +80,24 @@ impl Browser {
     /// # Errors
     /// As [`Browser::launch`].
     pub async fn launch_with(binary: impl Into<PathBuf>) -> anyhow::Result<Self> {
-        let binary = binary.into();
+        Self::spawn(binary.into(), &[]).await
+    }
+
+    /// Launches [`chromium_binary`] with `flags` added to the usual ones (for instance
+    /// `--ignore-certificate-errors` for a hub with a test certificate).
+    ///
+    /// # Errors
+    /// As [`Browser::launch`].
+    pub async fn launch_with_flags(flags: &[&str]) -> anyhow::Result<Self> {
+        Self::spawn(chromium_binary(), flags).await
+    }
+
+    async fn spawn(binary: PathBuf, flags: &[&str]) -> anyhow::Result<Self> {
         let profile = tempfile::Builder::new()
             .prefix("sluice-chromium-")
             .tempdir()
             .context("creating a Chromium profile directory")?;
-        let mut args: Vec<std::ffi::OsString> = FLAGS.iter().map(Into::into).collect();
+        let mut args: Vec<std::ffi::OsString> = FLAGS.iter().chain(flags).map(Into::into).collect();
         args.push(format!("--user-data-dir={}", profile.path().display()).into());
         args.push("about:blank".into());
         let mut process = ManagedChild::spawn(&binary, args, |_| {})

@@ -1,5 +1,5 @@
 //! Test bed for sluice: real `nats-server` and `sluice` processes on loopback ports, a strict
-//! Server-Sent Events client, a JSON HTTP client, a small tmpfs that fills up (root only) and a
+//! Server-Sent Events client, a JSON HTTP client, a certificate authority made at test time, a small tmpfs that fills up (root only) and a
 //! headless Chromium driver.
 //!
 //! Every process is killed when its handle is dropped, also while a failing test unwinds, and
@@ -12,6 +12,7 @@ pub mod http;
 mod nats;
 mod sluice;
 mod sse;
+mod tls;
 mod tmpfs;
 mod wait;
 
@@ -28,6 +29,7 @@ pub use sluice_sse::Frame;
 pub use sse::{DEFAULT_FRAME_TIMEOUT, SseClient};
 /// Re-exported so test crates can make temporary data directories without depending on it.
 pub use tempfile;
+pub use tls::TestCa;
 pub use tmpfs::Tmpfs;
 pub use wait::{EVENTUALLY, eventually, eventually_async, wall_clock_passes};
 

@@ -10,8 +10,9 @@ use crate::child::{ManagedChild, StartError};
 
 /// How long the binary may take to print its listening line.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
-/// The line the binary prints on stdout once it accepts connections (its contract with tests).
-const LISTENING_PREFIX: &str = "sluice listening on http://";
+/// The line the binary prints on stdout once it accepts connections (its contract with tests),
+/// followed by `http://<addr>` or, when `listen` speaks TLS, `https://<addr>`.
+const LISTENING_PREFIX: &str = "sluice listening on ";
 /// The listen address the process is started with.
 const LISTEN: &str = "127.0.0.1:0";
 /// How long a graceful stop may take before the process is killed.
@@ -24,6 +25,8 @@ type Configure = Box<dyn Fn(&mut Command) + Send + Sync>;
 pub struct SluiceProcess {
     process: ManagedChild,
     addr: SocketAddr,
+    /// `http` or `https`, as the listening line says.
+    scheme: &'static str,
     args: Vec<OsString>,
     configure: Configure,
 }
@@ -79,10 +82,11 @@ impl SluiceProcess {
     ) -> Result<Self, StartError> {
         let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
         let configure: Configure = Box::new(configure);
-        let (process, addr) = spawn(binary.as_ref(), &args, LISTEN, &configure).await?;
+        let (process, scheme, addr) = spawn(binary.as_ref(), &args, LISTEN, &configure).await?;
         Ok(Self {
             process,
             addr,
+            scheme,
             args,
             configure,
         })
@@ -102,8 +106,9 @@ impl SluiceProcess {
                 .process
                 .start_error(&listen, format!("could not be stopped: {err}")));
         }
-        let (process, addr) = spawn(&binary, &self.args, &listen, &self.configure).await?;
+        let (process, scheme, addr) = spawn(&binary, &self.args, &listen, &self.configure).await?;
         self.process = process;
+        self.scheme = scheme;
         self.addr = addr;
         Ok(())
     }
@@ -113,9 +118,9 @@ impl SluiceProcess {
         self.addr
     }
 
-    /// `http://<addr>`, without a trailing slash.
+    /// `http://<addr>` (`https://` when `listen` speaks TLS), without a trailing slash.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// `base_url()` followed by `path` (which starts with `/`).
@@ -194,7 +199,7 @@ async fn spawn(
     args: &[OsString],
     listen: &str,
     configure: &Configure,
-) -> Result<(ManagedChild, SocketAddr), StartError> {
+) -> Result<(ManagedChild, &'static str, SocketAddr), StartError> {
     let mut args = args.to_vec();
     args.extend(["--listen", listen].map(OsString::from));
     let mut process = ManagedChild::spawn(binary, args, configure).map_err(|err| StartError {
@@ -205,19 +210,23 @@ async fn spawn(
     })?;
     let listening = process
         .wait_for_line(READY_TIMEOUT, |line| {
-            let addr = line.strip_prefix(LISTENING_PREFIX)?;
-            Some(addr.trim().trim_end_matches('/').parse::<SocketAddr>())
+            let url = line.strip_prefix(LISTENING_PREFIX)?;
+            let (scheme, addr) = [("https", "https://"), ("http", "http://")]
+                .into_iter()
+                .find_map(|(scheme, prefix)| Some((scheme, url.strip_prefix(prefix)?)))?;
+            let addr = addr.trim().trim_end_matches('/').parse::<SocketAddr>();
+            Some(addr.map(|addr| (scheme, addr)))
         })
         .await;
     match listening {
-        Ok(Ok(addr)) => Ok((process, addr)),
+        Ok(Ok((scheme, addr))) => Ok((process, scheme, addr)),
         Ok(Err(err)) => Err(process.start_error(
             listen,
             format!("printed an unparsable listening address: {err}"),
         )),
         Err(err) => Err(process.start_error(
             listen,
-            format!("{err}: `{LISTENING_PREFIX}<addr>` on stdout"),
+            format!("{err}: `{LISTENING_PREFIX}http://<addr>` on stdout"),
         )),
     }
 }

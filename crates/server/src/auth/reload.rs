@@ -2,11 +2,12 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
 use super::Authenticator;
+use crate::file_version::fingerprints;
 
 impl Authenticator {
     /// Every key file named by the configuration (secret, PEM and JWKS files).
@@ -63,81 +64,5 @@ impl Authenticator {
         if let Err(e) = self.reload() {
             tracing::error!(trigger, error = %e, "auth key reload failed; keeping the previous keys");
         }
-    }
-}
-
-/// What identifies one version of a file; `None` when it cannot be read (a reload then
-/// happens once it reappears).
-#[derive(Debug, PartialEq, Eq)]
-struct Fingerprint {
-    len: u64,
-    modified: Option<SystemTime>,
-    inode: u64,
-}
-
-fn fingerprints(files: &[PathBuf]) -> Vec<Option<Fingerprint>> {
-    files
-        .iter()
-        .map(|path| {
-            let meta = std::fs::metadata(path).ok()?;
-            Some(Fingerprint {
-                len: meta.len(),
-                modified: meta.modified().ok(),
-                inode: inode(&meta),
-            })
-        })
-        .collect()
-}
-
-/// The file's inode number; 0 where there is none (then size and time tell versions apart).
-///
-/// One function with a body per platform, not one function per platform: mutation testing
-/// runs on Unix, and a twin compiled only elsewhere would give it mutants no test can see.
-fn inode(meta: &std::fs::Metadata) -> u64 {
-    #[cfg(unix)]
-    {
-        std::os::unix::fs::MetadataExt::ino(meta)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = meta;
-        0
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::fs::{self, File};
-
-    use super::*;
-
-    #[test]
-    fn a_file_renamed_into_place_changes_the_fingerprint_even_with_the_same_size_and_time() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let key = dir.path().join("key");
-        let next = dir.path().join("key.next");
-        fs::write(&key, "old-secret").expect("write");
-        fs::write(&next, "new-secret").expect("write");
-        let time = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        for path in [&key, &next] {
-            let file = File::options().write(true).open(path).expect("open");
-            file.set_modified(time).expect("set mtime");
-        }
-        let files = vec![key.clone()];
-        let before = fingerprints(&files);
-        assert!(
-            before[0]
-                .as_ref()
-                .is_some_and(|f| f.len == 10 && f.modified == Some(time))
-        );
-        fs::rename(&next, &key).expect("rename into place");
-        let after = fingerprints(&files);
-        assert_ne!(before, after, "only the inode tells them apart");
-        fs::remove_file(&key).expect("remove");
-        assert_eq!(
-            fingerprints(&files),
-            vec![None],
-            "a missing file has no fingerprint"
-        );
     }
 }

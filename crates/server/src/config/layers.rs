@@ -34,7 +34,13 @@ pub struct Overrides {
 const COMMAND_VARIABLES: &[&str] = &["SLUICE_CONFIG", "SLUICE_LOG", "SLUICE_LOG_FORMAT"];
 
 /// Keys with no default value, which the default configuration cannot list.
-const OPTIONAL_KEYS: &[&str] = &["hub_url", "replay.window"];
+const OPTIONAL_KEYS: &[&str] = &[
+    "hub_url",
+    "replay.window",
+    "tls.cert_file",
+    "tls.key_file",
+    "tls.listen",
+];
 
 /// The loaded configuration and the warnings met on the way (unknown `SLUICE_` variables).
 pub type Loaded = (Config, Vec<String>);

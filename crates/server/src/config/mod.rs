@@ -19,6 +19,7 @@ use crate::auth::AuthConfig;
 pub use crate::backend::embedded::{DEFAULT_STREAM, EmbeddedConfig, StreamDecl};
 use crate::backend::jetstream::{JetStreamConfig, JetStreamConfigError};
 use crate::duration;
+pub use crate::tls::TlsConfig;
 
 pub use layers::{Overrides, load, load_str};
 
@@ -125,9 +126,15 @@ impl<'de> Deserialize<'de> for OnLoss {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// Address the HTTP server binds, e.g. `127.0.0.1:8080` (port 0 picks a free port).
+    /// Address the HTTP server binds, e.g. `127.0.0.1:8080` (port 0 picks a free port). It
+    /// speaks TLS when `[tls]` is set without a `tls.listen` of its own.
     #[serde(deserialize_with = "validate::socket_addr")]
     pub listen: SocketAddr,
+    /// HTTPS: the certificate, its key and the TLS listener; plain HTTP only when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsConfig>,
+    /// HTTP/2: over TLS by ALPN, and in cleartext with prior knowledge when enabled.
+    pub http2: Http2Config,
     /// Which durable stream the hub serves: `embedded` (the default) or `jetstream`.
     pub backend: BackendKind,
     /// Tokens prepended to every client topic to form the stream subject (`app` turns topic
@@ -176,6 +183,30 @@ pub struct SseConfig {
     /// listens for with `addEventListener`. The hub's own frames keep theirs (`connected`,
     /// `gap`, `token_expired`).
     pub event_type: String,
+}
+
+/// HTTP/2 (`[http2]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Http2Config {
+    /// Offer `h2` by ALPN on TLS listeners (a client that does not ask gets HTTP/1.1).
+    pub enabled: bool,
+    /// Also accept cleartext HTTP/2 with prior knowledge (`h2c`, the connection preface first)
+    /// on plain listeners, for proxies that speak HTTP/2 upstream.
+    pub h2c: bool,
+    /// Most concurrent streams a client may open on one connection (`SETTINGS_MAX_CONCURRENT_STREAMS`);
+    /// a stream over it is refused with `RST_STREAM(REFUSED_STREAM)`.
+    pub max_concurrent_streams: u32,
+}
+
+impl Default for Http2Config {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            h2c: false,
+            max_concurrent_streams: 100,
+        }
+    }
 }
 
 /// Connection and request limits.
@@ -288,6 +319,8 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            tls: None,
+            http2: Http2Config::default(),
             backend: BackendKind::Embedded,
             topic_prefix: String::new(),
             hub_url: None,

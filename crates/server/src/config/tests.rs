@@ -893,3 +893,35 @@ fn the_admin_direction_refuses_anonymous_access() {
     let message = error_text(&text);
     assert!(message.contains("auth.admin.anonymous"), "{message}");
 }
+
+#[test]
+fn tls_and_http2_keys_load_from_the_file_and_the_environment() {
+    let file =
+        "[tls]\ncert_file = \"/etc/hub.crt\"\nkey_file = \"/etc/hub.key\"\n[http2]\nh2c = true\n";
+    let vars = env(&[
+        ("SLUICE_TLS_LISTEN", "0.0.0.0:8443"),
+        ("SLUICE_HTTP2_MAX_CONCURRENT_STREAMS", "250"),
+    ]);
+    let (config, warnings) = load_str(file, "f", vars, &Overrides::default()).expect("loads");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let tls = config.tls.expect("tls");
+    assert_eq!(tls.cert_file, PathBuf::from("/etc/hub.crt"));
+    assert_eq!(tls.key_file, PathBuf::from("/etc/hub.key"));
+    assert_eq!(tls.listen, Some("0.0.0.0:8443".parse().unwrap()));
+    assert!(config.http2.enabled && config.http2.h2c);
+    assert_eq!(config.http2.max_concurrent_streams, 250);
+}
+
+#[test]
+fn bad_tls_and_http2_values_are_named() {
+    let err = error_text("[tls]\ncert_file = \"/a.crt\"\n");
+    assert!(err.contains("key_file"), "{err}");
+    let err = error_text("[tls]\ncert_file = \"\"\nkey_file = \"/a.key\"\n");
+    assert!(err.contains("tls.cert_file"), "{err}");
+    let err = error_text(
+        "listen = \"127.0.0.1:8080\"\n[tls]\ncert_file = \"/a\"\nkey_file = \"/b\"\nlisten = \"127.0.0.1:8080\"\n",
+    );
+    assert!(err.contains("tls.listen"), "{err}");
+    let err = error_text("[http2]\nmax_concurrent_streams = 0\n");
+    assert!(err.contains("http2.max_concurrent_streams"), "{err}");
+}

@@ -72,6 +72,7 @@ pub fn config(config: &Config) -> Result<(), ConfigError> {
     }
     cors(config)?;
     probes(config)?;
+    listeners(config)?;
     if !(16..=1 << 20).contains(&config.fanout.ring_size) {
         return Err(ConfigError::invalid(
             "fanout.ring_size",
@@ -94,6 +95,37 @@ pub fn config(config: &Config) -> Result<(), ConfigError> {
         other => ConfigError::invalid("auth", "", other.to_string()),
     })?;
     jetstream(config)
+}
+
+/// `[tls]` and `[http2]`; the certificate files themselves are read by
+/// [`crate::tls::Certificates::load`] before any socket opens.
+fn listeners(config: &Config) -> Result<(), ConfigError> {
+    if let Some(tls) = &config.tls {
+        for (key, path) in [
+            ("tls.cert_file", &tls.cert_file),
+            ("tls.key_file", &tls.key_file),
+        ] {
+            if path.as_os_str().is_empty() {
+                return Err(ConfigError::invalid(key, "", "must name a PEM file"));
+            }
+        }
+        if tls.listen == Some(config.listen) && config.listen.port() != 0 {
+            return Err(ConfigError::invalid(
+                "tls.listen",
+                config.listen.to_string(),
+                "is also `listen`; leave it out to serve TLS on `listen` alone",
+            ));
+        }
+    }
+    let streams = config.http2.max_concurrent_streams;
+    if !(1..=10_000).contains(&streams) {
+        return Err(ConfigError::invalid(
+            "http2.max_concurrent_streams",
+            streams,
+            "must be between 1 and 10000",
+        ));
+    }
+    Ok(())
 }
 
 fn sse(config: &Config) -> Result<(), ConfigError> {

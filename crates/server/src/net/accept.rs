@@ -1,4 +1,4 @@
-//! The accept loop and the life of one connection, up to the point where it becomes an event
+//! The accept loops (one per listener) and the life of one connection, up to the point where it becomes an event
 //! stream written by [`super::stream`] or is handed to hyper ([`super::upstream`]).
 
 use std::future::Future;
@@ -8,65 +8,70 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::ConnectInfo;
-use axum::http::{Method, StatusCode, Version, header};
+use axum::extract::{ConnectInfo, Request};
+use axum::http::{HeaderMap, Method, StatusCode, Version, header};
+use axum::response::Response;
 use bytes::Bytes;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
+use tokio_rustls::TlsAcceptor;
 use tower_service::Service;
 
 use super::addresses::{AddressCounts, AddressSlot};
 use super::head::{self, Head, HeadError};
+use super::rewind::Rewind;
 use super::runtime::StreamRuntime;
 use super::stream::{Socket, stream_head};
-use super::upstream;
+use super::upstream::{self, Protocol};
+use super::{Listener, TimedIo, handshake};
 use crate::conn::{ConnInfo, ConnState};
 use crate::http::{accepts_event_stream, error_response, refusal, transient};
 use crate::hub::Hub;
 use crate::metrics::Metrics;
 use crate::session::{Session, StreamHandoff};
 
-/// Accepts connections on `listener` until `signal` completes, then drains: stops accepting,
-/// ends every event stream, and waits until every connection has finished.
+/// Accepts connections on every one of `listeners` until `signal` completes, then drains:
+/// stops accepting, ends every event stream, and waits until every connection has finished.
 pub(super) async fn accept_until(
     hub: Arc<Hub>,
-    listener: TcpListener,
+    listeners: Vec<Listener>,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let router = crate::http::router(hub.clone());
     let streams = StreamRuntime::start()?;
-    let addresses = AddressCounts::new(hub.config.limits.max_connections_per_address);
+    let shared = Shared {
+        router: crate::http::router(hub.clone()),
+        over_address_limit: over_address_limit(hub.clone()),
+        addresses: AddressCounts::new(hub.config.limits.max_connections_per_address),
+        streams: streams.handle().clone(),
+        hub: hub.clone(),
+    };
     // Every connection task holds a sender; the receiver sees the end once all are gone.
     let (open, mut all_closed) = mpsc::channel::<()>(1);
-    tokio::pin!(signal);
-    loop {
-        let (stream, peer) = tokio::select! {
-            () = &mut signal => break,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %err, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
+    let (stop, stopped) = watch::channel(false);
+    let loops: Vec<_> = listeners
+        .into_iter()
+        .map(|listener| {
+            let tls = listener
+                .certificates
+                .map(|certs| TlsAcceptor::from(certs.server_config(hub.config.http2.enabled)));
+            let accepting = accept_loop(shared.clone(), listener.tcp, tls, open.clone());
+            let mut stopped = stopped.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = accepting => {}
+                    _ = stopped.wait_for(|stop| *stop) => {}
                 }
-            },
-        };
-        // Frames are small and latency matters more than packet count.
-        let _ = stream.set_nodelay(true);
-        let connection = Connection {
-            hub: hub.clone(),
-            router: router.clone(),
-            streams: streams.handle().clone(),
-            peer,
-            place: addresses.acquire(peer.ip()),
-            _open: open.clone(),
-        };
-        tokio::spawn(connection.run(stream));
+            })
+        })
+        .collect();
+    signal.await;
+    let _ = stop.send(true);
+    for accepting in loops {
+        // Ends with its listener closed.
+        let _ = accepting.await;
     }
     tracing::info!("shutting down: no new connections, ending event streams");
-    drop(listener);
     hub.begin_shutdown();
     drop(open);
     let _ = all_closed.recv().await;
@@ -74,13 +79,84 @@ pub(super) async fn accept_until(
     Ok(())
 }
 
-/// One accepted connection.
-struct Connection {
+/// What every connection of the hub shares.
+#[derive(Clone)]
+struct Shared {
     hub: Arc<Hub>,
     router: Router,
-    /// Where event streams run (see [`StreamRuntime`]).
+    /// Answers every request of a connection over `limits.max_connections_per_address`.
+    over_address_limit: Router,
+    addresses: Arc<AddressCounts>,
     streams: Handle,
-    peer: SocketAddr,
+}
+
+/// Accepts on `listener` (speaking TLS when `tls` is set) for as long as it is polled.
+async fn accept_loop(
+    shared: Shared,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    open: mpsc::Sender<()>,
+) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %err, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        // Frames are small and latency matters more than packet count.
+        let _ = stream.set_nodelay(true);
+        let place = shared.addresses.acquire(peer.ip());
+        let router = match place {
+            Ok(_) => shared.router.clone(),
+            Err(()) => shared.over_address_limit.clone(),
+        };
+        let connection = Connection {
+            hub: shared.hub.clone(),
+            router,
+            streams: shared.streams.clone(),
+            peer,
+            place,
+            _open: open.clone(),
+        };
+        match &tls {
+            Some(tls) => tokio::spawn(handshake::serve(connection, stream, tls.clone())),
+            None => tokio::spawn(connection.run(stream)),
+        };
+    }
+}
+
+/// The answer to a request on a connection over `limits.max_connections_per_address`.
+fn refuse_over_address_limit(hub: &Hub, headers: &HeaderMap) -> Response {
+    transient(
+        hub,
+        accepts_event_stream(headers),
+        "max_connections_per_address",
+        StatusCode::TOO_MANY_REQUESTS,
+        "too many connections from this address",
+    )
+}
+
+/// A router that refuses every request with [`refuse_over_address_limit`] (for connections
+/// served by hyper, where more than one request may come).
+fn over_address_limit(hub: Arc<Hub>) -> Router {
+    Router::new().fallback(move |request: Request| {
+        let hub = hub.clone();
+        async move { refuse_over_address_limit(&hub, request.headers()) }
+    })
+}
+
+/// One accepted connection.
+pub(super) struct Connection {
+    pub(super) hub: Arc<Hub>,
+    /// What answers its requests (a refusal when over the per-address limit).
+    pub(super) router: Router,
+    /// Where event streams run (see [`StreamRuntime`]).
+    pub(super) streams: Handle,
+    pub(super) peer: SocketAddr,
     /// Its place under `limits.max_connections_per_address` (`Err`: over the limit).
     place: Result<Option<AddressSlot>, ()>,
     _open: mpsc::Sender<()>,
@@ -117,6 +193,14 @@ impl Connection {
                     .refuse(&mut socket, "header_too_large", status, &err.to_string())
                     .await;
             }
+            Ok(Err(HeadError::Malformed(_)))
+                if hub.config.http2.h2c && head::is_h2_preface(&buf) =>
+            {
+                let stream = socket.stream;
+                return self
+                    .hand_to_hyper(stream, buf.freeze(), info, Protocol::Http2)
+                    .await;
+            }
             Ok(Err(err @ HeadError::Malformed(_))) => {
                 let status = StatusCode::BAD_REQUEST;
                 return self
@@ -139,29 +223,28 @@ impl Connection {
             }
         };
         if self.place.is_err() {
-            let wants_stream = accepts_event_stream(head.request.headers());
-            let answer = transient(
-                &hub,
-                wants_stream,
-                "max_connections_per_address",
-                StatusCode::TOO_MANY_REQUESTS,
-                "too many connections from this address",
-            );
+            let answer = refuse_over_address_limit(&hub, head.request.headers());
             return socket.write_answer(answer).await;
         }
         if is_fresh_stream(&head, buf.len()) {
             self.stream(socket, head, info).await;
         } else {
-            upstream::serve(
-                self.router,
-                &hub.config,
-                socket.stream,
-                buf.freeze(),
-                info,
-                shutdown,
-            )
-            .await;
+            self.hand_to_hyper(socket.stream, buf.freeze(), info, Protocol::Http1)
+                .await;
         }
+    }
+
+    /// Serves the rest of the connection with hyper, `already_read` replayed first.
+    async fn hand_to_hyper(
+        &self,
+        stream: TcpStream,
+        already_read: Bytes,
+        info: ConnInfo,
+        protocol: Protocol,
+    ) {
+        let timeout = self.hub.config.sse.write_timeout;
+        let io = TimedIo::new(stream, timeout, info.state.clone());
+        upstream::serve(self, Rewind::new(already_read, io), protocol, info).await;
     }
 
     /// Runs `head` through the router; an event stream then gets a task of its own on the

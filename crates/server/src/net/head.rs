@@ -60,6 +60,17 @@ pub async fn read(
     }
 }
 
+/// HTTP/2's connection preface (RFC 9113 §3.4): what a cleartext client with prior knowledge
+/// sends first.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// True when `buf`, which [`parse`] refused, is the start of the HTTP/2 preface: as far as
+/// it goes, and at least up to the version the parser stopped at.
+pub fn is_h2_preface(buf: &[u8]) -> bool {
+    let len = buf.len().min(H2_PREFACE.len());
+    len >= b"PRI * HTTP/2".len() && buf[..len] == H2_PREFACE[..len]
+}
+
 /// A fresh buffer for [`read`].
 pub fn buffer() -> BytesMut {
     BytesMut::with_capacity(INITIAL_BUFFER)
@@ -138,5 +149,15 @@ mod tests {
             parse(b"\x01\x02 nonsense\r\n\r\n", 1024),
             Err(HeadError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn knows_the_http2_preface_from_where_the_parser_stops() {
+        let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04";
+        assert!(matches!(parse(preface, 1024), Err(HeadError::Malformed(_))));
+        assert!(is_h2_preface(preface));
+        assert!(is_h2_preface(b"PRI * HTTP/2"));
+        assert!(!is_h2_preface(b"PRI * HTTP/1.1\r\n\r\n"));
+        assert!(!is_h2_preface(b"PRI * HTTP/2.0\r\nHost: x\r\n\r\n"));
     }
 }

@@ -2,11 +2,18 @@
 //! costs only its session and its socket.
 //!
 //! ```text
+//! plain listener:
 //! accept ─► per-address limit ─► first request head (small buffer, header_read_timeout,
 //!                                 max_header_bytes, httparse)
 //!            ├─ GET /events (HTTP/1.1, no body) ─► Router ─► stream: the head and then the
 //!            │                                     frames written on the raw socket
+//!            ├─ the HTTP/2 preface (http2.h2c) ─► hyper's HTTP/2 server, same Router
 //!            └─ anything else ─► hyper (the bytes already read replayed first), same Router
+//! TLS listener:
+//! accept ─► per-address limit ─► TLS handshake (header_read_timeout) ─► ALPN
+//!            ├─ h2 ─► hyper's HTTP/2 server: an event stream's session runs in a task of its
+//!            │        own and feeds its body, with the write-stall rule per stream
+//!            └─ http/1.1 ─► hyper's HTTP/1 server (the session is the response body)
 //! ```
 //!
 //! | file            | job                                                               |
@@ -15,13 +22,17 @@
 //! | `addresses.rs`  | `limits.max_connections_per_address`                              |
 //! | `head.rs`       | reading and parsing the first request head                        |
 //! | `stream.rs`     | writing a response (event stream or complete answer) on the socket |
-//! | `upstream.rs`   | handing a connection to hyper                                     |
+//! | `upstream.rs`   | handing a connection to hyper (HTTP/1.1 or HTTP/2)                |
+//! | `handshake.rs`  | a TLS listener's connections: handshake, then ALPN's protocol     |
+//! | `h2_stream.rs`  | event streams over HTTP/2, with the stall rule per stream         |
 //! | `rewind.rs`     | replaying bytes already read to hyper                             |
 //! | `runtime.rs`    | the event streams' own worker threads                             |
 //! | `stall.rs`      | the write-stall rule (`slow_client`), and hyper connections under it |
 
 mod accept;
 mod addresses;
+mod h2_stream;
+mod handshake;
 pub mod head;
 mod rewind;
 mod runtime;
@@ -31,6 +42,7 @@ mod upstream;
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
@@ -38,15 +50,66 @@ use tokio::net::TcpListener;
 pub use stall::TimedIo;
 
 use crate::hub::Hub;
+use crate::tls::Certificates;
 
-/// Serves `hub` on `listener` until `signal` completes, then drains: stops accepting, ends
-/// every event stream, waits for responses in flight, and shuts the backend down.
+/// A bound socket the hub serves: plain HTTP, or TLS with [`Certificates`].
+#[derive(Debug)]
+pub struct Listener {
+    tcp: TcpListener,
+    certificates: Option<Arc<Certificates>>,
+}
+
+impl Listener {
+    /// Plain HTTP/1.1 on `tcp` (and cleartext HTTP/2 with `http2.h2c`).
+    pub fn plain(tcp: TcpListener) -> Self {
+        Self {
+            tcp,
+            certificates: None,
+        }
+    }
+
+    /// TLS on `tcp`, presenting `certificates` (reloadable); HTTP/2 or HTTP/1.1 by ALPN.
+    pub fn tls(tcp: TcpListener, certificates: Arc<Certificates>) -> Self {
+        Self {
+            tcp,
+            certificates: Some(certificates),
+        }
+    }
+
+    /// The address it is bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.tcp.local_addr()
+    }
+
+    /// `https` for a TLS listener, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.certificates.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+}
+
+/// Serves `hub` on `listener` (plain HTTP) until `signal` completes, then drains: stops
+/// accepting, ends every event stream, waits for responses in flight, and shuts the backend
+/// down.
 pub async fn serve(
     hub: Arc<Hub>,
     listener: TcpListener,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let result = accept::accept_until(hub.clone(), listener, signal).await;
+    serve_listeners(hub, vec![Listener::plain(listener)], signal).await
+}
+
+/// [`serve`] on several listeners at once (plain and TLS side by side), draining them
+/// together.
+pub async fn serve_listeners(
+    hub: Arc<Hub>,
+    listeners: Vec<Listener>,
+    signal: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let result = accept::accept_until(hub.clone(), listeners, signal).await;
     hub.backend.shutdown().await;
     tracing::info!("shut down");
     result

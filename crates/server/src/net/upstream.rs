@@ -1,61 +1,142 @@
-//! Every request that is not a fresh event stream: the connection goes to hyper's HTTP/1
-//! server (keep-alive, bodies, pipelining), which first re-reads the bytes the connection
-//! layer already took.
+//! Connections served by hyper: every HTTP/1.1 request that is not a fresh event stream
+//! (keep-alive, bodies, pipelining; the bytes the connection layer already took are replayed
+//! first), and every HTTP/2 connection (by ALPN over TLS, or cleartext with prior knowledge).
 
-use axum::Router;
+use std::convert::Infallible;
+
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use bytes::Bytes;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpStream;
-use tokio::sync::watch;
+use hyper::server::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tower_service::Service;
 
-use super::TimedIo;
-use super::rewind::Rewind;
-use crate::config::Config;
-use crate::conn::ConnInfo;
+use super::accept::Connection;
+use super::h2_stream;
+use crate::conn::{ConnInfo, ConnState};
+use crate::session::StreamHandoff;
 
 /// hyper's smallest allowed read buffer limit.
 const HYPER_MIN_BUF: usize = 8192;
 
-/// Serves `stream` with hyper until the client is done or, after shutdown begins, the
-/// request in flight is answered.
-pub async fn serve(
-    router: Router,
-    config: &Config,
-    stream: TcpStream,
-    already_read: Bytes,
-    info: ConnInfo,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let peer = info.peer;
-    let io = TimedIo::new(stream, config.sse.write_timeout, info.state.clone());
-    let io = TokioIo::new(Rewind::new(already_read, io));
+/// Completes once the hub's shutdown has begun.
+async fn shutting_down(connection: &Connection) {
+    let mut shutdown = connection.hub.shutdown_signal();
+    // The borrow `wait_for` returns is dropped here: it must not live across an await.
+    let _ = shutdown.wait_for(|down| *down).await;
+}
+
+/// Which HTTP hyper speaks on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1 (and 1.0).
+    Http1,
+    /// HTTP/2.
+    Http2,
+}
+
+/// Serves `io` with hyper until the client is done or, after shutdown begins, the requests
+/// in flight are answered (HTTP/2: after a `GOAWAY`).
+pub async fn serve<I>(connection: &Connection, io: I, protocol: Protocol, info: ConnInfo)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let result = match protocol {
+        Protocol::Http1 => serve_http1(connection, io, info).await,
+        Protocol::Http2 => serve_http2(connection, io, info).await,
+    };
+    if let Err(err) = result {
+        tracing::debug!(error = %err, peer = %connection.peer, "connection ended with an error");
+    }
+}
+
+async fn serve_http1<I>(connection: &Connection, io: I, info: ConnInfo) -> hyper::Result<()>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let config = &connection.hub.config;
+    let router = connection.router.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let mut request = request.map(Body::new);
         request.extensions_mut().insert(ConnectInfo(info.clone()));
         router.clone().call(request)
     });
-    let connection = http1::Builder::new()
+    let served = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(config.limits.header_read_timeout)
         .max_buf_size(config.limits.max_header_bytes.max(HYPER_MIN_BUF))
-        .serve_connection(io, service);
-    tokio::pin!(connection);
-    let shutting_down = async {
-        let _ = shutdown.wait_for(|down| *down).await;
-    };
-    let result = tokio::select! {
-        result = connection.as_mut() => result,
-        () = shutting_down => {
-            connection.as_mut().graceful_shutdown();
-            connection.await
+        .serve_connection(TokioIo::new(io), service);
+    tokio::pin!(served);
+    tokio::select! {
+        result = served.as_mut() => result,
+        () = shutting_down(connection) => {
+            served.as_mut().graceful_shutdown();
+            served.await
         }
-    };
-    if let Err(err) = result {
-        tracing::debug!(error = %err, %peer, "connection ended with an error");
+    }
+}
+
+async fn serve_http2<I>(connection: &Connection, io: I, info: ConnInfo) -> hyper::Result<()>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let config = &connection.hub.config;
+    let router = connection.router.clone();
+    let streams = connection.streams.clone();
+    let write_timeout = config.sse.write_timeout;
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let mut request = request.map(Body::new);
+        // Each stream has its own stall state: one that accepts nothing is `slow_client`
+        // alone, and the connection's own (its socket) still counts for every stream.
+        let stream = ConnState::default();
+        let stream_info = ConnInfo {
+            peer: info.peer,
+            state: stream.clone(),
+        };
+        request.extensions_mut().insert(ConnectInfo(stream_info));
+        let handoff = StreamHandoff::default();
+        request.extensions_mut().insert(handoff.clone());
+        let router = router.clone();
+        let streams = streams.clone();
+        let socket = info.state.clone();
+        async move {
+            let Ok(response) = router.clone().call(request).await;
+            Ok::<_, Infallible>(match handoff.take() {
+                None => response,
+                Some(session) => {
+                    let rule = h2_stream::StallRule {
+                        write_timeout,
+                        stream,
+                        socket,
+                    };
+                    h2_stream::respond(response, session, &streams, rule)
+                }
+            })
+        }
+    });
+    let max_header = u32::try_from(config.limits.max_header_bytes).unwrap_or(u32::MAX);
+    let served = http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(config.http2.max_concurrent_streams)
+        .max_header_list_size(max_header)
+        .serve_connection(TokioIo::new(io), service);
+    tokio::pin!(served);
+    tokio::select! {
+        result = served.as_mut() => result,
+        () = shutting_down(connection) => {
+            // GOAWAY: no new streams; the open ones end as the hub ends their sessions. A
+            // stream whose window the client keeps shut would hold the drain: it gets as long
+            // as a write and a body may take, then the connection is closed.
+            served.as_mut().graceful_shutdown();
+            let grace = write_timeout + config.limits.body_read_timeout;
+            match tokio::time::timeout(grace, served).await {
+                Ok(result) => result,
+                Err(_) => {
+                    tracing::info!(peer = %info.peer, ?grace, "HTTP/2 connection closed: streams still open after the drain grace");
+                    Ok(())
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,47 @@
+//! A connection to a TLS listener: the handshake, bounded by `limits.header_read_timeout`,
+//! then hyper in the protocol ALPN chose (`h2`, else HTTP/1.1).
+//!
+//! The TLS stream runs over [`TimedIo`], so the write-stall rule (`slow_client`) applies to
+//! its socket exactly as to a plain one.
+
+use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+
+use super::TimedIo;
+use super::accept::Connection;
+use super::upstream::{self, Protocol};
+use crate::conn::{ConnInfo, ConnState};
+use crate::metrics::Metrics;
+
+/// Runs the handshake on `stream`, then serves the connection with hyper.
+pub(super) async fn serve(connection: Connection, stream: TcpStream, acceptor: TlsAcceptor) {
+    let hub = connection.hub.clone();
+    let timeout = hub.config.limits.header_read_timeout;
+    let state = ConnState::default();
+    let io = TimedIo::new(stream, hub.config.sse.write_timeout, state.clone());
+    let mut shutdown = hub.shutdown_signal();
+    let handshake = tokio::select! {
+        handshake = tokio::time::timeout(timeout, acceptor.accept(io)) => handshake,
+        _ = shutdown.wait_for(|down| *down) => return,
+    };
+    let peer = connection.peer;
+    let tls = match handshake {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(err)) => {
+            Metrics::count(&hub.metrics.rejected, "reason", "tls_handshake");
+            tracing::info!(reason = "tls_handshake", %peer, error = %err, "connection closed");
+            return;
+        }
+        Err(_) => {
+            Metrics::count(&hub.metrics.rejected, "reason", "header_timeout");
+            tracing::info!(reason = "header_timeout", %peer, detail = %format!("no TLS handshake within {timeout:?}"), "connection closed");
+            return;
+        }
+    };
+    let protocol = match tls.get_ref().1.alpn_protocol() {
+        Some(b"h2") => Protocol::Http2,
+        _ => Protocol::Http1,
+    };
+    let info = ConnInfo { peer, state };
+    upstream::serve(&connection, tls, protocol, info).await;
+}

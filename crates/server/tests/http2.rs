@@ -1,0 +1,823 @@
+//! HTTPS and HTTP/2 over real loopback sockets against an embedded hub: TLS listeners beside
+//! plain ones, ALPN, event streams multiplexed on one connection, the write-stall rule per
+//! stream, the protocol's edge cases (a stream reset mid-event, a window the client keeps
+//! shut, streams over the limit, a SETTINGS flood), GOAWAY on drain, cleartext HTTP/2 with
+//! prior knowledge, and certificates reloaded without dropping connections.
+//!
+//! Protocol-level cases speak raw frames ([`raw`]) where the `h2` client would hide what is
+//! under test (it never exceeds the server's stream limit, and acknowledges SETTINGS itself).
+
+// The shared scenario list is for the backends' own test files.
+#[allow(unused_macros, unused_imports)]
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{Request, StatusCode};
+use bytes::Bytes;
+use common::{Embedded, metric_value};
+use h2::RecvStream;
+use h2::client::SendRequest;
+use serde_json::{Value, json};
+use sluice_server::config::{Config, TlsConfig};
+use sluice_server::tls::{Certificates, TlsError};
+use sluice_server::{Hub, Listener};
+use sluice_sse::{Frame, Parser};
+use sluice_test_support::{TestCa, http};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Longest any single step may take before the test fails (a guard against hanging, not a
+/// timing assertion).
+const GUARD: Duration = Duration::from_secs(20);
+
+/// A hub with a plain listener and a TLS one, over the embedded store.
+struct Served {
+    hub: Arc<Hub>,
+    plain: SocketAddr,
+    tls: SocketAddr,
+    ca: TestCa,
+    certificates: Arc<Certificates>,
+    cert_files: (std::path::PathBuf, std::path::PathBuf),
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+impl Served {
+    async fn start(mut config: Config) -> Self {
+        let ca = TestCa::new();
+        let cert_dir = tempfile::tempdir().expect("tempdir");
+        let cert_files = ca.issue("sluice hub").write(cert_dir.path(), "hub");
+        config.listen = "127.0.0.1:0".parse().expect("address");
+        config.tls = Some(TlsConfig {
+            cert_file: cert_files.0.clone(),
+            key_file: cert_files.1.clone(),
+            listen: Some("127.0.0.1:0".parse().expect("address")),
+        });
+        config.validate().expect("test config is valid");
+        let certificates =
+            Certificates::load(config.tls.as_ref().expect("tls")).expect("certificate loads");
+        let (backend, data_dir) = Embedded::backend(&mut config).await;
+        let plain = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let secure = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let (plain_addr, tls_addr) = (plain.local_addr().unwrap(), secure.local_addr().unwrap());
+        let hub = Hub::new(config, backend).expect("hub");
+        let listeners = vec![
+            Listener::plain(plain),
+            Listener::tls(secure, certificates.clone()),
+        ];
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(sluice_server::serve_listeners(
+            hub.clone(),
+            listeners,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Self {
+            hub,
+            plain: plain_addr,
+            tls: tls_addr,
+            ca,
+            certificates,
+            cert_files,
+            stop: Some(stop),
+            task: Some(task),
+            _dirs: vec![cert_dir, data_dir],
+        }
+    }
+
+    async fn with_h2c(mut config: Config) -> Self {
+        config.http2.h2c = true;
+        Self::start(config).await
+    }
+
+    fn metric(&self, name: &str) -> u64 {
+        metric_value(&self.hub.metrics_text(), name)
+    }
+
+    /// Publishes on the plain listener; panics unless stored.
+    async fn publish(&self, topic: &str, payload: Value) {
+        let url = format!("http://{}/publish", self.plain);
+        let body = json!({ "topic": topic, "payload": payload });
+        let response = http::post_json(&url, &body).await.expect("publish");
+        assert_eq!(response.status, 200, "publish: {}", response.text());
+    }
+
+    /// An HTTP/2 connection over TLS, negotiated by ALPN.
+    async fn h2(&self) -> SendRequest<Bytes> {
+        self.h2_with(h2::client::Builder::new()).await
+    }
+
+    async fn h2_with(&self, builder: h2::client::Builder) -> SendRequest<Bytes> {
+        let tls = self
+            .ca
+            .connect(self.tls, &[b"h2", b"http/1.1"])
+            .await
+            .expect("TLS handshake");
+        assert_eq!(
+            tls.get_ref().1.alpn_protocol(),
+            Some(&b"h2"[..]),
+            "ALPN chose h2"
+        );
+        let (client, connection) = builder.handshake(tls).await.expect("HTTP/2 handshake");
+        tokio::spawn(connection);
+        client
+    }
+
+    async fn eventually(&self, what: &str, condition: impl Fn(&Self) -> bool) {
+        sluice_test_support::eventually(what, || condition(self)).await;
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(GUARD, task)
+                .await
+                .expect("server stops")
+                .expect("server task")
+                .expect("server result");
+        }
+    }
+}
+
+/// Opens `GET path` as an `EventSource` would on `client`; the answer's head and the body.
+async fn open(client: &mut SendRequest<Bytes>, path: &str) -> (StatusCode, SseStream) {
+    let request = Request::get(format!("https://localhost{path}"))
+        .header("accept", "text/event-stream")
+        .body(())
+        .expect("request");
+    let mut ready = client.clone().ready().await.expect("connection ready");
+    let (response, send) = ready.send_request(request, true).expect("send");
+    let response = tokio::time::timeout(GUARD, response)
+        .await
+        .expect("answer in time")
+        .expect("answer");
+    let status = response.status();
+    (
+        status,
+        SseStream {
+            body: response.into_body(),
+            parser: Parser::new(),
+            frames: Vec::new(),
+            release: true,
+            _send: send,
+        },
+    )
+}
+
+/// One event stream's body, parsed strictly.
+struct SseStream {
+    body: RecvStream,
+    parser: Parser,
+    frames: Vec<Frame>,
+    /// Whether read data is given back to the flow-control window (a reader that reads).
+    release: bool,
+    _send: h2::SendStream<Bytes>,
+}
+
+impl SseStream {
+    /// The next frame with `data` (messages and the hub's own frames; comments skipped).
+    async fn next(&mut self) -> Frame {
+        loop {
+            if let Some(at) = self.frames.iter().position(|f| f.data.is_some()) {
+                let frame = self.frames.remove(at);
+                self.frames.drain(..at);
+                return frame;
+            }
+            self.frames.clear();
+            let data = tokio::time::timeout(GUARD, self.body.data())
+                .await
+                .expect("a frame in time")
+                .expect("the stream is open")
+                .expect("data");
+            if self.release {
+                let _ = self.body.flow_control().release_capacity(data.len());
+            }
+            self.frames = self.parser.feed(&data).expect("strict SSE");
+        }
+    }
+
+    /// The next message frame's payload.
+    async fn next_payload(&mut self) -> Value {
+        loop {
+            let frame = self.next().await;
+            if frame.event.as_deref() == Some("message") || frame.event.is_none() {
+                let data = frame.data.as_deref().unwrap_or_default();
+                let data: Value = serde_json::from_str(data).expect("JSON data");
+                return data["payload"].clone();
+            }
+        }
+    }
+
+    /// Reads up to and including the `connected` frame.
+    async fn connected(&mut self) {
+        let frame = self.next().await;
+        assert_eq!(frame.event.as_deref(), Some("connected"), "{frame:?}");
+    }
+}
+
+/// Over TLS, ALPN `h2` gets HTTP/2 and a client offering only `http/1.1` gets HTTP/1.1; the
+/// plain listener beside it keeps serving plain HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_listener_speaks_http2_by_alpn_and_http1_without_it() {
+    let served = Served::start(Config::default()).await;
+
+    let mut client = served.h2().await;
+    let (status, mut stream) = open(&mut client, "/events?topic=alpn.a").await;
+    assert_eq!(status, 200);
+    stream.connected().await;
+    served.publish("alpn.a", json!(1)).await;
+    assert_eq!(stream.next_payload().await, json!(1));
+
+    let tls = served
+        .ca
+        .connect(served.tls, &[b"http/1.1"])
+        .await
+        .expect("TLS handshake");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    let (mut h1, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("HTTP/1.1 handshake");
+    tokio::spawn(connection);
+    let request = Request::get("/livez")
+        .header("host", "localhost")
+        .body(http_body_util::Empty::<Bytes>::new())
+        .unwrap();
+    let response = h1.send_request(request).await.expect("HTTP/1.1 answer");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.version(), axum::http::Version::HTTP_11);
+
+    let plain = http::get(&format!("http://{}/livez", served.plain))
+        .await
+        .expect("plain GET");
+    assert_eq!(plain.status, 200);
+    served.stop().await;
+}
+
+/// Twelve event streams on one HTTP/2 connection (what a browser opens to one origin) each
+/// get every message exactly once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twelve_event_streams_on_one_connection_each_get_every_message_in_order() {
+    let served = Served::start(Config::default()).await;
+    let mut client = served.h2().await;
+    let mut streams = Vec::new();
+    for _ in 0..12 {
+        let (status, mut stream) = open(&mut client, "/events?topic=many.t").await;
+        assert_eq!(status, 200);
+        stream.connected().await;
+        streams.push(stream);
+    }
+    for n in 0..5 {
+        served.publish("many.t", json!(n)).await;
+    }
+    for stream in &mut streams {
+        for n in 0..5 {
+            assert_eq!(stream.next_payload().await, json!(n));
+        }
+    }
+    assert_eq!(served.metric("sluice_active_connections"), 12);
+    served.stop().await;
+}
+
+/// A client that resets its stream in the middle of an event (RST_STREAM while the event's
+/// DATA is still coming) ends that stream alone, as `client_closed`; the other stream on the
+/// connection gets the whole event and the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_reset_mid_event_ends_alone() {
+    let served = Served::start(Config::default()).await;
+    let mut client = served.h2().await;
+    let (_, mut resetting) = open(&mut client, "/events?topic=reset.t").await;
+    let (_, mut other) = open(&mut client, "/events?topic=reset.t").await;
+    resetting.connected().await;
+    other.connected().await;
+
+    // Larger than a stream's initial window: its DATA arrives in parts.
+    let big = "x".repeat(200 * 1024);
+    served.publish("reset.t", json!(big)).await;
+    let part = tokio::time::timeout(GUARD, resetting.body.data())
+        .await
+        .expect("part of the event")
+        .expect("open")
+        .expect("data");
+    assert!(part.len() < big.len(), "only part of the event has arrived");
+    resetting._send.send_reset(h2::Reason::CANCEL);
+
+    assert_eq!(other.next_payload().await, json!(big));
+    served.publish("reset.t", json!("after")).await;
+    assert_eq!(other.next_payload().await, json!("after"));
+    served
+        .eventually("the reset stream ended as client_closed", |s| {
+            s.metric("sluice_disconnects_total{reason=\"client_closed\"}") == 1
+        })
+        .await;
+    assert_eq!(served.metric("sluice_active_connections"), 1);
+    served.stop().await;
+}
+
+/// A stream whose client never reads (its flow-control window stays shut) is closed as
+/// `slow_client` once a batch has waited `sse.write_timeout`; a stream of the same topic on
+/// the same connection, whose client reads, gets every message and stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_window_stays_shut_is_closed_as_slow_alone() {
+    let mut config = Config::default();
+    config.sse.write_timeout = Duration::from_secs(1);
+    let served = Served::start(config).await;
+    // A large connection window: only the silent stream's own window shuts.
+    let mut builder = h2::client::Builder::new();
+    builder.initial_connection_window_size(64 * 1024 * 1024);
+    let mut client = served.h2_with(builder).await;
+    let (_, mut silent) = open(&mut client, "/events?topic=shut.t").await;
+    let (_, mut reader) = open(&mut client, "/events?topic=shut.t").await;
+    silent.release = false;
+    silent.connected().await;
+    reader.connected().await;
+
+    let payload = "y".repeat(4096);
+    let mut sent = 0;
+    while served.metric("sluice_disconnects_total{reason=\"slow_client\"}") == 0 {
+        assert!(sent < 2000, "the silent stream was never closed as slow");
+        served.publish("shut.t", json!([sent, payload])).await;
+        assert_eq!(reader.next_payload().await, json!([sent, payload]));
+        sent += 1;
+    }
+    assert_eq!(served.metric("sluice_slow_client_disconnects_total"), 1);
+    served.publish("shut.t", json!("still open")).await;
+    assert_eq!(reader.next_payload().await, json!("still open"));
+    assert_eq!(served.metric("sluice_active_connections"), 1);
+
+    // Once its window opens, the closed stream is reset, not ended as if complete.
+    let ended = loop {
+        match tokio::time::timeout(GUARD, silent.body.data()).await {
+            Ok(Some(Ok(data))) => {
+                let _ = silent.body.flow_control().release_capacity(data.len());
+            }
+            Ok(Some(Err(err))) => break Some(err),
+            Ok(None) => break None,
+            Err(_) => panic!("the closed stream neither ends nor is reset"),
+        }
+    };
+    assert!(
+        ended.as_ref().is_some_and(h2::Error::is_reset),
+        "reset, not a clean end: {ended:?}"
+    );
+    served.stop().await;
+}
+
+/// Raw HTTP/2 frames over cleartext (prior knowledge), for what the `h2` client would not do.
+mod raw {
+    use tokio::io::{AsyncRead, AsyncReadExt};
+
+    /// The client's connection preface.
+    pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    pub const DATA: u8 = 0x0;
+    pub const HEADERS: u8 = 0x1;
+    pub const RST_STREAM: u8 = 0x3;
+    pub const SETTINGS: u8 = 0x4;
+    pub const PING: u8 = 0x6;
+    pub const GOAWAY: u8 = 0x7;
+    pub const END_STREAM: u8 = 0x1;
+    pub const ACK: u8 = 0x1;
+    pub const REFUSED_STREAM: u32 = 0x7;
+
+    /// One frame: its header and payload.
+    #[derive(Debug)]
+    pub struct Frame {
+        pub kind: u8,
+        pub flags: u8,
+        pub stream: u32,
+        pub payload: Vec<u8>,
+    }
+
+    pub fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let len = u32::try_from(payload.len()).unwrap();
+        let mut out = len.to_be_bytes()[1..].to_vec();
+        out.extend([kind, flags]);
+        out.extend(stream.to_be_bytes());
+        out.extend_from_slice(payload);
+        out
+    }
+
+    fn literal(out: &mut Vec<u8>, text: &str) {
+        out.push(u8::try_from(text.len()).unwrap());
+        out.extend_from_slice(text.as_bytes());
+    }
+
+    /// HEADERS (END_HEADERS, END_STREAM) for `GET path` as an `EventSource` sends it, in
+    /// HPACK literals without Huffman coding.
+    pub fn get(stream: u32, path: &str) -> Vec<u8> {
+        let mut block = vec![0x82, 0x86]; // :method GET, :scheme http
+        block.push(0x04); // :path, literal without indexing
+        literal(&mut block, path);
+        block.push(0x01); // :authority
+        literal(&mut block, "localhost");
+        block.push(0x00); // a new name
+        literal(&mut block, "accept");
+        literal(&mut block, "text/event-stream");
+        frame(HEADERS, 0x4 | END_STREAM, stream, &block)
+    }
+
+    pub async fn read(io: &mut (impl AsyncRead + Unpin)) -> Option<Frame> {
+        let mut head = [0u8; 9];
+        io.read_exact(&mut head).await.ok()?;
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+        let mut payload = vec![0; len];
+        io.read_exact(&mut payload).await.ok()?;
+        Some(Frame {
+            kind: head[3],
+            flags: head[4],
+            stream,
+            payload,
+        })
+    }
+}
+
+/// A cleartext HTTP/2 connection with prior knowledge, its SETTINGS sent.
+async fn h2c(served: &Served) -> TcpStream {
+    let mut socket = TcpStream::connect(served.plain).await.expect("connect");
+    socket.write_all(raw::PREFACE).await.unwrap();
+    socket
+        .write_all(&raw::frame(raw::SETTINGS, 0, 0, &[]))
+        .await
+        .unwrap();
+    socket
+}
+
+/// Reads frames until `until` returns true for one, acknowledging the hub's SETTINGS on the
+/// way; panics when the connection ends first.
+async fn read_until(
+    socket: &mut TcpStream,
+    mut until: impl FnMut(&raw::Frame) -> bool,
+) -> raw::Frame {
+    loop {
+        let frame = tokio::time::timeout(GUARD, raw::read(socket))
+            .await
+            .expect("a frame in time")
+            .expect("the connection is open");
+        if frame.kind == raw::SETTINGS && frame.flags & raw::ACK == 0 {
+            let ack = raw::frame(raw::SETTINGS, raw::ACK, 0, &[]);
+            socket.write_all(&ack).await.expect("acknowledge SETTINGS");
+        }
+        if until(&frame) {
+            return frame;
+        }
+    }
+}
+
+/// Without `http2.h2c` the plain listener answers the HTTP/2 preface as the malformed
+/// HTTP/1.1 request it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http2_preface_is_a_bad_request_without_h2c() {
+    let served = Served::start(Config::default()).await;
+    let mut socket = h2c(&served).await;
+    let mut answer = Vec::new();
+    tokio::time::timeout(GUARD, socket.read_to_end(&mut answer))
+        .await
+        .expect("closed in time")
+        .expect("read");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    served.stop().await;
+}
+
+/// A stream beyond `http2.max_concurrent_streams` is refused with RST_STREAM(REFUSED_STREAM)
+/// (RFC 9113 §5.1.2) while the open ones go on delivering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_over_the_concurrent_limit_is_refused_and_the_others_go_on() {
+    let mut config = Config::default();
+    config.http2.max_concurrent_streams = 2;
+    let served = Served::with_h2c(config).await;
+    let mut socket = h2c(&served).await;
+    for stream in [1, 3, 5] {
+        socket
+            .write_all(&raw::get(stream, "/events?topic=limit.t"))
+            .await
+            .unwrap();
+    }
+    let refused = read_until(&mut socket, |f| f.kind == raw::RST_STREAM).await;
+    assert_eq!(refused.stream, 5);
+    assert_eq!(
+        u32::from_be_bytes(refused.payload[..4].try_into().unwrap()),
+        raw::REFUSED_STREAM
+    );
+    served
+        .eventually("both open streams counted", |s| {
+            s.metric("sluice_active_connections") == 2
+        })
+        .await;
+    served.publish("limit.t", json!("to both")).await;
+    let mut got = std::collections::BTreeSet::new();
+    while got.len() < 2 {
+        let frame = read_until(&mut socket, |f| f.kind == raw::DATA).await;
+        if String::from_utf8_lossy(&frame.payload).contains("to both") {
+            got.insert(frame.stream);
+        }
+    }
+    assert_eq!(got, [1, 3].into());
+    drop(socket);
+    served.stop().await;
+}
+
+/// A client that sends thousands of SETTINGS frames gets each acknowledged in turn (RFC 9113
+/// §6.5.3) as it reads them, and the hub meanwhile serves every other connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settings_flood_is_acknowledged_in_turn_without_stalling_others() {
+    const FLOOD: usize = 10_000;
+    let served = Served::with_h2c(Config::default()).await;
+    let mut client = served.h2().await;
+    let (_, mut stream) = open(&mut client, "/events?topic=flood.t").await;
+    stream.connected().await;
+
+    let socket = h2c(&served).await;
+    let (mut reader, mut writer) = socket.into_split();
+    // SETTINGS_ENABLE_PUSH = 0, again and again; nothing is read until the flood is out.
+    let one = raw::frame(raw::SETTINGS, 0, 0, &[0, 2, 0, 0, 0, 0]);
+    let flood = tokio::spawn(async move {
+        for _ in 0..FLOOD {
+            if writer.write_all(&one).await.is_err() {
+                return false;
+            }
+        }
+        true
+    });
+    served.publish("flood.t", json!("meanwhile")).await;
+    assert_eq!(stream.next_payload().await, json!("meanwhile"));
+
+    let mut acks = 0;
+    while acks < FLOOD + 1 {
+        let frame = tokio::time::timeout(GUARD, raw::read(&mut reader))
+            .await
+            .expect("a frame in time")
+            .expect("the flooding connection stays open");
+        assert_ne!(frame.kind, raw::GOAWAY, "{frame:?}");
+        if frame.kind == raw::SETTINGS && frame.flags & raw::ACK != 0 {
+            acks += 1;
+        }
+    }
+    assert!(flood.await.unwrap(), "the whole flood was written");
+    served.stop().await;
+}
+
+/// On drain the hub sends GOAWAY, ends every HTTP/2 event stream (END_STREAM, counted as
+/// `shutdown`) and closes the connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_sends_goaway_and_ends_http2_streams() {
+    let served = Served::with_h2c(Config::default()).await;
+    let mut socket = h2c(&served).await;
+    socket
+        .write_all(&raw::get(1, "/events?topic=drain.t"))
+        .await
+        .unwrap();
+    read_until(&mut socket, |f| {
+        f.kind == raw::DATA && String::from_utf8_lossy(&f.payload).contains("connected")
+    })
+    .await;
+    let hub = served.hub.clone();
+    let stopping = tokio::spawn(served.stop());
+    let mut goaway = false;
+    let mut ended = false;
+    while let Ok(Some(frame)) = tokio::time::timeout(GUARD, raw::read(&mut socket)).await {
+        if frame.kind == raw::PING && frame.flags & raw::ACK == 0 {
+            // A graceful GOAWAY is confirmed by a PING round trip (RFC 9113 §6.8).
+            let pong = raw::frame(raw::PING, raw::ACK, 0, &frame.payload);
+            socket.write_all(&pong).await.expect("answer the PING");
+        }
+        goaway |= frame.kind == raw::GOAWAY;
+        ended |= frame.stream == 1 && frame.flags & raw::END_STREAM != 0;
+    }
+    assert!(goaway, "GOAWAY sent");
+    assert!(ended, "the event stream ended cleanly");
+    stopping.await.unwrap();
+    assert_eq!(
+        metric_value(
+            &hub.metrics_text(),
+            "sluice_disconnects_total{reason=\"shutdown\"}"
+        ),
+        1
+    );
+}
+
+/// A new certificate written over the files is presented to new connections, while a stream
+/// opened before goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_certificate_is_presented_to_new_connections_and_old_ones_go_on() {
+    let served = Served::start(Config::default()).await;
+    let mut client = served.h2().await;
+    let (_, mut stream) = open(&mut client, "/events?topic=reload.t").await;
+    stream.connected().await;
+    let watcher = served
+        .certificates
+        .reload_on_change(Duration::from_millis(20));
+
+    let next = served.ca.issue("sluice hub renewed");
+    let dir = served.cert_files.0.parent().unwrap().to_owned();
+    let (cert, key) = next.write(&dir, "next");
+    // The key first, then the chain: each renamed into place.
+    std::fs::rename(&key, &served.cert_files.1).unwrap();
+    std::fs::rename(&cert, &served.cert_files.0).unwrap();
+    let ca = &served.ca;
+    let tls_addr = served.tls;
+    let renewed = leaf_der(&next.chain_pem);
+    sluice_test_support::eventually_async(
+        "new connections get the renewed certificate",
+        async || {
+            let tls = ca.connect(tls_addr, &[b"h2"]).await.expect("handshake");
+            let presented = tls.get_ref().1.peer_certificates().unwrap()[0].to_vec();
+            presented == renewed
+        },
+    )
+    .await;
+    watcher.abort();
+
+    served.publish("reload.t", json!("after the reload")).await;
+    assert_eq!(stream.next_payload().await, json!("after the reload"));
+    served.stop().await;
+}
+
+/// The first certificate of a PEM chain, as DER.
+fn leaf_der(chain_pem: &str) -> Vec<u8> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    CertificateDer::pem_slice_iter(chain_pem.as_bytes())
+        .next()
+        .expect("a certificate")
+        .expect("PEM")
+        .to_vec()
+}
+
+/// A client that does not speak TLS to the TLS listener is closed and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_handshake_is_closed_and_counted() {
+    let served = Served::start(Config::default()).await;
+    let mut socket = TcpStream::connect(served.tls).await.unwrap();
+    socket
+        .write_all(b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(GUARD, socket.read_to_end(&mut answer)).await;
+    assert!(!String::from_utf8_lossy(&answer).contains("200"));
+    served
+        .eventually("the handshake failure is counted", |s| {
+            s.metric("sluice_connections_rejected_total{reason=\"tls_handshake\"}") == 1
+        })
+        .await;
+    served.stop().await;
+}
+
+/// Every unusable certificate or key is refused at load, naming the file.
+#[test]
+fn unusable_certificates_and_keys_are_refused_naming_the_file() {
+    let ca = TestCa::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = ca.issue("one").write(dir.path(), "one");
+    let (_, other_key) = ca.issue("two").write(dir.path(), "two");
+    let garbage = dir.path().join("garbage.pem");
+    std::fs::write(&garbage, "not a certificate").unwrap();
+    let missing = dir.path().join("missing.pem");
+    let load = |cert: &std::path::Path, key: &std::path::Path| {
+        Certificates::load(&TlsConfig {
+            cert_file: cert.to_owned(),
+            key_file: key.to_owned(),
+            listen: None,
+        })
+        .map(|_| ())
+    };
+    assert_eq!(load(&cert, &key), Ok(()));
+    let err = load(&missing, &key).unwrap_err();
+    assert!(
+        matches!(&err, TlsError::Cert { path, .. } if *path == missing),
+        "{err}"
+    );
+    assert!(err.to_string().contains("missing.pem"), "{err}");
+    let err = load(&garbage, &key).unwrap_err();
+    assert!(
+        matches!(&err, TlsError::Cert { path, .. } if *path == garbage),
+        "{err}"
+    );
+    let err = load(&cert, &garbage).unwrap_err();
+    assert!(
+        matches!(&err, TlsError::Key { path, .. } if *path == garbage),
+        "{err}"
+    );
+    let err = load(&cert, &missing).unwrap_err();
+    assert!(
+        matches!(&err, TlsError::Key { path, .. } if *path == missing),
+        "{err}"
+    );
+    let err = load(&cert, &other_key).unwrap_err();
+    assert!(matches!(err, TlsError::Mismatch { .. }), "{err}");
+    assert!(err.to_string().contains("two.key"), "{err}");
+}
+
+/// Over `limits.max_connections_per_address`, a TLS connection's requests are refused as a
+/// plain one's are (`429` with `Retry-After`), counted, and the connection within the limit
+/// goes on, publishes over HTTP/2 included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_connection_over_the_per_address_limit_is_refused() {
+    let mut config = Config::default();
+    config.limits.max_connections_per_address = 1;
+    let served = Served::start(config).await;
+    let mut first = served.h2().await;
+    let (status, mut stream) = open(&mut first, "/events?topic=limit.a").await;
+    assert_eq!(status, 200);
+    stream.connected().await;
+
+    let second = served.h2().await;
+    let request = Request::get("https://localhost/livez").body(()).unwrap();
+    let mut ready = second.clone().ready().await.expect("ready");
+    let (response, _) = ready.send_request(request, true).expect("send");
+    let response = tokio::time::timeout(GUARD, response)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    assert!(response.headers().contains_key("retry-after"));
+    assert_eq!(
+        served.metric("sluice_connections_rejected_total{reason=\"max_connections_per_address\"}"),
+        1
+    );
+
+    // Every place is taken: the publish goes over the connection within the limit.
+    let publish = Request::post("https://localhost/publish")
+        .header("content-type", "application/json")
+        .body(())
+        .unwrap();
+    let mut ready = first.clone().ready().await.expect("ready");
+    let (response, mut body) = ready.send_request(publish, false).expect("send");
+    let message = json!({ "topic": "limit.a", "payload": "within" });
+    body.send_data(Bytes::from(message.to_string()), true)
+        .expect("body");
+    let response = tokio::time::timeout(GUARD, response)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(stream.next_payload().await, json!("within"));
+    served.stop().await;
+}
+
+/// A client that speaks only TLS 1.2 is served too, over HTTP/2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_1_2_client_is_served() {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let served = Served::start(Config::default()).await;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(served.ca.pem().as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = TcpStream::connect(served.tls).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("TLS 1.2 handshake");
+    assert_eq!(
+        tls.get_ref().1.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_2)
+    );
+    let (client, connection) = h2::client::handshake(tls).await.expect("HTTP/2");
+    tokio::spawn(connection);
+    let request = Request::get("https://localhost/livez").body(()).unwrap();
+    let mut ready = client.ready().await.expect("ready");
+    let (response, _) = ready.send_request(request, true).expect("send");
+    let response = tokio::time::timeout(GUARD, response)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    served.stop().await;
+}
+
+/// With `http2.enabled = false` a TLS listener offers only HTTP/1.1 by ALPN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_http2_a_tls_listener_offers_only_http1() {
+    let mut config = Config::default();
+    config.http2.enabled = false;
+    let served = Served::start(config).await;
+    let tls = served
+        .ca
+        .connect(served.tls, &[b"h2", b"http/1.1"])
+        .await
+        .expect("TLS handshake");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    drop(tls);
+    served.stop().await;
+}

@@ -1,0 +1,149 @@
+//! Measurements for docs/BENCHMARKS.md, run by hand on a release build (they assert nothing
+//! about numbers): the `sluice` binary's resident memory per idle TLS connection and per idle
+//! HTTP/2 event stream, and TLS handshakes per second.
+//!
+//! ```text
+//! SLUICE_H2_CONNECTIONS=100 SLUICE_H2_STREAMS=100 \
+//!   cargo test --release -p sluice --test http2_memory -- --ignored --nocapture
+//! SLUICE_H2_CONNECTIONS=1000 SLUICE_H2_STREAMS=1 \
+//!   cargo test --release -p sluice --test http2_memory -- --ignored --nocapture
+//! ```
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use sluice_test_support::serde_json::json;
+use sluice_test_support::{SluiceProcess, TestCa, http, tempfile};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sluice");
+
+fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+async fn resident(hub: &SluiceProcess) -> f64 {
+    let text = http::get(&hub.url("/metrics"))
+        .await
+        .expect("metrics")
+        .text();
+    text.lines()
+        .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("process_resident_memory_bytes")
+}
+
+/// Waits until the hub's resident memory stops growing (two equal reads a second apart).
+async fn settled(hub: &SluiceProcess) -> f64 {
+    let mut last = resident(hub).await;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = resident(hub).await;
+        if (now - last).abs() < 64.0 * 1024.0 {
+            return now;
+        }
+        last = now;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a measurement, run by hand on a release build (docs/BENCHMARKS.md)"]
+async fn memory_per_idle_http2_stream_and_tls_connection() {
+    let connections = env_count("SLUICE_H2_CONNECTIONS", 100);
+    let streams = env_count("SLUICE_H2_STREAMS", 100);
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new();
+    let (cert, key) = ca.issue("sluice hub").write(dir.path(), "hub");
+    let config = dir.path().join("sluice.toml");
+    let text = format!(
+        "[tls]\ncert_file = {}\nkey_file = {}\nlisten = \"127.0.0.1:0\"\n[http2]\nmax_concurrent_streams = {}\n",
+        json!(cert.display().to_string()),
+        json!(key.display().to_string()),
+        streams.max(100)
+    );
+    std::fs::write(&config, text).unwrap();
+    let data = dir.path().join("data").display().to_string();
+    let config = config.display().to_string();
+    let mut hub = SluiceProcess::start(BIN, ["serve", "--config", &config, "--data-dir", &data])
+        .await
+        .expect("hub starts");
+    let line = hub
+        .wait_for_log("sluice listening on https://", Duration::from_secs(20))
+        .await
+        .unwrap();
+    let tls_addr: std::net::SocketAddr = line
+        .rsplit("https://")
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+
+    let before = settled(&hub).await;
+    let mut clients = Vec::new();
+    for _ in 0..connections {
+        let tls = ca.connect(tls_addr, &[b"h2"]).await.expect("handshake");
+        let (client, connection) = h2::client::handshake(tls).await.expect("h2");
+        tokio::spawn(connection);
+        clients.push(client);
+    }
+    let idle = settled(&hub).await;
+    let mut bodies = Vec::new();
+    for client in &clients {
+        for _ in 0..streams {
+            let request = hyper::Request::get("https://localhost/events?topic=memory.t")
+                .header("accept", "text/event-stream")
+                .body(())
+                .unwrap();
+            let mut ready = client.clone().ready().await.unwrap();
+            let (response, send) = ready.send_request(request, true).unwrap();
+            bodies.push((response, send));
+        }
+    }
+    let mut open = Vec::new();
+    for (response, send) in bodies {
+        let mut body = response.await.expect("answer").into_body();
+        let first: Bytes = body.data().await.expect("data").expect("connected");
+        assert!(String::from_utf8_lossy(&first).contains("connected"));
+        open.push((body, send));
+    }
+    let streaming = settled(&hub).await;
+    let kib = |bytes: f64| bytes / 1024.0;
+    println!(
+        "{connections} TLS+h2 connections: {:.1} KiB each; {} streams: {:.2} KiB each (RSS {:.0} → {:.0} → {:.0} MiB)",
+        kib((idle - before) / connections as f64),
+        connections * streams,
+        kib((streaming - idle) / (connections * streams) as f64),
+        before / 1048576.0,
+        idle / 1048576.0,
+        streaming / 1048576.0
+    );
+
+    // Handshakes per second: 8 clients in a loop for 5 s, each a fresh connection.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let ca = std::sync::Arc::new(ca);
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let ca = ca.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut done = 0u64;
+            while Instant::now() < deadline {
+                ca.connect(tls_addr, &[b"h2"]).await.expect("handshake");
+                done += 1;
+            }
+            done
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    println!(
+        "TLS handshakes: {:.0}/s (TLS 1.3, ECDSA P-256, 8 clients)",
+        total as f64 / 5.0
+    );
+    drop(open);
+    hub.terminate(Duration::from_secs(10)).await.unwrap();
+}
