@@ -1,9 +1,62 @@
-//! Telling versions of a file apart, for reloading what is read from files (auth keys, TLS
-//! certificates) when one changes: size, modification time and, on Unix, inode (a file
-//! renamed into place counts as a change).
+//! Reloading what is read from files (auth keys, TLS certificates): the two triggers, SIGHUP
+//! and a change to one of the files, and telling versions of a file apart for the second
+//! (size, modification time and, on Unix, inode: a file renamed into place counts as a change).
 
 use std::path::PathBuf;
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::task::JoinHandle;
+
+/// Something loaded from files that can be loaded again.
+pub(crate) trait Reloadable: Send + Sync + 'static {
+    /// The files it is loaded from.
+    fn files(&self) -> Vec<PathBuf>;
+    /// Loads it again; a failure is logged (naming `trigger`) and the previous version stays in
+    /// use.
+    fn reload_logged(&self, trigger: &str);
+}
+
+/// Reloads `target` every time the process receives SIGHUP, until the returned task is
+/// aborted. Must be called inside a Tokio runtime; fails when the signal handler cannot be
+/// installed.
+#[cfg(unix)]
+pub(crate) fn reload_on_sighup<T: Reloadable>(target: &Arc<T>) -> std::io::Result<JoinHandle<()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangups = signal(SignalKind::hangup())?;
+    let target = Arc::clone(target);
+    Ok(tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            target.reload_logged("SIGHUP");
+        }
+    }))
+}
+
+/// Checks `target`'s files every `every` and reloads it when one changed after this call,
+/// until the returned task is aborted; `trigger` names the change in the log of a failed
+/// reload, and the next change is tried again. Must be called inside a Tokio runtime.
+pub(crate) fn reload_on_change<T: Reloadable>(
+    target: &Arc<T>,
+    every: Duration,
+    trigger: &'static str,
+) -> JoinHandle<()> {
+    let target = Arc::clone(target);
+    let files = target.files();
+    // Taken now, so that a change made right after this call is seen as one.
+    let mut seen = fingerprints(&files);
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let now = fingerprints(&files);
+            if now != seen {
+                seen = now;
+                target.reload_logged(trigger);
+            }
+        }
+    })
+}
 
 /// What identifies one version of a file; `None` when it cannot be read (a reload then
 /// happens once it reappears).
@@ -15,7 +68,7 @@ pub(crate) struct Fingerprint {
 }
 
 /// The current version of each of `files`, in order.
-pub(crate) fn fingerprints(files: &[PathBuf]) -> Vec<Option<Fingerprint>> {
+fn fingerprints(files: &[PathBuf]) -> Vec<Option<Fingerprint>> {
     files
         .iter()
         .map(|path| {

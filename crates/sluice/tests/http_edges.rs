@@ -412,7 +412,8 @@ async fn probe_paths_cors_lists_and_the_event_type_are_configurable() {
     assert_eq!(message.event_type(), "update");
 
     let page = http::get(&hub.url("/")).await.unwrap().text();
-    assert!(page.contains(r#"addEventListener("update""#), "{page}");
+    // The console listens for the event type its inlined settings name.
+    assert!(page.contains(r#""eventType":"update""#), "{page}");
     assert!(!page.contains("__SLUICE"), "{page}");
 
     let sub = tokio::process::Command::new(BIN)

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::Authenticator;
-use crate::file_version::fingerprints;
+use crate::file_version::{self, Reloadable};
 
 impl Authenticator {
     /// Every key file named by the configuration (secret, PEM and JWKS files).
@@ -25,39 +25,23 @@ impl Authenticator {
     /// installed.
     #[cfg(unix)]
     pub fn reload_on_sighup(self: &Arc<Self>) -> std::io::Result<JoinHandle<()>> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut hangups = signal(SignalKind::hangup())?;
-        let auth = Arc::clone(self);
-        Ok(tokio::spawn(async move {
-            while hangups.recv().await.is_some() {
-                auth.reload_logged("SIGHUP");
-            }
-        }))
+        file_version::reload_on_sighup(self)
     }
 
-    /// Checks the key files every `every` and reloads when one changed after this call (size, modification
-    /// time or, on Unix, inode: a file renamed into place counts), until the returned task is
-    /// aborted. A failed reload is logged and the previous keys stay in use; the next change
-    /// is tried again.
+    /// Checks the key files every `every` and reloads when one changed after this call (size,
+    /// modification time or, on Unix, inode: a file renamed into place counts), until the
+    /// returned task is aborted. A failed reload is logged and the previous keys stay in use;
+    /// the next change is tried again.
     ///
     /// Must be called inside a Tokio runtime.
     pub fn reload_on_change(self: &Arc<Self>, every: Duration) -> JoinHandle<()> {
-        let auth = Arc::clone(self);
-        let files = self.key_files();
-        // Taken now, so that a change made right after this call is seen as one.
-        let mut seen = fingerprints(&files);
-        tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(every);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                ticks.tick().await;
-                let now = fingerprints(&files);
-                if now != seen {
-                    seen = now;
-                    auth.reload_logged("key file changed");
-                }
-            }
-        })
+        file_version::reload_on_change(self, every, "key file changed")
+    }
+}
+
+impl Reloadable for Authenticator {
+    fn files(&self) -> Vec<PathBuf> {
+        self.key_files()
     }
 
     fn reload_logged(&self, trigger: &str) {

@@ -1,5 +1,5 @@
 //! Triggers for [`Certificates::reload`]: SIGHUP, and changes to the certificate or key file —
-//! the same two as for the auth keys (`auth/reload.rs`).
+//! the same two as for the auth keys, through [`crate::file_version`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,7 +8,19 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::Certificates;
-use crate::file_version::fingerprints;
+use crate::file_version::{self, Reloadable};
+
+impl Reloadable for Certificates {
+    fn files(&self) -> Vec<PathBuf> {
+        Certificates::files(self).map(PathBuf::from).to_vec()
+    }
+
+    fn reload_logged(&self, trigger: &str) {
+        if let Err(e) = self.reload() {
+            tracing::error!(trigger, error = %e, "TLS certificate reload failed; keeping the previous certificate");
+        }
+    }
+}
 
 impl Certificates {
     /// Reloads the certificate every time the process receives SIGHUP, until the returned task
@@ -18,14 +30,7 @@ impl Certificates {
     /// installed.
     #[cfg(unix)]
     pub fn reload_on_sighup(self: &Arc<Self>) -> std::io::Result<JoinHandle<()>> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut hangups = signal(SignalKind::hangup())?;
-        let certificates = Arc::clone(self);
-        Ok(tokio::spawn(async move {
-            while hangups.recv().await.is_some() {
-                certificates.reload_logged("SIGHUP");
-            }
-        }))
+        file_version::reload_on_sighup(self)
     }
 
     /// Checks both files every `every` and reloads when one changed after this call (size,
@@ -35,27 +40,6 @@ impl Certificates {
     ///
     /// Must be called inside a Tokio runtime.
     pub fn reload_on_change(self: &Arc<Self>, every: Duration) -> JoinHandle<()> {
-        let certificates = Arc::clone(self);
-        let files: Vec<PathBuf> = self.files().map(PathBuf::from).to_vec();
-        // Taken now, so that a change made right after this call is seen as one.
-        let mut seen = fingerprints(&files);
-        tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(every);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                ticks.tick().await;
-                let now = fingerprints(&files);
-                if now != seen {
-                    seen = now;
-                    certificates.reload_logged("certificate file changed");
-                }
-            }
-        })
-    }
-
-    fn reload_logged(&self, trigger: &str) {
-        if let Err(e) = self.reload() {
-            tracing::error!(trigger, error = %e, "TLS certificate reload failed; keeping the previous certificate");
-        }
+        file_version::reload_on_change(self, every, "certificate file changed")
     }
 }
