@@ -115,6 +115,20 @@ fn invalid(param: &'static str, value: &str, reason: impl Into<String>) -> Selec
     }
 }
 
+/// Whether some `]` of `value` comes with no `[` open before it.
+fn closes_an_unopened_bracket(value: &str) -> bool {
+    let mut open = 0usize;
+    for byte in value.bytes() {
+        match byte {
+            b'[' => open += 1,
+            b']' if open == 0 => return true,
+            b']' => open -= 1,
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Checks what every selector value must satisfy.
 fn check_value(param: &'static str, value: &str) -> Result<(), SelectorError> {
     if value.len() > MAX_SELECTOR_LEN {
@@ -190,11 +204,26 @@ impl Selector {
                 matcher: Matcher::Any,
             });
         }
-        let init =
-            quirks::process_construct_pattern_input(StringOrInit::String(value.into()), Some(base))
-                .map_err(|e| invalid(param, value, format!("not a URL pattern: {e}")))?;
-        let pattern = UrlPattern::parse(init, UrlPatternOptions::default())
-            .map_err(|e| invalid(param, value, format!("not a URL pattern: {e}")))?;
+        // IMPORTANT: the `urlpattern` crate's constructor-string parser overflows a counter on
+        // a `]` with no `[` before it (e.g. `https://]`), which panics where overflow checks
+        // are on. A subscriber's query must never panic the hub: such a pattern is refused
+        // before it is parsed, and any other panic of the parser is contained and answered as
+        // an invalid pattern.
+        if closes_an_unopened_bracket(value) {
+            return Err(invalid(param, value, "a `]` closes no `[`"));
+        }
+        let compiled = std::panic::catch_unwind(|| {
+            let init = quirks::process_construct_pattern_input(
+                StringOrInit::String(value.into()),
+                Some(base),
+            )?;
+            UrlPattern::parse(init, UrlPatternOptions::default())
+        });
+        let pattern = match compiled {
+            Ok(Ok(pattern)) => pattern,
+            Ok(Err(e)) => return Err(invalid(param, value, format!("not a URL pattern: {e}"))),
+            Err(_) => return Err(invalid(param, value, "not a URL pattern".to_owned())),
+        };
         Ok(Selector {
             text: value.to_owned(),
             matcher: Matcher::UrlPattern(Box::new(CompiledPattern {
@@ -405,6 +434,25 @@ mod tests {
                 }
             );
             assert!(error.to_string().contains(key), "{error}");
+        }
+    }
+
+    /// Found by the `mercure_selector` fuzz target: the URL Pattern parser underneath
+    /// overflows a counter on an unbalanced `]` in the host (a panic in this test build).
+    #[test]
+    fn a_pattern_that_trips_the_url_pattern_parser_is_refused_not_a_panic() {
+        for value in ["https://]", "https://]),)))eomc./books/:id"] {
+            let error = Selector::from_query("match_urlpattern", value, BASE).unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    SelectorError::Invalid {
+                        param: "match_urlpattern",
+                        ..
+                    }
+                ),
+                "{error}"
+            );
         }
     }
 
