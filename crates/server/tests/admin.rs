@@ -262,29 +262,7 @@ async fn admin_refusals_name_the_bad_value(kind: Kind) {
     );
 }
 
-/// One test per backend for each scenario above.
-macro_rules! on_both_backends {
-    ($($scenario:ident),* $(,)?) => {
-        mod embedded {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(super::Kind::Embedded).await;
-                }
-            )*
-        }
-        mod jetstream {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(super::Kind::jetstream()).await;
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+backends::on_both_backends!(
     the_admin_api_is_off_without_auth_admin,
     admin_requests_need_a_valid_token_with_the_admin_grant,
     admin_lists_describes_purges_and_deletes,

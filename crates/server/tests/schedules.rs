@@ -176,29 +176,7 @@ async fn delete_markers_are_stored_and_never_delivered(kind: Kind) {
     assert_eq!(data(&second)["payload"], json!("second"));
 }
 
-/// One test per backend for each scenario above.
-macro_rules! on_both_backends {
-    ($($scenario:ident),* $(,)?) => {
-        mod embedded {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(super::Kind::Embedded).await;
-                }
-            )*
-        }
-        mod jetstream {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $scenario() {
-                    super::$scenario(super::Kind::jetstream()).await;
-                }
-            )*
-        }
-    };
-}
-
-on_both_backends!(
+backends::on_both_backends!(
     a_schedule_fires_into_its_target_and_only_the_produced_message_is_delivered,
     schedule_headers_follow_jetstream_rules,
     a_stream_without_schedules_refuses_them,

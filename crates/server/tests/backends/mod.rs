@@ -196,3 +196,28 @@ pub fn token_signed(secret: &str, sluice: Value) -> String {
 pub fn admin_token() -> String {
     token_signed(SECRET, json!({ "admin": true }))
 }
+
+/// One test per backend for each scenario named: `scenario(kind: Kind)` at the caller, run as
+/// `embedded::scenario` and `jetstream::scenario`.
+macro_rules! on_both_backends {
+    ($($scenario:ident),* $(,)?) => {
+        mod embedded {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(super::Kind::Embedded).await;
+                }
+            )*
+        }
+        mod jetstream {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(super::Kind::jetstream()).await;
+                }
+            )*
+        }
+    };
+}
+
+pub(crate) use on_both_backends;
