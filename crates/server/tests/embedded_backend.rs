@@ -64,7 +64,8 @@ async fn bounded(
 }
 
 /// Publishes 120 messages, one in 20 on `user.7` (seqs 7, 27, …, 107), the rest over other
-/// users; each message's payload is `m<seq>`.
+/// users; each message's payload is `m<seq>` with the seq in five digits, so that no payload is
+/// a prefix of another (a damaged-payload search must find exactly one record).
 async fn publish_sparse(backend: &EmbeddedBackend) {
     for n in 1..=120u64 {
         let subject = if n % 20 == 7 {
@@ -72,7 +73,7 @@ async fn publish_sparse(backend: &EmbeddedBackend) {
         } else {
             format!("user.{}", 100 + n % 13)
         };
-        assert_eq!(publish(backend, &subject, &format!("m{n}")).await, n);
+        assert_eq!(publish(backend, &subject, &format!("m{n:05}")).await, n);
     }
 }
 
@@ -107,17 +108,25 @@ async fn a_bounded_read_with_nothing_to_give_ends_at_once() {
     backend.shutdown().await;
 }
 
-/// Flips a byte of the one stored payload `payload`, in whichever block file holds it.
+/// Flips a byte of the one stored payload `payload`, in whichever block file holds it. The
+/// payload's bytes must occur exactly once over all block files: a second occurrence (in another
+/// record's header bytes, say) would damage a record the test does not expect.
 fn damage_payload(data_dir: &Path, payload: &str) {
     let hits: Vec<_> = sluice_test_support::files_under(data_dir)
         .into_iter()
         .filter(|(path, _)| path.extension().is_some_and(|ext| ext == "blk"))
-        .filter_map(|(path, mut bytes)| {
-            let at = bytes
+        .flat_map(|(path, bytes)| {
+            let offsets: Vec<usize> = bytes
                 .windows(payload.len())
-                .position(|window| window == payload.as_bytes())?;
-            bytes[at] ^= 0x20;
-            Some((path, bytes))
+                .enumerate()
+                .filter(|(_, window)| *window == payload.as_bytes())
+                .map(|(at, _)| at)
+                .collect();
+            offsets.into_iter().map(move |at| {
+                let mut damaged = bytes.clone();
+                damaged[at] ^= 0x20;
+                (path.clone(), damaged)
+            })
         })
         .collect();
     assert_eq!(hits.len(), 1, "{payload} is stored once");
@@ -131,7 +140,7 @@ async fn a_bounded_read_is_told_of_a_damaged_record_below_its_bound() {
     let backend = open(dir.path()).await;
     publish_sparse(&backend).await;
     backend.shutdown().await;
-    damage_payload(dir.path(), "m47");
+    damage_payload(dir.path(), "m00047");
     let backend = open(dir.path()).await;
     let lost = LostRange {
         first: 47,
