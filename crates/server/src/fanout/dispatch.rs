@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use sluice_protocol::subject::FilterSet;
 use sluice_protocol::subject_index::SubjectIndex;
+use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
@@ -66,8 +67,15 @@ impl Drop for Dispatch {
 }
 
 impl Dispatch {
-    /// Starts reading `filters` at `start` for the topic sets attached later.
-    pub fn spawn(reading: Arc<Reading>, filters: FilterSet, start: u64, ring_size: usize) -> Self {
+    /// Starts reading `filters` at `start` for the topic sets attached later, on `runtime`
+    /// (none: the current one).
+    pub fn spawn(
+        runtime: Option<Handle>,
+        reading: Arc<Reading>,
+        filters: FilterSet,
+        start: u64,
+        ring_size: usize,
+    ) -> Self {
         let core = Arc::new(DispatchCore {
             reading,
             filters,
@@ -81,7 +89,8 @@ impl Dispatch {
             }),
             progress: watch::Sender::new(start),
         });
-        let task = tokio::spawn(run(core.clone(), start)).abort_handle();
+        let runtime = runtime.unwrap_or_else(Handle::current);
+        let task = runtime.spawn(run(core.clone(), start)).abort_handle();
         Self { core, task }
     }
 
@@ -90,9 +99,10 @@ impl Dispatch {
         self.core.reading.encoder.incarnation
     }
 
-    /// True once the stream was replaced under the dispatch.
+    /// True once the stream was replaced under the dispatch, or its task is gone (the
+    /// runtime it ran on was shut down: the hub stopped serving).
     pub fn is_closed(&self) -> bool {
-        self.core.routes().closed
+        self.task.is_finished() || self.core.routes().closed
     }
 
     /// Adds a topic set. Its ring begins at `from`, or where the recent entries begin if they

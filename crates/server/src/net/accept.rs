@@ -39,6 +39,7 @@ pub(super) async fn accept_until(
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let streams = StreamRuntime::start()?;
+    hub.fanout.run_dispatch_on(streams.handle().clone());
     let shared = Shared {
         router: crate::http::router(hub.clone()),
         over_address_limit: over_address_limit(hub.clone()),

@@ -4,7 +4,11 @@
 //! wake-ups fill the run queues, and a `POST /publish` (or a probe) that shares the queues waits
 //! behind all of them, which throttles the publishers. Streams therefore run on their own
 //! worker threads: the operating system shares the cores between the two runtimes, so
-//! requests, feeds and the store keep their turn however many sessions are awake.
+//! requests and the store keep their turn however many sessions are awake.
+//!
+//! The dispatch, which wakes the sessions of every message it routes, runs here too: a
+//! session it wakes then runs on the same thread next (no hand-off between runtimes, and no
+//! thread woken, per delivered message).
 
 use std::io;
 
