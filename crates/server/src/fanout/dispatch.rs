@@ -22,6 +22,7 @@ use tokio::task::AbortHandle;
 use super::feed::{FeedCore, Reading};
 use super::ring::Ring;
 use super::source::{Lost, Role, Routed, Source};
+use super::view::View;
 
 /// A topic set's key in the dispatch.
 pub type FeedKey = u64;
@@ -98,11 +99,18 @@ impl Dispatch {
     /// Adds a topic set. Its ring begins at `from`, or where the recent entries begin if they
     /// do not reach back that far, and holds the recent entries of the set from there on: a
     /// reader starting at `from` reads the stream itself only for what came before the ring.
-    pub fn attach(&self, filters: FilterSet, from: u64) -> (FeedKey, Arc<FeedCore>) {
+    /// `view` is how the set's readers see its entries (`None`: as `/events` frames).
+    pub fn attach(
+        &self,
+        filters: FilterSet,
+        view: Option<Arc<dyn View>>,
+        from: u64,
+    ) -> (FeedKey, Arc<FeedCore>) {
         let mut routes = self.core.routes();
         let start = from.max(routes.recent.low());
         let feed = Arc::new(FeedCore::new(
             filters,
+            view,
             self.core.reading.clone(),
             self.core.ring_size,
             start,
@@ -112,8 +120,9 @@ impl Dispatch {
                 .subject
                 .as_deref()
                 .is_none_or(|s| feed.filters.matches(s))
+                && let Some(entry) = feed.admit(routed)
             {
-                feed.push(routed.entry.clone());
+                feed.push(entry);
             }
         }
         if routes.closed {
@@ -199,9 +208,9 @@ impl DispatchCore {
 }
 
 impl Routes {
-    /// Pushes each entry to the topic sets it concerns (a `Lost` entry concerns all), keeps it
-    /// in `recent`, and moves the position to `next`; the topic sets that got an entry are
-    /// added to `woken`, once each (`keys` is scratch space, left empty).
+    /// Pushes each entry to the topic sets it concerns (a `Lost` entry concerns all) and whose
+    /// view admits it, keeps it in `recent`, and moves the position to `next`; the topic sets
+    /// that got an entry are added to `woken`, once each (`keys` is scratch space, left empty).
     fn route(
         &mut self,
         batch: impl Iterator<Item = Routed>,
@@ -215,11 +224,20 @@ impl Routes {
                 Some(subject) => self.index.matches(subject, keys),
                 None => keys.extend(self.feeds.keys().copied()),
             }
-            for key in &keys[first..] {
-                if let Some(feed) = self.feeds.get(key) {
-                    feed.push(routed.entry.clone());
+            // Only the sets that got the entry stay in `keys`, to be woken: a view that leaves
+            // an entry out wakes none of its readers.
+            let mut admitted = first;
+            for at in first..keys.len() {
+                let key = keys[at];
+                if let Some(feed) = self.feeds.get(&key)
+                    && let Some(entry) = feed.admit(&routed)
+                {
+                    feed.push(entry);
+                    keys[admitted] = key;
+                    admitted += 1;
                 }
             }
+            keys.truncate(admitted);
             self.recent.push(routed);
         }
         self.recent.advance(next);
