@@ -411,6 +411,53 @@ mod tests {
         assert!(!busy_position.has_changed().unwrap());
     }
 
+    /// Admits the entries at even positions only, re-encoded.
+    #[derive(Debug)]
+    struct EvenOnly;
+
+    impl crate::fanout::View for EvenOnly {
+        fn key(&self) -> &str {
+            "even"
+        }
+
+        fn entry(&self, routed: &Routed) -> Option<Entry> {
+            (routed.entry.seq % 2 == 0).then(|| Entry {
+                frame: bytes::Bytes::from_static(b"even\n\n"),
+                ..routed.entry.clone()
+            })
+        }
+
+        fn gap(&self, _: crate::event_id::EventId, _: &crate::frames::Gap) -> bytes::Bytes {
+            bytes::Bytes::new()
+        }
+    }
+
+    /// A feed with a view holds what its view makes of the entries, and is not woken by those
+    /// the view leaves out; a feed of the same filters without the view is another feed.
+    #[tokio::test]
+    async fn a_view_encodes_its_feed_and_wakes_it_only_for_what_it_admits() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend: Arc<dyn Backend> = open_backend(dir.path()).await;
+        let fanout = fanout(backend.clone(), 64);
+        let state = backend.stream_state().await.unwrap();
+        let filters = FilterSet::new(["t"]).unwrap();
+        let view: Arc<dyn crate::fanout::View> = Arc::new(EvenOnly);
+        let viewed = fanout.feed_with_view(&filters, Some(view), &state, 1);
+        let plain = live_feed(&fanout, &*backend, &["t"]).await;
+        assert_eq!(fanout.feed_count(), 2);
+        let woken = viewed.core.subscribe();
+        publish(&*backend, "t").await;
+        dispatched_to(&plain, 1).await;
+        assert!(!woken.has_changed().unwrap(), "woken for an entry left out");
+        publish(&*backend, "t").await;
+        let mut cursor = Cursor::new(viewed, 1);
+        let entries = read(&mut cursor, 1).await;
+        assert_eq!(entries[0].seq, 2);
+        assert_eq!(&entries[0].frame[..], b"even\n\n");
+        let mut plain = Cursor::new(plain, 1);
+        assert_eq!(read(&mut plain, 2).await.len(), 2);
+    }
+
     /// One step of the dispatch model.
     #[derive(Debug, Clone)]
     enum Step {
