@@ -545,3 +545,114 @@ fn the_configuration_names_what_is_wrong_and_never_shows_a_key() {
     let key = config.mercure.publisher_jwt_key.unwrap();
     assert_eq!(key.expose(), secret.as_bytes(), "SLUICE_ wins");
 }
+
+/// An access token (1.0 draft) signed with `key`, of type `at+jwt`, with `claims`.
+fn access_token(key: &str, claims: serde_json::Value) -> String {
+    let header = jsonwebtoken::Header {
+        typ: Some("at+jwt".into()),
+        ..jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256)
+    };
+    jsonwebtoken::encode(
+        &header,
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(key.as_bytes()).unwrap(),
+    )
+    .unwrap()
+}
+
+fn in_seconds(seconds: u64) -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + seconds
+}
+
+const AUDIENCE: &str = "https://hub.example/.well-known/mercure";
+const ISSUER: &str = "https://issuer.example";
+
+fn access_claims(actions: &[&str], exp: Option<u64>) -> serde_json::Value {
+    let mut claims = json!({
+        "aud": ["other", AUDIENCE],
+        "iss": ISSUER,
+        "sub": "alice",
+        "authorization_details": [{
+            "type": "https://mercure.rocks/authorization-detail",
+            "actions": actions,
+            "topics": [{ "match": "https://example.com/books/:id", "match_type": "urlpattern" }]
+        }]
+    });
+    if let Some(exp) = exp {
+        claims["exp"] = json!(exp);
+    }
+    claims
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_tokens_need_the_hub_audience_the_issuer_and_an_expiry() {
+    let settings = format!("audience = \"{AUDIENCE}\"\nissuer = \"{ISSUER}\"");
+    let hub = Harness::start(Kind::Embedded, config(&settings)).await;
+    let query = form(&[("topic", BOOK)]);
+    let good = access_token(
+        SUBSCRIBER_KEY,
+        access_claims(&["subscribe"], Some(in_seconds(600))),
+    );
+    let mut other_claims = access_claims(&["subscribe"], Some(in_seconds(600)));
+    other_claims["aud"] = json!("https://other-hub.example");
+    let mut other_issuer = access_claims(&["subscribe"], Some(in_seconds(600)));
+    other_issuer["iss"] = json!("https://evil.example");
+    for (claims, why) in [
+        (other_claims, "another audience"),
+        (other_issuer, "another issuer"),
+        (access_claims(&["subscribe"], None), "no exp"),
+    ] {
+        let bearer = format!("Bearer {}", access_token(SUBSCRIBER_KEY, claims));
+        let client = hub.subscribe(&query, &[("authorization", &bearer)]).await;
+        assert_eq!(client.status(), 401, "{why}");
+    }
+    let bearer = format!("Bearer {good}");
+    let mut client = hub.subscribed(&query, &[("authorization", &bearer)]).await;
+
+    // Its authorization details grant publishing and private reading.
+    let publisher = access_token(
+        PUBLISHER_KEY,
+        access_claims(&["publish"], Some(in_seconds(600))),
+    );
+    let body = form(&[("topic", BOOK), ("data", "private"), ("private", "1")]);
+    let answer = hub.post(&body, Some(&publisher)).await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(
+        client.next_event().await.unwrap().data.as_deref(),
+        Some("private")
+    );
+
+    // A subscription made with an access token ends when the token expires.
+    let short = access_token(
+        SUBSCRIBER_KEY,
+        access_claims(&["subscribe"], Some(in_seconds(2))),
+    );
+    let bearer = format!("Bearer {short}");
+    let mut expiring = hub.subscribed(&query, &[("authorization", &bearer)]).await;
+    let frames = expiring.frames_until_end().await.unwrap();
+    assert!(
+        frames
+            .iter()
+            .any(|f| f.event.as_deref() == Some("token_expired")),
+        "{frames:?}"
+    );
+
+    // Without a configured audience, no access token is accepted.
+    let strict = Harness::start(Kind::Embedded, config("")).await;
+    let client = strict
+        .subscribe(&query, &[("authorization", &bearer)])
+        .await;
+    assert_eq!(client.status(), 401);
+    let token = access_token(
+        SUBSCRIBER_KEY,
+        access_claims(&["subscribe"], Some(in_seconds(600))),
+    );
+    let client = strict
+        .subscribe(&query, &[("authorization", &format!("Bearer {token}"))])
+        .await;
+    assert_eq!(client.status(), 401);
+}

@@ -421,7 +421,7 @@ mod tests {
         }
 
         fn entry(&self, routed: &Routed) -> Option<Entry> {
-            (routed.entry.seq % 2 == 0).then(|| Entry {
+            routed.entry.seq.is_multiple_of(2).then(|| Entry {
                 frame: bytes::Bytes::from_static(b"even\n\n"),
                 ..routed.entry.clone()
             })

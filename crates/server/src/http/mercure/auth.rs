@@ -4,10 +4,18 @@
 //! A subscriber's token comes from the `Authorization: Bearer` header, else the
 //! `authorization` query parameter, else the cookie (`mercure.cookie_name`), as Mercure looks
 //! for it; a publisher's from the header, else the cookie. `exp` is checked when present but
-//! not required (Mercure does not require it).
+//! not required (Mercure does not require it), except in an access token.
+//!
+//! An access token of the 1.0 draft (JOSE `typ` `at+jwt`, RFC 9068) must also carry `exp`,
+//! name `mercure.audience` in `aud` and have `mercure.issuer` as `iss` (when configured); a
+//! subscription made with one ends when it expires.
+
+use std::time::{Duration, SystemTime};
 
 use axum::http::HeaderMap;
-use jsonwebtoken::Algorithm;
+use jsonwebtoken::{Algorithm, decode_header};
+use serde::Deserialize;
+use sluice_mercure::claims::is_access_token_type;
 use sluice_mercure::{Claims, Grants};
 
 use crate::auth::config::{DEFAULT_LEEWAY, DEFAULT_MAX_FILTERS, DEFAULT_MAX_TOKEN_BYTES};
@@ -21,6 +29,26 @@ use crate::auth::{
 pub struct Verifier {
     rules: TokenRules,
     keys: Option<KeySet>,
+    audience: Option<String>,
+    issuer: Option<String>,
+}
+
+/// What a verified token grants, and for how long.
+#[derive(Debug)]
+pub struct Verified {
+    /// The grants.
+    pub grants: Grants,
+    /// When an access token expires (none for other tokens).
+    pub expires_in: Option<Duration>,
+}
+
+/// The claims read from a Mercure token.
+#[derive(Deserialize)]
+struct TokenClaims {
+    #[serde(flatten)]
+    claims: Claims,
+    #[serde(default)]
+    exp: Option<f64>,
 }
 
 impl std::fmt::Debug for Verifier {
@@ -32,8 +60,15 @@ impl std::fmt::Debug for Verifier {
 }
 
 impl Verifier {
-    /// The verifier of `<name>_key` and `<name>_alg` (no key: every token is refused).
-    pub fn new(name: &str, key: Option<&Secret>, alg: &str) -> Result<Self, AuthConfigError> {
+    /// The verifier of `<name>_key` and `<name>_alg` (no key: every token is refused), with
+    /// the audience and issuer access tokens must name.
+    pub fn new(
+        name: &str,
+        key: Option<&Secret>,
+        alg: &str,
+        audience: Option<&str>,
+        issuer: Option<&str>,
+    ) -> Result<Self, AuthConfigError> {
         let invalid = |err: crate::config::ConfigError| {
             AuthConfigError::invalid(format!("{name}_key"), "(hidden)", err.to_string())
         };
@@ -59,7 +94,12 @@ impl Verifier {
                 key,
             }],
         });
-        Ok(Self { rules, keys })
+        Ok(Self {
+            rules,
+            keys,
+            audience: audience.map(str::to_owned),
+            issuer: issuer.map(str::to_owned),
+        })
     }
 
     /// The grants of the request's token; `Ok(None)` when it carries none. `query_token` is
@@ -71,7 +111,7 @@ impl Verifier {
         query_token: Option<&str>,
         cookie: &str,
         base: &str,
-    ) -> Result<Option<Grants>, AuthError> {
+    ) -> Result<Option<Verified>, AuthError> {
         let header_only = TokenPlaces::default();
         let token = match extract_token(headers, None, header_only)? {
             Some(found) => Some(found.token),
@@ -90,11 +130,45 @@ impl Verifier {
             return Ok(None);
         };
         let keys = self.keys.as_ref().ok_or(AuthError::WrongAlgorithm)?;
-        let claims: Claims = self.rules.verify_claims(token, keys)?;
-        let grants = claims.grants(base).map_err(|err| {
+        let token_claims: TokenClaims = self.rules.verify_claims(token, keys)?;
+        // The signature verified, so the header decodes.
+        let typ = decode_header(token).ok().and_then(|header| header.typ);
+        let expires_in = if is_access_token_type(typ.as_deref()) {
+            Some(self.check_access_token(&token_claims)?)
+        } else {
+            None
+        };
+        let grants = token_claims.claims.grants(base).map_err(|err| {
             tracing::info!(error = %err, "Mercure claims refused");
             AuthError::InvalidToken("the mercure claim or authorization_details are malformed")
         })?;
-        Ok(Some(grants))
+        Ok(Some(Verified { grants, expires_in }))
+    }
+
+    /// The RFC 9068 checks of an access token; how long it stays valid.
+    fn check_access_token(&self, token: &TokenClaims) -> Result<Duration, AuthError> {
+        let claims = &token.claims;
+        let Some(audience) = &self.audience else {
+            // A hub must know its resource identifier to accept access tokens.
+            return Err(AuthError::WrongAudience);
+        };
+        if !claims.audience_contains(audience) {
+            return Err(AuthError::WrongAudience);
+        }
+        if let Some(issuer) = &self.issuer
+            && claims.iss.as_deref() != Some(issuer.as_str())
+        {
+            return Err(AuthError::WrongIssuer);
+        }
+        let exp = token
+            .exp
+            .ok_or(AuthError::InvalidToken("an access token needs exp"))?;
+        let exp = Duration::try_from_secs_f64(exp)
+            .map_err(|_| AuthError::InvalidToken("exp is not a time"))?;
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        // `exp` itself was checked by the verifier (with its leeway).
+        Ok(exp.saturating_sub(now).max(Duration::from_secs(1)))
     }
 }

@@ -50,6 +50,13 @@ pub struct MercureConfig {
     /// The URL relative URL patterns and topics resolve against.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
+    /// The hub's resource identifier, which an access token (`typ: at+jwt`, 1.0 draft) must
+    /// name in `aud`; without it access tokens are refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    /// The issuer an access token's `iss` must be.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
 }
 
 /// Secrets are shown as their size only (see [`Secret`]).
@@ -68,6 +75,8 @@ impl std::fmt::Debug for MercureConfig {
             .field("publish_origins", &self.publish_origins)
             .field("heartbeat", &self.heartbeat)
             .field("base_url", &self.base_url)
+            .field("audience", &self.audience)
+            .field("issuer", &self.issuer)
             .finish()
     }
 }
@@ -87,6 +96,8 @@ impl Default for MercureConfig {
             publish_origins: Vec::new(),
             heartbeat: Duration::from_secs(40),
             base_url: None,
+            audience: None,
+            issuer: None,
         }
     }
 }
@@ -96,6 +107,8 @@ pub const OPTIONAL_KEYS: &[&str] = &[
     "mercure.publisher_jwt_key",
     "mercure.subscriber_jwt_key",
     "mercure.base_url",
+    "mercure.audience",
+    "mercure.issuer",
 ];
 
 /// Mercure's own environment variables, as its container image reads them, and the keys they
@@ -155,6 +168,18 @@ impl MercureConfig {
         }
         if let Some(url) = &self.base_url {
             http_url("mercure.base_url", url)?;
+        }
+        for (key, value) in [
+            ("mercure.audience", &self.audience),
+            ("mercure.issuer", &self.issuer),
+        ] {
+            if value.as_ref().is_some_and(|v| v.trim().is_empty()) {
+                return Err(ConfigError::invalid(
+                    key,
+                    "",
+                    "must not be empty; leave it out",
+                ));
+            }
         }
         let publisher = key(
             "mercure.publisher_jwt",

@@ -56,13 +56,17 @@ impl Mercure {
         let invalid = |key: &str, err: String| AuthConfigError::invalid(key.to_owned(), "", err);
         let scheme = Scheme::new(&config.subject_prefix)
             .map_err(|err| invalid("mercure.subject_prefix", err.to_string()))?;
+        let audience = config.audience.as_deref();
+        let issuer = config.issuer.as_deref();
         let publisher = Verifier::new(
             "mercure.publisher_jwt",
             config.publisher_jwt_key.as_ref(),
             &config.publisher_jwt_alg,
+            audience,
+            issuer,
         )?;
         let (key, alg) = config.subscriber_key();
-        let subscriber = Verifier::new("mercure.subscriber_jwt", key, alg)?;
+        let subscriber = Verifier::new("mercure.subscriber_jwt", key, alg, audience, issuer)?;
         Ok(Some(Self {
             scheme: Arc::new(scheme),
             publisher,

@@ -56,7 +56,7 @@ pub async fn publish(
             .publisher
             .grants(&parts.headers, None, &config.cookie_name, config.base_url());
     let grants = match grants {
-        Ok(Some(grants)) => grants,
+        Ok(Some(verified)) => verified.grants,
         Ok(None) => return unauthorized(&hub, &AuthError::MissingToken),
         Err(err) => return unauthorized(&hub, &err),
     };

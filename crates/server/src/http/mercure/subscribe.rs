@@ -84,9 +84,9 @@ pub async fn subscribe(
         &config.cookie_name,
         config.base_url(),
     );
-    let grants = match grants {
-        Ok(Some(grants)) => grants,
-        Ok(None) if config.anonymous => Grants::none(),
+    let (grants, expires_in) = match grants {
+        Ok(Some(verified)) => (verified.grants, verified.expires_in),
+        Ok(None) if config.anonymous => (Grants::none(), None),
         Ok(None) => return unauthorized(&hub, AuthError::MissingToken),
         Err(err) => return unauthorized(&hub, err),
     };
@@ -184,6 +184,7 @@ pub async fn subscribe(
         .feed_with_view(&filters, Some(view), &state, plan.start);
     let mut context = hub.session_context();
     context.heartbeat = config.heartbeat;
+    context.expires_in = expires_in;
     let session = Session::new(context, guard, feed, &plan, preamble);
     let body = match extensions.get::<StreamHandoff>() {
         Some(handoff) => {
