@@ -21,7 +21,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::selector::{Selector, SelectorError};
+use crate::selector::{Selector, SelectorError, SelectorKind};
 use crate::set::any_selects;
 use crate::text::shown;
 use crate::update::Update;
@@ -363,6 +363,19 @@ impl Grants {
             .or(self.payload.as_ref())
     }
 
+    /// What decides [`Grants::can_receive`]: the `subscribe` selectors as distinct, sorted
+    /// `(kind, selector)` pairs. Holders with equal keys receive exactly the same private
+    /// updates, so their subscriptions with equal selector sets may share one feed.
+    pub fn receive_key(&self) -> Vec<(SelectorKind, &str)> {
+        let mut key: Vec<(SelectorKind, &str)> = self
+            .subscribe_selectors()
+            .map(|s| (s.kind(), s.as_str()))
+            .collect();
+        key.sort_unstable();
+        key.dedup();
+        key
+    }
+
     fn subscribe_selectors(&self) -> impl Iterator<Item = &Selector> + Clone {
         self.grants
             .iter()
@@ -418,6 +431,19 @@ mod tests {
         assert!(!Grants::none().can_receive(&update(&["/a"], true)));
         assert!(Grants::none().can_receive(&update(&["/a"], false)));
         assert!(!g.can_publish(&["https://example.com/users/1/inbox"]));
+    }
+
+    #[test]
+    fn the_receive_key_is_the_distinct_subscribe_selectors() {
+        let a = grants(json!({"mercure": {"subscribe": ["/b", "/a", "/b"], "publish": ["/c"]}}))
+            .unwrap();
+        let b = grants(json!({"mercure": {"subscribe": ["/a", "/b"]}})).unwrap();
+        assert_eq!(a.receive_key(), b.receive_key());
+        assert_eq!(
+            a.receive_key(),
+            vec![(SelectorKind::Exact, "/a"), (SelectorKind::Exact, "/b")]
+        );
+        assert!(Grants::none().receive_key().is_empty());
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::backend::Backend;
 use crate::config::Config;
 use crate::conn::ConnInfo;
 use crate::fanout::{Encoder, Fanout};
+use crate::http::mercure::Mercure;
 use crate::metrics::Metrics;
 use crate::session::{ConnectionGuard, SessionContext};
 
@@ -22,6 +23,8 @@ pub struct Hub {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) fanout: Fanout,
     pub(crate) auth: Arc<Authenticator>,
+    /// The Mercure hub's state, when `[mercure]` is enabled.
+    pub(crate) mercure: Option<Mercure>,
     slots: Arc<AtomicUsize>,
     shutdown: watch::Sender<bool>,
 }
@@ -40,6 +43,7 @@ impl Hub {
     /// here, so a missing or bad key file is an error before any socket opens.
     pub fn new(config: Config, backend: Arc<dyn Backend>) -> Result<Arc<Self>, AuthConfigError> {
         let auth = Arc::new(Authenticator::new(&config.auth)?);
+        let mercure = Mercure::new(&config.mercure)?;
         let metrics = Arc::new(Metrics::for_backend(&*backend));
         let fanout = Fanout::new(
             backend.clone(),
@@ -49,15 +53,24 @@ impl Hub {
                 topic_prefix: config.topic_prefix.clone(),
                 max_event_size: config.sse.max_event_size,
                 event_type: config.sse.event_type.clone(),
+                view_prefix: config
+                    .mercure
+                    .enabled
+                    .then(|| config.mercure.subject_prefix.clone()),
             },
             &config.fanout,
         );
+        let fanout = match &mercure {
+            Some(mercure) => fanout.also_reading(mercure.wide_filter()),
+            None => fanout,
+        };
         Ok(Arc::new(Self {
             config: Arc::new(config),
             backend,
             metrics,
             fanout,
             auth,
+            mercure,
             slots: Arc::default(),
             shutdown: watch::channel(false).0,
         }))

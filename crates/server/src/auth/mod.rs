@@ -11,13 +11,13 @@
 //! docs/AUTH.md.
 
 mod claims;
-mod config;
+pub(crate) mod config;
 mod error;
 mod extract;
 mod grant;
-mod keys;
+pub(crate) mod keys;
 mod reload;
-mod token;
+pub(crate) mod token;
 
 use std::sync::{Arc, PoisonError, RwLock};
 

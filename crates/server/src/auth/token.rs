@@ -61,6 +61,17 @@ impl TokenRules {
         keys: &KeySet,
         direction: Direction,
     ) -> Result<Grant, AuthError> {
+        let claims = self.verify_claims::<TokenClaims>(token, keys)?;
+        self.grant(claims, direction)
+    }
+
+    /// Verifies `token` against `keys` (size, algorithm, signature, time, audience, issuer)
+    /// and returns its claims as `C` (the `sluice` claim's shape, or Mercure's).
+    pub fn verify_claims<C: serde::de::DeserializeOwned>(
+        &self,
+        token: &str,
+        keys: &KeySet,
+    ) -> Result<C, AuthError> {
         // Size first: nothing below decodes or allocates more than the token's own length.
         if token.len() > self.max_token_bytes {
             return Err(AuthError::TooLarge {
@@ -82,8 +93,8 @@ impl TokenRules {
             .iter()
             .filter(|k| k.fits(header.alg, header.kid.as_deref()))
         {
-            match decode::<TokenClaims>(token, &key.key, &validation) {
-                Ok(data) => return self.grant(data.claims, direction),
+            match decode::<C>(token, &key.key, &validation) {
+                Ok(data) => return Ok(data.claims),
                 // A key of the right family that does not verify, or does not fit the curve or
                 // size this algorithm needs: try the next one.
                 Err(e)

@@ -4,9 +4,15 @@
 
 use toml::{Table, Value};
 
-/// Keys whose values are secrets (`auth.*.secret`, `nats.password`, `nats.token`): an error
-/// about one names the key, never the value.
-const SECRET_KEYS: [&str; 3] = ["secret", "password", "token"];
+/// Keys whose values are secrets (`auth.*.secret`, `nats.password`, `nats.token`, the Mercure
+/// keys): an error about one names the key, never the value.
+const SECRET_KEYS: [&str; 5] = [
+    "secret",
+    "password",
+    "token",
+    "publisher_jwt_key",
+    "subscriber_jwt_key",
+];
 
 /// The longest value quoted in a message; longer ones are cut.
 const MAX_SHOWN: usize = 120;

@@ -5,13 +5,15 @@
 //! replaced by underscores, upper-cased (`sse.heartbeat` → `SLUICE_SSE_HEARTBEAT`). Three
 //! short aliases match the command-line flags: `SLUICE_DATA_DIR` (`embedded.data_dir`),
 //! `SLUICE_STREAM` (the served stream of the selected backend) and `SLUICE_NATS_URL`
-//! (`jetstream.urls`).
+//! (`jetstream.urls`). Mercure's own `MERCURE_PUBLISHER_JWT_KEY`, `MERCURE_SUBSCRIBER_JWT_KEY`
+//! and their `_ALG` twins set the `[mercure]` keys, below the `SLUICE_MERCURE_…` variables.
 
 use std::path::Path;
 
 use toml::{Table, Value};
 
 use super::{Config, ConfigError, explain};
+use crate::http::mercure::config::{MERCURE_VARIABLES, OPTIONAL_KEYS as MERCURE_OPTIONAL_KEYS};
 
 /// Values given on the command line; each wins over the file and the environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -82,6 +84,20 @@ pub fn load_str(
     let known = known_keys();
     let mut warnings = Vec::new();
     let mut aliases = Overrides::default();
+    let env: Vec<(String, String)> = env.into_iter().collect();
+    // Mercure's variables first, so that a `SLUICE_MERCURE_…` one for the same key wins.
+    for (name, value) in &env {
+        let key = MERCURE_VARIABLES.iter().find(|(var, _)| var == name);
+        if let Some((_, key)) = key
+            && !value.is_empty()
+        {
+            layers.set(
+                key,
+                Value::String(value.clone()),
+                format!("environment variable {name}"),
+            );
+        }
+    }
     for (name, value) in env {
         let Some(rest) = name.strip_prefix("SLUICE_") else {
             continue;
@@ -271,7 +287,12 @@ fn known_keys() -> Vec<(String, Kind)> {
     if let Value::Table(table) = defaults {
         collect(&table, "", &mut keys);
     }
-    keys.extend(OPTIONAL_KEYS.iter().map(|k| ((*k).to_owned(), Kind::Text)));
+    keys.extend(
+        OPTIONAL_KEYS
+            .iter()
+            .chain(MERCURE_OPTIONAL_KEYS)
+            .map(|k| ((*k).to_owned(), Kind::Text)),
+    );
     keys
 }
 

@@ -7,7 +7,7 @@
 
 mod explain;
 mod layers;
-mod validate;
+pub(crate) mod validate;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,6 +19,7 @@ use crate::auth::AuthConfig;
 pub use crate::backend::embedded::{DEFAULT_STREAM, EmbeddedConfig, StreamDecl};
 use crate::backend::jetstream::{JetStreamConfig, JetStreamConfigError};
 use crate::duration;
+pub use crate::http::mercure::MercureConfig;
 pub use crate::tls::TlsConfig;
 
 pub use layers::{Overrides, load, load_str};
@@ -67,7 +68,7 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    fn invalid(
+    pub(crate) fn invalid(
         key: impl Into<String>,
         value: impl std::fmt::Debug,
         reason: impl Into<String>,
@@ -159,6 +160,8 @@ pub struct Config {
     pub embedded: EmbeddedConfig,
     /// Authorization of subscribers and publishers (docs/AUTH.md); open when absent.
     pub auth: AuthConfig,
+    /// The Mercure hub at `/.well-known/mercure` (docs/MERCURE.md); off by default.
+    pub mercure: MercureConfig,
     /// The NATS JetStream backend; required when `backend = "jetstream"`.
     #[serde(skip_serializing)]
     pub jetstream: Option<JetStreamConfig>,
@@ -332,6 +335,7 @@ impl Default for Config {
             fanout: FanoutConfig::default(),
             embedded: EmbeddedConfig::default(),
             auth: AuthConfig::default(),
+            mercure: MercureConfig::default(),
             jetstream: None,
         }
     }

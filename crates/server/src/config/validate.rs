@@ -94,6 +94,7 @@ pub fn config(config: &Config) -> Result<(), ConfigError> {
         }
         other => ConfigError::invalid("auth", "", other.to_string()),
     })?;
+    config.mercure.validate(config)?;
     jetstream(config)
 }
 
@@ -463,7 +464,7 @@ fn jetstream(config: &Config) -> Result<(), ConfigError> {
     }
 }
 
-fn http_url(key: &str, url: &str) -> Result<(), ConfigError> {
+pub(crate) fn http_url(key: &str, url: &str) -> Result<(), ConfigError> {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))
@@ -484,7 +485,7 @@ fn http_url(key: &str, url: &str) -> Result<(), ConfigError> {
 /// An allowed origin is `*` or exactly what a browser sends in `Origin`: a lower-case
 /// `http`/`https` scheme and host, an optional port, and nothing else. Anything else could
 /// never match a request, so it is rejected rather than silently ignored.
-fn allowed_origin(key: &str, origin: &str) -> Result<(), ConfigError> {
+pub(crate) fn allowed_origin(key: &str, origin: &str) -> Result<(), ConfigError> {
     if origin == "*" {
         return Ok(());
     }

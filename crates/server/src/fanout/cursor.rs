@@ -8,7 +8,7 @@ use tokio::sync::{OwnedSemaphorePermit, watch};
 
 use super::feed::Feed;
 use super::ring::{Entry, Read};
-use super::source::{Lost, Source};
+use super::source::{Lost, Routed, Source};
 
 /// A read behind the ring: the source, and the turn it holds while it reads.
 struct CatchUp {
@@ -96,7 +96,7 @@ impl Cursor {
                 };
             };
             let routed = catch_up.source.ready()?;
-            if let Some(entry) = self.take_from_source(routed.entry) {
+            if let Some(entry) = self.take_from_source(routed) {
                 return Some(entry);
             }
         }
@@ -120,7 +120,7 @@ impl Cursor {
                 tokio::task::consume_budget().await;
                 match catch_up.source.next().await? {
                     Some(routed) => {
-                        if let Some(entry) = self.take_from_source(routed.entry) {
+                        if let Some(entry) = self.take_from_source(routed) {
                             return Ok(Some(entry));
                         }
                     }
@@ -158,15 +158,23 @@ impl Cursor {
         }
     }
 
-    /// An entry read from the cursor's own source, unless the ring covers its position now:
-    /// then the cursor rejoins the ring there (the ring holds it, or will).
-    fn take_from_source(&mut self, entry: Entry) -> Option<Entry> {
+    /// An entry read from the cursor's own source, as the feed's view admits it, unless the
+    /// ring covers its position now: then the cursor rejoins the ring there (the ring holds
+    /// it, or will). `None` also for an entry the view leaves out (passed over).
+    fn take_from_source(&mut self, routed: Routed) -> Option<Entry> {
+        let entry = &routed.entry;
         if !entry.kind.is_lost() && entry.seq >= self.feed.core.low() {
             self.catch_up = None;
             self.next = entry.seq;
             return None;
         }
-        Some(self.advance(entry))
+        match self.feed.core.admit(&routed) {
+            Some(entry) => Some(self.advance(entry)),
+            None => {
+                self.next = routed.entry.seq + 1;
+                None
+            }
+        }
     }
 
     /// Drops the cursor's own source once its position is inside the ring again.

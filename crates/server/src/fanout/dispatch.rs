@@ -23,6 +23,7 @@ use tokio::task::AbortHandle;
 use super::feed::{FeedCore, Reading};
 use super::ring::Ring;
 use super::source::{Lost, Role, Routed, Source};
+use super::view::View;
 
 /// A topic set's key in the dispatch.
 pub type FeedKey = u64;
@@ -108,11 +109,18 @@ impl Dispatch {
     /// Adds a topic set. Its ring begins at `from`, or where the recent entries begin if they
     /// do not reach back that far, and holds the recent entries of the set from there on: a
     /// reader starting at `from` reads the stream itself only for what came before the ring.
-    pub fn attach(&self, filters: FilterSet, from: u64) -> (FeedKey, Arc<FeedCore>) {
+    /// `view` is how the set's readers see its entries (`None`: as `/events` frames).
+    pub fn attach(
+        &self,
+        filters: FilterSet,
+        view: Option<Arc<dyn View>>,
+        from: u64,
+    ) -> (FeedKey, Arc<FeedCore>) {
         let mut routes = self.core.routes();
         let start = from.max(routes.recent.low());
         let feed = Arc::new(FeedCore::new(
             filters,
+            view,
             self.core.reading.clone(),
             self.core.ring_size,
             start,
@@ -122,8 +130,9 @@ impl Dispatch {
                 .subject
                 .as_deref()
                 .is_none_or(|s| feed.filters.matches(s))
+                && let Some(entry) = feed.admit(routed)
             {
-                feed.push(routed.entry.clone());
+                feed.push(entry);
             }
         }
         if routes.closed {
@@ -209,9 +218,9 @@ impl DispatchCore {
 }
 
 impl Routes {
-    /// Pushes each entry to the topic sets it concerns (a `Lost` entry concerns all), keeps it
-    /// in `recent`, and moves the position to `next`; the topic sets that got an entry are
-    /// added to `woken`, once each (`keys` is scratch space, left empty).
+    /// Pushes each entry to the topic sets it concerns (a `Lost` entry concerns all) and whose
+    /// view admits it, keeps it in `recent`, and moves the position to `next`; the topic sets
+    /// that got an entry are added to `woken`, once each (`keys` is scratch space, left empty).
     fn route(
         &mut self,
         batch: impl Iterator<Item = Routed>,
@@ -225,11 +234,20 @@ impl Routes {
                 Some(subject) => self.index.matches(subject, keys),
                 None => keys.extend(self.feeds.keys().copied()),
             }
-            for key in &keys[first..] {
-                if let Some(feed) = self.feeds.get(key) {
-                    feed.push(routed.entry.clone());
+            // Only the sets that got the entry stay in `keys`, to be woken: a view that leaves
+            // an entry out wakes none of its readers.
+            let mut admitted = first;
+            for at in first..keys.len() {
+                let key = keys[at];
+                if let Some(feed) = self.feeds.get(&key)
+                    && let Some(entry) = feed.admit(&routed)
+                {
+                    feed.push(entry);
+                    keys[admitted] = key;
+                    admitted += 1;
                 }
             }
+            keys.truncate(admitted);
             self.recent.push(routed);
         }
         self.recent.advance(next);
@@ -401,6 +419,53 @@ mod tests {
         dispatched_to(&quiet, last + 1).await;
         assert!(quiet_position.has_changed().unwrap());
         assert!(!busy_position.has_changed().unwrap());
+    }
+
+    /// Admits the entries at even positions only, re-encoded.
+    #[derive(Debug)]
+    struct EvenOnly;
+
+    impl crate::fanout::View for EvenOnly {
+        fn key(&self) -> &str {
+            "even"
+        }
+
+        fn entry(&self, routed: &Routed) -> Option<Entry> {
+            routed.entry.seq.is_multiple_of(2).then(|| Entry {
+                frame: bytes::Bytes::from_static(b"even\n\n"),
+                ..routed.entry.clone()
+            })
+        }
+
+        fn gap(&self, _: crate::event_id::EventId, _: &crate::frames::Gap) -> bytes::Bytes {
+            bytes::Bytes::new()
+        }
+    }
+
+    /// A feed with a view holds what its view makes of the entries, and is not woken by those
+    /// the view leaves out; a feed of the same filters without the view is another feed.
+    #[tokio::test]
+    async fn a_view_encodes_its_feed_and_wakes_it_only_for_what_it_admits() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend: Arc<dyn Backend> = open_backend(dir.path()).await;
+        let fanout = fanout(backend.clone(), 64);
+        let state = backend.stream_state().await.unwrap();
+        let filters = FilterSet::new(["t"]).unwrap();
+        let view: Arc<dyn crate::fanout::View> = Arc::new(EvenOnly);
+        let viewed = fanout.feed_with_view(&filters, Some(view), &state, 1);
+        let plain = live_feed(&fanout, &*backend, &["t"]).await;
+        assert_eq!(fanout.feed_count(), 2);
+        let woken = viewed.core.subscribe();
+        publish(&*backend, "t").await;
+        dispatched_to(&plain, 1).await;
+        assert!(!woken.has_changed().unwrap(), "woken for an entry left out");
+        publish(&*backend, "t").await;
+        let mut cursor = Cursor::new(viewed, 1);
+        let entries = read(&mut cursor, 1).await;
+        assert_eq!(entries[0].seq, 2);
+        assert_eq!(&entries[0].frame[..], b"even\n\n");
+        let mut plain = Cursor::new(plain, 1);
+        assert_eq!(read(&mut plain, 2).await.len(), 2);
     }
 
     /// One step of the dispatch model.

@@ -1,8 +1,12 @@
 //! Turning a stream message into the frame every subscriber gets.
 
+use std::sync::Arc;
+
+use bytes::Bytes;
 use sluice_protocol::headers::{Headers, NATS_MARKER_REASON, NATS_SCHEDULE};
 
 use super::ring::{Entry, EntryKind};
+use super::source::Routed;
 use crate::backend::BackendMessage;
 use crate::event_id::EventId;
 use crate::frames::{self, Gap, GapReason};
@@ -18,6 +22,10 @@ pub struct Encoder {
     pub max_event_size: usize,
     /// The event type of message frames (`sse.event_type`).
     pub event_type: String,
+    /// Subjects under this prefix (Mercure's) are not `/events` messages: their entries carry
+    /// the message whole ([`Routed::message`]) and no frame, for the [`View`](super::View) of
+    /// each feed to encode.
+    pub view_prefix: Option<String>,
 }
 
 /// Control messages (delete markers, schedule definitions) are stream bookkeeping, never
@@ -27,6 +35,41 @@ pub fn is_control(headers: &Headers) -> bool {
 }
 
 impl Encoder {
+    /// What the readers of the stream get for `message`: its entry with its subject (and, under
+    /// [`Encoder::view_prefix`], the message itself instead of a frame), or `None` for a
+    /// control message.
+    pub fn routed(&self, message: BackendMessage) -> Option<Routed> {
+        if !self.is_viewed(&message.subject) {
+            return self.entry(&message).map(|entry| Routed {
+                entry,
+                subject: Some(message.subject.into_boxed_str()),
+                message: None,
+            });
+        }
+        if is_control(&message.headers) {
+            return None;
+        }
+        Some(Routed {
+            entry: Entry {
+                seq: message.seq,
+                time: message.time,
+                kind: EntryKind::Message,
+                frame: Bytes::new(),
+            },
+            subject: Some(message.subject.clone().into_boxed_str()),
+            message: Some(Arc::new(message)),
+        })
+    }
+
+    /// Whether `subject` lies under [`Encoder::view_prefix`].
+    fn is_viewed(&self, subject: &str) -> bool {
+        self.view_prefix.as_deref().is_some_and(|prefix| {
+            subject
+                .strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with('.'))
+        })
+    }
+
     /// The entry for `message`, or `None` for a control message.
     pub fn entry(&self, message: &BackendMessage) -> Option<Entry> {
         if is_control(&message.headers) {
@@ -104,6 +147,7 @@ mod tests {
             topic_prefix: "app".into(),
             max_event_size: max,
             event_type: "message".into(),
+            view_prefix: Some("mercure".into()),
         }
     }
 
@@ -144,5 +188,21 @@ mod tests {
             .entry(&message(b"1", Headers::new()))
             .expect("entry");
         assert_eq!(entry.kind, EntryKind::Message);
+    }
+
+    #[test]
+    fn messages_under_the_view_prefix_are_passed_whole_without_a_frame() {
+        let mut viewed = message(b"update", Headers::new());
+        viewed.subject = "mercure.t.0123456789abcdef._".into();
+        let routed = encoder(4096).routed(viewed).expect("routed");
+        assert!(routed.entry.frame.is_empty());
+        assert_eq!(routed.message.expect("the message").payload, &b"update"[..]);
+        let routed = encoder(4096)
+            .routed(message(b"1", Headers::new()))
+            .expect("routed");
+        assert!(routed.message.is_none() && !routed.entry.frame.is_empty());
+        let mut lookalike = message(b"1", Headers::new());
+        lookalike.subject = "mercurex.a".into();
+        assert!(encoder(4096).routed(lookalike).unwrap().message.is_none());
     }
 }

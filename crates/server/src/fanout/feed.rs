@@ -8,11 +8,17 @@ use std::sync::{Arc, RwLock};
 use sluice_protocol::subject::FilterSet;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
+use bytes::Bytes;
+
+use super::FeedName;
 use super::dispatch::{Dispatch, FeedKey};
 use super::encode::Encoder;
 use super::ring::{Entry, Read, Ring};
-use super::source::{Lost, Role, SourceSpec};
+use super::source::{Lost, Role, Routed, SourceSpec};
+use super::view::View;
 use crate::backend::Backend;
+use crate::event_id::EventId;
+use crate::frames::{self, Gap};
 use crate::metrics::Metrics;
 
 /// What every feed of one dispatch shares: how to read the stream behind its ring.
@@ -66,6 +72,8 @@ impl Reading {
 pub struct FeedCore {
     /// The topic set.
     pub filters: FilterSet,
+    /// How its readers see the entries; `None`: as `/events` frames.
+    view: Option<Arc<dyn View>>,
     reading: Arc<Reading>,
     ring: RwLock<Ring>,
     /// Bumped after every change of the ring, and when the feed closes.
@@ -77,12 +85,14 @@ impl FeedCore {
     /// An empty feed whose ring begins at `start`.
     pub(super) fn new(
         filters: FilterSet,
+        view: Option<Arc<dyn View>>,
         reading: Arc<Reading>,
         ring_size: usize,
         start: u64,
     ) -> Self {
         Self {
             filters,
+            view,
             reading,
             ring: RwLock::new(Ring::new(ring_size, start)),
             position: watch::Sender::new(start),
@@ -93,6 +103,29 @@ impl FeedCore {
     /// How this feed's frames are encoded.
     pub fn encoder(&self) -> &Encoder {
         &self.reading.encoder
+    }
+
+    /// The entry this feed's readers get for `routed` (one its filters match), or `None` when
+    /// its view leaves it out.
+    pub(super) fn admit(&self, routed: &Routed) -> Option<Entry> {
+        match &self.view {
+            None => Some(routed.entry.clone()),
+            Some(view) => view.entry(routed),
+        }
+    }
+
+    /// The frame for a gap a session finds itself, as this feed's readers read frames.
+    pub fn gap_frame(&self, id: EventId, gap: &Gap) -> Bytes {
+        match &self.view {
+            None => frames::gap(id, gap),
+            Some(view) => view.gap(id, gap),
+        }
+    }
+
+    /// The feed's name in the fan-out: its filters and its view's key.
+    pub(super) fn name(&self) -> FeedName {
+        let view = self.view.as_ref().map(|view| view.key().into());
+        (self.filters.clone(), view)
     }
 
     /// What the ring holds at `from`.
@@ -163,7 +196,7 @@ pub struct Feed {
     pub core: Arc<FeedCore>,
     dispatch: Arc<Dispatch>,
     key: FeedKey,
-    on_drop: Box<dyn Fn(&FilterSet) + Send + Sync>,
+    on_drop: Box<dyn Fn(&FeedName) + Send + Sync>,
 }
 
 impl std::fmt::Debug for Feed {
@@ -180,7 +213,7 @@ impl Feed {
         core: Arc<FeedCore>,
         dispatch: Arc<Dispatch>,
         key: FeedKey,
-        on_drop: Box<dyn Fn(&FilterSet) + Send + Sync>,
+        on_drop: Box<dyn Fn(&FeedName) + Send + Sync>,
     ) -> Self {
         Self {
             core,
@@ -202,6 +235,6 @@ impl Feed {
 impl Drop for Feed {
     fn drop(&mut self) {
         self.dispatch.detach(self.key, &self.core.filters);
-        (self.on_drop)(&self.core.filters);
+        (self.on_drop)(&self.core.name());
     }
 }

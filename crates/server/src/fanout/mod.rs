@@ -20,6 +20,7 @@
 //! | `dispatch.rs` | the node's one read of the stream → the rings of the matching sets    |
 //! | `feed.rs`     | one topic set: its ring and its readers' wake-up                      |
 //! | `cursor.rs`   | one reader's position: the ring, or its own source while behind       |
+//! | `view.rs`     | a feed's own selection and encoding of its entries (Mercure's feeds)  |
 
 mod cursor;
 mod dispatch;
@@ -29,6 +30,7 @@ mod ring;
 mod source;
 #[cfg(test)]
 mod testing;
+mod view;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -41,7 +43,8 @@ pub use cursor::Cursor;
 pub use encode::Encoder;
 pub use feed::Feed;
 pub use ring::{Entry, EntryKind};
-pub use source::{Lost, record};
+pub use source::{Lost, Routed, record};
+pub use view::View;
 
 use crate::backend::{Backend, StreamState};
 use crate::config::FanoutConfig;
@@ -49,7 +52,10 @@ use crate::metrics::Metrics;
 use dispatch::Dispatch;
 use feed::Reading;
 
-type FeedMap = Mutex<HashMap<FilterSet, Weak<Feed>>>;
+/// What names a shared feed: its filters, and its view's key (`None`: an `/events` feed).
+type FeedName = (FilterSet, Option<Box<str>>);
+
+type FeedMap = Mutex<HashMap<FeedName, Weak<Feed>>>;
 
 /// The feeds of one hub.
 #[derive(Debug)]
@@ -67,6 +73,8 @@ pub struct Fanout {
     /// wake run there), else the runtime that starts them.
     dispatch_runtime: Mutex<Option<Handle>>,
     feeds: Arc<FeedMap>,
+    /// A filter the dispatch reads besides the topic prefix's (the Mercure prefix's).
+    also_read: Option<String>,
 }
 
 impl Fanout {
@@ -87,7 +95,14 @@ impl Fanout {
             dispatch: Mutex::default(),
             dispatch_runtime: Mutex::default(),
             feeds: Arc::default(),
+            also_read: None,
         }
+    }
+
+    /// The same fan-out, its dispatch also reading `filter` (for feeds with a [`View`]).
+    pub fn also_reading(mut self, filter: String) -> Self {
+        self.also_read = Some(filter);
+        self
     }
 
     /// The encoder for messages of incarnation `incarnation`.
@@ -102,11 +117,24 @@ impl Fanout {
     /// yet, or the existing one belongs to an older incarnation) holds what the dispatch still
     /// has of the set from `from` on.
     pub fn feed(&self, filters: &FilterSet, state: &StreamState, from: u64) -> Arc<Feed> {
+        self.feed_with_view(filters, None, state, from)
+    }
+
+    /// Like [`Fanout::feed`], for readers who see the entries through `view`: one feed per
+    /// distinct filters and view key.
+    pub fn feed_with_view(
+        &self,
+        filters: &FilterSet,
+        view: Option<Arc<dyn View>>,
+        state: &StreamState,
+        from: u64,
+    ) -> Arc<Feed> {
+        let name: FeedName = (filters.clone(), view.as_ref().map(|v| v.key().into()));
         let existing = self
             .feeds
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(filters)
+            .get(&name)
             .and_then(Weak::upgrade);
         // A stale feed is dropped here, outside the lock its drop hook takes.
         if let Some(feed) = existing
@@ -116,22 +144,22 @@ impl Fanout {
             return feed;
         }
         let dispatch = self.dispatch(state);
-        let (key, core) = dispatch.attach(filters.clone(), from);
+        let (key, core) = dispatch.attach(filters.clone(), view, from);
         let map = Arc::downgrade(&self.feeds);
         let metrics = self.metrics.clone();
-        let on_drop = Box::new(move |filters: &FilterSet| {
+        let on_drop = Box::new(move |name: &FeedName| {
             metrics.active_feeds.dec();
             if let Some(map) = map.upgrade() {
                 let mut feeds = map.lock().unwrap_or_else(|e| e.into_inner());
-                if feeds.get(filters).is_some_and(|w| w.strong_count() == 0) {
-                    feeds.remove(filters);
+                if feeds.get(name).is_some_and(|w| w.strong_count() == 0) {
+                    feeds.remove(name);
                 }
             }
         });
         self.metrics.active_feeds.inc();
         let feed = Arc::new(Feed::new(core, dispatch, key, on_drop));
         let mut feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
-        feeds.insert(filters.clone(), Arc::downgrade(&feed));
+        feeds.insert(name, Arc::downgrade(&feed));
         feed
     }
 
@@ -177,7 +205,8 @@ impl Fanout {
             .unwrap_or_else(|e| e.into_inner()) = Some(runtime);
     }
 
-    /// Every subject a topic can name: the topic prefix's, or all.
+    /// Every subject a topic can name: the topic prefix's, or all; and the filter the
+    /// fan-out was told to read as well.
     fn wide_filters(&self) -> FilterSet {
         let prefix = &self.encoding.topic_prefix;
         let wide = if prefix.is_empty() {
@@ -185,8 +214,9 @@ impl Fanout {
         } else {
             format!("{prefix}.>")
         };
-        // A validated prefix is literal tokens, so this is a valid filter.
-        FilterSet::new([wide]).unwrap_or_default()
+        let also = self.also_read.iter().cloned();
+        // Validated prefixes are literal tokens, so these are valid filters.
+        FilterSet::new(std::iter::once(wide).chain(also)).unwrap_or_default()
     }
 
     /// Wakes every reader of every feed (at shutdown: readers wait only on their feed).

@@ -14,7 +14,7 @@ use sluice_protocol::subject::FilterSet;
 
 use super::encode::Encoder;
 use super::ring::{Entry, Positioned};
-use crate::backend::{Backend, BackendError, Delivery, MessageStream, Retained};
+use crate::backend::{Backend, BackendError, BackendMessage, Delivery, MessageStream, Retained};
 use crate::frames::GapReason;
 use crate::metrics::Metrics;
 
@@ -73,6 +73,9 @@ pub struct Routed {
     /// The message's subject; `None` for positions the stream cannot deliver, which any topic
     /// set may have held.
     pub subject: Option<Box<str>>,
+    /// The message itself, for the subjects whose feeds encode it through their own
+    /// [`View`](super::View) ([`Encoder::view_prefix`]); `None` for every other entry.
+    pub message: Option<Arc<BackendMessage>>,
 }
 
 impl Positioned for Routed {
@@ -245,10 +248,7 @@ impl Source {
         match delivery {
             Delivery::Message(message) => {
                 self.next = seq + 1;
-                Ok(self.spec.encoder.entry(&message).map(|entry| Routed {
-                    entry,
-                    subject: Some(message.subject.into_boxed_str()),
-                }))
+                Ok(self.spec.encoder.routed(message))
             }
             Delivery::Lost(lost) => {
                 self.next = lost.last + 1;
@@ -279,6 +279,7 @@ fn to_everyone(entry: Entry) -> Routed {
     Routed {
         entry,
         subject: None,
+        message: None,
     }
 }
 

@@ -37,5 +37,6 @@ pub(super) fn encoder(incarnation: u64) -> Encoder {
         topic_prefix: String::new(),
         max_event_size: 1 << 20,
         event_type: "message".into(),
+        view_prefix: None,
     }
 }

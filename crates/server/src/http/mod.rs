@@ -11,11 +11,13 @@
 //! | `GET /stream`                 | the stream's summary, for the console    |
 //! | `GET /`                       | the console: subscribe, publish, watch   |
 //! | `/admin/streams…`             | stream administration, with `[auth.admin]` (see [`admin`]) |
+//! | `GET`/`POST /.well-known/mercure` | the Mercure hub, with `[mercure]` (see [`mercure`]) |
 
 mod admin;
 pub(crate) mod batch;
 mod body;
 mod events;
+pub(crate) mod mercure;
 mod page;
 mod probes;
 mod publish;
@@ -61,7 +63,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
         )
         .route("/metrics", get(probes::metrics))
         .route("/stream", get(stream_summary::summary))
-        .merge(admin::routes(budget));
+        .merge(admin::routes(budget.clone()));
     let paths = &hub.config.probes;
     for (path, handler) in [
         (&paths.live_path, get(probes::livez)),
@@ -75,6 +77,11 @@ pub fn router(hub: Arc<Hub>) -> Router {
     let router = router.with_state(hub.clone());
     let router = match cors {
         Some(cors) => router.layer(cors),
+        None => router,
+    };
+    // After the `[cors]` layer: the Mercure hub answers CORS by its own origins.
+    let router = match mercure::routes(&hub) {
+        Some(mercure) => router.merge(mercure.layer(Extension(budget)).with_state(hub.clone())),
         None => router,
     };
     router.layer(middleware::from_fn_with_state(hub, framing))

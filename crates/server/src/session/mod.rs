@@ -257,11 +257,9 @@ impl Session {
             "reason",
             GapReason::ReplayWindow.label(),
         );
-        let id = EventId::before(to + 1, self.cursor.feed().core.encoder().incarnation);
-        Some(frames::gap(
-            id,
-            &Gap::range(GapReason::ReplayWindow, from, to),
-        ))
+        let core = &self.cursor.feed().core;
+        let id = EventId::before(to + 1, core.encoder().incarnation);
+        Some(core.gap_frame(id, &Gap::range(GapReason::ReplayWindow, from, to)))
     }
 
     fn heartbeat_frame(&mut self) -> Bytes {

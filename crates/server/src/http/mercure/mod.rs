@@ -1,0 +1,110 @@
+//! The Mercure hub at `/.well-known/mercure` (the 0.x protocol and the 1.0 draft), on the
+//! protocol layer of `sluice-mercure` and the hub's own machinery: updates are messages of the
+//! served stream under `mercure.subject_prefix`, subscriptions are feeds of the fan-out with a
+//! Mercure [`View`](crate::fanout::View), sessions are the `/events` sessions.
+//!
+//! | file           | job                                                              |
+//! |----------------|------------------------------------------------------------------|
+//! | `config.rs`    | the `[mercure]` section, its validation and environment          |
+//! | `auth.rs`      | tokens: where they are found, verified with the Mercure keys      |
+//! | `publish.rs`   | `POST /.well-known/mercure`                                      |
+//! | `subscribe.rs` | `GET /.well-known/mercure`: selectors, grants, resume, the stream |
+//! | `view.rs`      | one feed's selection and encoding of updates (the frames)         |
+//! | `discovery.rs` | the `Link` header and CORS                                        |
+
+mod auth;
+pub(crate) mod config;
+mod discovery;
+mod publish;
+mod subscribe;
+mod view;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use sluice_mercure::Scheme;
+
+pub use config::MercureConfig;
+
+use crate::auth::AuthConfigError;
+use crate::hub::Hub;
+use crate::metrics::Metrics;
+use auth::Verifier;
+
+/// The path of the hub.
+pub const HUB_PATH: &str = sluice_mercure::form::HUB_PATH;
+
+/// What every Mercure request needs, built once with the hub.
+#[derive(Debug)]
+pub struct Mercure {
+    /// How updates are stored (shared with every feed's view).
+    scheme: Arc<Scheme>,
+    publisher: Verifier,
+    subscriber: Verifier,
+}
+
+impl Mercure {
+    /// The hub's Mercure state when `config.enabled`; the keys were checked with the rest of
+    /// the configuration.
+    pub fn new(config: &MercureConfig) -> Result<Option<Self>, AuthConfigError> {
+        if !config.enabled {
+            return Ok(None);
+        }
+        let invalid = |key: &str, err: String| AuthConfigError::invalid(key.to_owned(), "", err);
+        let scheme = Scheme::new(&config.subject_prefix)
+            .map_err(|err| invalid("mercure.subject_prefix", err.to_string()))?;
+        let audience = config.audience.as_deref();
+        let issuer = config.issuer.as_deref();
+        let publisher = Verifier::new(
+            "mercure.publisher_jwt",
+            config.publisher_jwt_key.as_ref(),
+            &config.publisher_jwt_alg,
+            audience,
+            issuer,
+        )?;
+        let (key, alg) = config.subscriber_key();
+        let subscriber = Verifier::new("mercure.subscriber_jwt", key, alg, audience, issuer)?;
+        Ok(Some(Self {
+            scheme: Arc::new(scheme),
+            publisher,
+            subscriber,
+        }))
+    }
+
+    /// The filter the dispatch must read for Mercure's feeds.
+    pub fn wide_filter(&self) -> String {
+        self.scheme.wide_filter()
+    }
+}
+
+/// The Mercure routes (none when it is off: `/.well-known/mercure` is then a 404).
+pub fn routes(hub: &Arc<Hub>) -> Option<Router<Arc<Hub>>> {
+    hub.mercure.as_ref()?;
+    let router = Router::new().route(
+        HUB_PATH,
+        get(subscribe::subscribe)
+            .post(publish::publish)
+            .options(discovery::preflight),
+    );
+    Some(router.layer(axum::middleware::from_fn_with_state(
+        hub.clone(),
+        discovery::headers,
+    )))
+}
+
+/// A refusal as Mercure answers it: the status and a plain-text reason; counted under
+/// `counter` by `reason` and logged as `what` refused.
+fn refuse(
+    counter: &crate::metrics::Counters,
+    what: &'static str,
+    reason: &'static str,
+    status: StatusCode,
+    detail: &str,
+) -> Response {
+    Metrics::count(counter, "reason", reason);
+    tracing::info!(reason, status = status.as_u16(), detail, "{what} refused");
+    (status, format!("{detail}\n")).into_response()
+}
