@@ -1,19 +1,30 @@
 //! What one run asks for: the load, and the hub to aim it at.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::bail;
 
-use crate::Hub;
+use crate::{Hub, Protocol};
 
 /// One benchmark run: the load to generate and the hub to aim it at.
 ///
 /// [`run`](crate::run) refuses a configuration outside the ranges given here.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The hub's base URL, `http://<loopback address>:<port>`; any other host is refused.
+    /// The hub's base URL, `http://` or `https://<loopback address>:<port>`; any other host is
+    /// refused.
     pub url: String,
+    /// PEM file of the certificate authorities to trust for an `https://` URL, instead of the
+    /// system's; refused with an `http://` one.
+    pub ca_file: Option<PathBuf>,
+    /// The HTTP the clients and publishers speak.
+    pub protocol: Protocol,
+    /// Event streams on each HTTP/2 connection (client `i` on connection
+    /// `i / streams_per_connection`); at least 1, above 1 only with [`Protocol::Http2`]. More
+    /// than the hub's `http2.max_concurrent_streams` leaves the extra streams waiting.
+    pub streams_per_connection: u64,
     /// What kind of hub answers there.
     pub hub: Hub,
     /// Concurrent SSE clients; at least 1.
@@ -62,10 +73,17 @@ impl Config {
             (self.connect_rate, "--connect-rate"),
             (self.publishers, "--publishers"),
             (self.source_addresses, "--source-addresses"),
+            (self.streams_per_connection, "--streams-per-connection"),
         ] {
             if count == 0 {
                 bail!("{name} must be at least 1");
             }
+        }
+        if self.streams_per_connection > 1 && self.protocol != Protocol::Http2 {
+            bail!(
+                "--streams-per-connection {} needs --http2: HTTP/1.1 carries one event stream per connection",
+                self.streams_per_connection
+            );
         }
         if self.source_addresses > MAX_SOURCE_ADDRESSES {
             bail!("--source-addresses must be at most {MAX_SOURCE_ADDRESSES}");
@@ -81,11 +99,17 @@ impl Config {
         Ok(())
     }
 
-    /// The address client `client` connects from, when [`Config::source_addresses`] asks for
-    /// more than one.
-    pub(crate) fn source_address(&self, client: u64) -> Option<IpAddr> {
+    /// How many connections the event streams take: one per client over HTTP/1.1, one per
+    /// [`Config::streams_per_connection`] clients over HTTP/2.
+    pub(crate) fn connections(&self) -> u64 {
+        self.clients.div_ceil(self.streams_per_connection.max(1))
+    }
+
+    /// The address event-stream connection `connection` comes from, when
+    /// [`Config::source_addresses`] asks for more than one.
+    pub(crate) fn source_address(&self, connection: u64) -> Option<IpAddr> {
         (self.source_addresses > 1).then(|| {
-            let last = u8::try_from(1 + client % self.source_addresses).unwrap_or(u8::MAX);
+            let last = u8::try_from(1 + connection % self.source_addresses).unwrap_or(u8::MAX);
             IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
         })
     }
@@ -101,6 +125,9 @@ mod tests {
     fn config() -> Config {
         Config {
             url: "http://127.0.0.1:8080".to_owned(),
+            ca_file: None,
+            protocol: Protocol::Http1,
+            streams_per_connection: 1,
             hub: Hub::Sluice,
             clients: 1,
             rate: 1.0,
@@ -152,6 +179,34 @@ mod tests {
             let err = config.check().unwrap_err();
             assert_eq!(err.to_string(), format!("{name} must be at least 1"));
         }
+    }
+
+    #[test]
+    fn streams_share_connections_only_over_http2() {
+        assert_eq!(config().connections(), 1);
+        let shared = Config {
+            clients: 250,
+            protocol: Protocol::Http2,
+            streams_per_connection: 100,
+            ..config()
+        };
+        assert!(shared.check().is_ok());
+        assert_eq!(shared.connections(), 3);
+        let http1 = Config {
+            protocol: Protocol::Http1,
+            ..shared.clone()
+        };
+        let err = http1.check().unwrap_err().to_string();
+        assert!(
+            err.contains("--streams-per-connection 100 needs --http2"),
+            "{err}"
+        );
+        let none = Config {
+            streams_per_connection: 0,
+            ..shared
+        };
+        let err = none.check().unwrap_err().to_string();
+        assert_eq!(err, "--streams-per-connection must be at least 1");
     }
 
     #[test]

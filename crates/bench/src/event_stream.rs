@@ -1,19 +1,30 @@
-//! An event stream read straight from its socket: the client writes `GET /events…`, reads the
-//! response head with `httparse`, then decodes the chunked body itself, handing each piece of
-//! the event stream to the caller as it lies in one reused read buffer.
+//! An event stream as the clients read it: the bytes of its `text/event-stream` body handed
+//! to the caller piece by piece, whichever protocol carries them.
 //!
-//! Ten thousand clients each wake for every few frames, so what a wake-up costs is most of what
-//! a client costs: here it is one `read` and the chunk framing, with no body channel, per-chunk
-//! buffer or connection task in between.
+//! Over HTTP/1.1 the client writes `GET /events…` on its own connection, reads the response
+//! head with `httparse`, then decodes the chunked body itself, handing each piece of the event
+//! stream to the caller as it lies in one reused read buffer: ten thousand clients each wake
+//! for every few frames, so what a wake-up costs is most of what a client costs, and here it
+//! is one `read` and the chunk framing, with no body channel, per-chunk buffer or connection
+//! task in between.
+//!
+//! Over HTTP/2 the stream is one of many on a shared connection ([`Multiplex`]); hyper's
+//! connection task reads the socket and the stream's DATA frames are handed on as they come.
 
 use std::io;
 use std::net::IpAddr;
 
 use anyhow::{Context, bail};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http2::SendRequest;
+use hyper::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use crate::http::Target;
+use crate::multiplex::Multiplex;
+use crate::transport::Io;
 
 /// Bytes read from the socket at a time; also the largest response head accepted.
 const READ_BUFFER: usize = 4096;
@@ -21,10 +32,12 @@ const READ_BUFFER: usize = 4096;
 const MAX_HEADERS: usize = 32;
 /// At most this much of an error answer is quoted.
 const QUOTED_BODY: usize = 200;
+/// The media type of an event stream.
+const EVENT_STREAM: &str = "text/event-stream";
 
-/// How the rest of the body is delimited.
+/// How the rest of an HTTP/1.1 body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Body {
+enum Framing {
     /// Before a chunk-size line.
     ChunkSize,
     /// Inside a chunk, with this many data bytes left.
@@ -40,41 +53,103 @@ enum Body {
 /// Why a stream stopped delivering.
 #[derive(Debug)]
 pub enum End {
-    /// The body ended as HTTP allows: the last chunk, or the close of an unframed body.
+    /// The body ended as HTTP allows: the last chunk, the close of an unframed body, or the
+    /// end of an HTTP/2 stream.
     Finished,
-    /// The connection failed or the chunked framing was broken.
+    /// The connection or the stream failed, or the chunked framing was broken.
     Failed(String),
 }
 
-/// An open `text/event-stream` response on its own connection.
+/// An open `text/event-stream` response.
 #[derive(Debug)]
 pub struct EventStream {
-    socket: TcpStream,
+    carrier: Carrier,
+}
+
+/// What carries the body.
+#[derive(Debug)]
+enum Carrier {
+    Http1(Http1Body),
+    Http2(Http2Body),
+}
+
+impl EventStream {
+    /// Sends `GET <path_and_query>` as an `EventSource` would and reads the response head:
+    /// over HTTP/1.1 on a connection of its own from `source` when given (see
+    /// [`Target::connect_tcp`]), over HTTP/2 as a stream on client `client`'s connection of
+    /// `multiplex`.
+    ///
+    /// # Errors
+    /// When the connection fails, the head is malformed (or over HTTP/1.1 larger than 4 KiB),
+    /// the status is not a success (the error quotes the start of the body), or the content
+    /// type is not `text/event-stream`.
+    pub async fn open(
+        target: &Target,
+        multiplex: Option<&Multiplex>,
+        client: usize,
+        source: Option<IpAddr>,
+        path_and_query: &str,
+    ) -> anyhow::Result<Self> {
+        let carrier = match multiplex {
+            None => Carrier::Http1(Http1Body::open(target, source, path_and_query).await?),
+            Some(multiplex) => {
+                let sender = multiplex.sender(target, client, source).await?;
+                Carrier::Http2(Http2Body::open(target, sender, path_and_query).await?)
+            }
+        };
+        Ok(Self { carrier })
+    }
+
+    /// Waits for the next bytes of the body, for [`EventStream::decode`]. Cancel-safe: a
+    /// cancelled call has taken nothing.
+    ///
+    /// # Errors
+    /// What ended the stream: the connection closed (normal only for an HTTP/1.1 body without
+    /// framing, or the end of an HTTP/2 stream) or failed.
+    pub async fn read(&mut self) -> Result<(), End> {
+        match &mut self.carrier {
+            Carrier::Http1(body) => body.read().await,
+            Carrier::Http2(body) => body.read().await,
+        }
+    }
+
+    /// Hands the event-stream bytes among those read to `on_data` (in one or more pieces).
+    ///
+    /// # Errors
+    /// What ended the stream: its last chunk arrived, or its chunk framing is broken.
+    pub fn decode(&mut self, mut on_data: impl FnMut(&[u8])) -> Result<(), End> {
+        match &mut self.carrier {
+            Carrier::Http1(body) => body.decode(&mut on_data),
+            Carrier::Http2(body) => {
+                body.decode(&mut on_data);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// An HTTP/1.1 event stream read straight from its own connection.
+#[derive(Debug)]
+struct Http1Body {
+    socket: Io,
     buffer: Box<[u8]>,
     /// `buffer[start..end]` holds bytes read but not yet decoded.
     start: usize,
     end: usize,
-    /// Some of those bytes were never offered to [`EventStream::decode`] (the body's start
+    /// Some of those bytes were never offered to [`Http1Body::decode`] (the body's start
     /// came with the head), so the next read must not wait for more.
     fresh: bool,
-    body: Body,
+    framing: Framing,
 }
 
-impl EventStream {
-    /// Sends `GET <path_and_query>` as an `EventSource` would, on a connection from `source`
-    /// when given (see [`Target::connect_tcp`]), and reads the response head.
-    ///
-    /// # Errors
-    /// When the connection fails, the head is malformed or larger than 4 KiB, the status is
-    /// not a success (the error quotes the start of the body), or the content type is not
-    /// `text/event-stream`.
-    pub async fn open(
+impl Http1Body {
+    async fn open(
         target: &Target,
         source: Option<IpAddr>,
         path_and_query: &str,
     ) -> anyhow::Result<Self> {
-        let mut socket = target.connect_tcp(source).await?;
-        let request = target.get_head(path_and_query, "text/event-stream");
+        let mut socket = target.connect_io(source).await?;
+        let request = target.get_head(path_and_query, EVENT_STREAM);
         socket
             .write_all(request.as_bytes())
             .await
@@ -98,7 +173,16 @@ impl EventStream {
                 }
                 continue;
             };
-            let body = check_head(&response, &buffer[head_len..end])
+            let header = |name: &str| {
+                response
+                    .headers
+                    .iter()
+                    .find(|header| header.name.eq_ignore_ascii_case(name))
+                    .map(|header| String::from_utf8_lossy(header.value).into_owned())
+            };
+            let status = response.code.unwrap_or_default();
+            let framing = check_head(status, header, &buffer[head_len..end])
+                .and_then(|()| framing(header))
                 .with_context(|| format!("GET {path_and_query}"))?;
             return Ok(Self {
                 socket,
@@ -106,18 +190,12 @@ impl EventStream {
                 start: head_len,
                 end,
                 fresh: head_len < end,
-                body,
+                framing,
             });
         }
     }
 
-    /// Waits for the next bytes of the body and reads them into the buffer, for
-    /// [`EventStream::decode`]. Cancel-safe: a cancelled call has read nothing.
-    ///
-    /// # Errors
-    /// What ended the stream: the connection closed (normal only for a body without
-    /// framing) or failed.
-    pub async fn read(&mut self) -> Result<(), End> {
+    async fn read(&mut self) -> Result<(), End> {
         if std::mem::take(&mut self.fresh) {
             return Ok(());
         }
@@ -133,7 +211,7 @@ impl EventStream {
             )));
         }
         match self.socket.read(&mut self.buffer[self.end..]).await {
-            Ok(0) if self.body == Body::UntilClose => Err(End::Finished),
+            Ok(0) if self.framing == Framing::UntilClose => Err(End::Finished),
             Ok(0) => Err(End::Failed("connection closed inside the body".into())),
             Ok(read) => {
                 self.end += read;
@@ -143,14 +221,10 @@ impl EventStream {
         }
     }
 
-    /// Hands the event-stream bytes among those read to `on_data` (in one or more pieces).
-    ///
-    /// # Errors
-    /// What ended the stream: its last chunk arrived, or its chunk framing is broken.
-    pub fn decode(&mut self, mut on_data: impl FnMut(&[u8])) -> Result<(), End> {
-        match self.decode_framing(&mut on_data) {
+    fn decode(&mut self, on_data: &mut impl FnMut(&[u8])) -> Result<(), End> {
+        match self.decode_framing(on_data) {
             Err(err) => Err(End::Failed(err.to_string())),
-            Ok(()) if self.body == Body::Done => Err(End::Finished),
+            Ok(()) if self.framing == Framing::Done => Err(End::Finished),
             Ok(()) => Ok(()),
         }
     }
@@ -163,33 +237,33 @@ impl EventStream {
             if pending.is_empty() {
                 return Ok(());
             }
-            let used = match self.body {
-                Body::UntilClose => {
+            let used = match self.framing {
+                Framing::UntilClose => {
                     on_data(pending);
                     pending.len()
                 }
-                Body::ChunkData(left) => {
+                Framing::ChunkData(left) => {
                     let take = pending
                         .len()
                         .min(usize::try_from(left).unwrap_or(usize::MAX));
                     on_data(&pending[..take]);
-                    self.body = match left - take as u64 {
-                        0 => Body::ChunkEnd,
-                        left => Body::ChunkData(left),
+                    self.framing = match left - take as u64 {
+                        0 => Framing::ChunkEnd,
+                        left => Framing::ChunkData(left),
                     };
                     take
                 }
                 // `parse_chunk_size` reads a line without digits as size 0: the last chunk.
-                Body::ChunkSize if !pending[0].is_ascii_hexdigit() => {
+                Framing::ChunkSize if !pending[0].is_ascii_hexdigit() => {
                     return Err(invalid("invalid chunk-size line"));
                 }
-                Body::ChunkSize => match httparse::parse_chunk_size(pending) {
+                Framing::ChunkSize => match httparse::parse_chunk_size(pending) {
                     Ok(httparse::Status::Complete((used, 0))) => {
-                        self.body = Body::Done;
+                        self.framing = Framing::Done;
                         used
                     }
                     Ok(httparse::Status::Complete((used, size))) => {
-                        self.body = Body::ChunkData(size);
+                        self.framing = Framing::ChunkData(size);
                         used
                     }
                     Ok(httparse::Status::Partial) => {
@@ -198,9 +272,9 @@ impl EventStream {
                     }
                     Err(_) => return Err(invalid("invalid chunk-size line")),
                 },
-                Body::ChunkEnd => match pending {
+                Framing::ChunkEnd => match pending {
                     [b'\r', b'\n', ..] => {
-                        self.body = Body::ChunkSize;
+                        self.framing = Framing::ChunkSize;
                         2
                     }
                     [b'\r'] => {
@@ -210,7 +284,7 @@ impl EventStream {
                     _ => return Err(invalid("chunk data not followed by CRLF")),
                 },
                 // Trailers, if any, are not read: no event follows the last chunk.
-                Body::Done => return Ok(()),
+                Framing::Done => return Ok(()),
             };
             self.start += used;
         }
@@ -228,35 +302,110 @@ fn invalid(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
-/// Checks the status and headers of an event-stream answer; `body_start` is what followed the
-/// head in the same read, quoted when the status is an error. Returns how the body is framed.
-fn check_head(response: &httparse::Response<'_, '_>, body_start: &[u8]) -> anyhow::Result<Body> {
-    let status = response.code.unwrap_or_default();
-    let header = |name: &str| {
-        response
-            .headers
-            .iter()
-            .find(|header| header.name.eq_ignore_ascii_case(name))
-            .map(|header| String::from_utf8_lossy(header.value))
-    };
+/// An HTTP/2 event stream: a stream of a shared connection, whose DATA frames hyper hands
+/// over (returning their flow-control window as they are taken).
+#[derive(Debug)]
+struct Http2Body {
+    body: Incoming,
+    /// The last DATA frame taken, not yet offered to [`Http2Body::decode`].
+    data: Bytes,
+}
+
+impl Http2Body {
+    async fn open(
+        target: &Target,
+        mut sender: SendRequest<Full<Bytes>>,
+        path_and_query: &str,
+    ) -> anyhow::Result<Self> {
+        let request = target
+            .request(hyper::Method::GET, path_and_query)
+            .header(ACCEPT, EVENT_STREAM)
+            .body(Full::default())
+            .with_context(|| format!("GET {path_and_query}"))?;
+        let opened = async {
+            sender.ready().await?;
+            let response = sender.send_request(request).await?;
+            let (head, mut body) = response.into_parts();
+            let status = head.status.as_u16();
+            let mut quoted = Vec::new();
+            if !head.status.is_success()
+                && let Some(Ok(frame)) = body.frame().await
+                && let Ok(data) = frame.into_data()
+            {
+                quoted = data.to_vec();
+            }
+            let header = |name: &str| {
+                let value = head.headers.get(name)?;
+                Some(String::from_utf8_lossy(value.as_bytes()).into_owned())
+            };
+            check_head(status, header, &quoted)?;
+            anyhow::Ok(Self {
+                body,
+                data: Bytes::new(),
+            })
+        };
+        opened
+            .await
+            .with_context(|| format!("GET {path_and_query}"))
+    }
+
+    async fn read(&mut self) -> Result<(), End> {
+        loop {
+            match self.body.frame().await {
+                None => return Err(End::Finished),
+                Some(Err(err)) => return Err(End::Failed(err.to_string())),
+                Some(Ok(frame)) => {
+                    // Trailers carry no events: the stream's end follows them.
+                    if let Ok(data) = frame.into_data()
+                        && !data.is_empty()
+                    {
+                        self.data = data;
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    fn decode(&mut self, on_data: &mut impl FnMut(&[u8])) {
+        let data = std::mem::take(&mut self.data);
+        if !data.is_empty() {
+            on_data(&data);
+        }
+    }
+}
+
+/// Checks the status and headers of an event-stream answer, `header` giving a header's value
+/// by its (lower-case) name; `body_start` is the body's start, quoted when the status is an
+/// error.
+fn check_head(
+    status: u16,
+    header: impl Fn(&str) -> Option<String>,
+    body_start: &[u8],
+) -> anyhow::Result<()> {
     if !(200..300).contains(&status) {
         let quoted = &body_start[..body_start.len().min(QUOTED_BODY)];
         bail!("answered {status}: {}", String::from_utf8_lossy(quoted));
     }
-    let content_type = header("content-type");
+    let content_type = header(CONTENT_TYPE.as_str());
     if !content_type
         .as_deref()
-        .is_some_and(|value| value.starts_with("text/event-stream"))
+        .is_some_and(|value| value.starts_with(EVENT_STREAM))
     {
         bail!("answered {status} with Content-Type {content_type:?}, not text/event-stream");
     }
-    match header("transfer-encoding") {
-        Some(coding) if coding.eq_ignore_ascii_case("chunked") => Ok(Body::ChunkSize),
+    if header(CONTENT_LENGTH.as_str()).is_some() {
+        bail!("answered an event stream with a Content-Length");
+    }
+    Ok(())
+}
+
+/// How an HTTP/1.1 event stream's body is framed, from its `Transfer-Encoding`.
+fn framing(header: impl Fn(&str) -> Option<String>) -> anyhow::Result<Framing> {
+    match header(TRANSFER_ENCODING.as_str()) {
+        Some(coding) if coding.eq_ignore_ascii_case("chunked") => Ok(Framing::ChunkSize),
         Some(coding) => bail!("answered with Transfer-Encoding {coding:?}, not chunked"),
-        None if header("content-length").is_some() => {
-            bail!("answered an event stream with a Content-Length")
-        }
-        None => Ok(Body::UntilClose),
+        None => Ok(Framing::UntilClose),
     }
 }
 
@@ -266,6 +415,7 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
+    use crate::http::Protocol;
 
     const SSE_HEAD: &[u8] =
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
@@ -289,13 +439,13 @@ mod tests {
                 socket.write_all(&piece).await.unwrap();
             }
         });
-        (Target::parse(&url).unwrap(), more)
+        (Target::parse(&url, Protocol::Http1, None).unwrap(), more)
     }
 
     /// Everything the stream delivers, and how it ended.
     async fn read_all(pieces: Vec<Vec<u8>>) -> anyhow::Result<(Vec<u8>, End)> {
         let (target, more) = serve(pieces).await;
-        let mut stream = EventStream::open(&target, None, "/events?topic=a").await?;
+        let mut stream = EventStream::open(&target, None, 0, None, "/events?topic=a").await?;
         let mut data = Vec::new();
         loop {
             // The server may be done already.
@@ -326,7 +476,8 @@ mod tests {
     #[tokio::test]
     async fn events_that_came_with_the_head_are_decoded_without_waiting_for_more() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let target = Target::parse(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let target = Target::parse(&url, Protocol::Http1, None).unwrap();
         let (done, held) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
             let (mut socket, _) = listener.accept().await.unwrap();
@@ -337,7 +488,7 @@ mod tests {
             // The connection stays open, with nothing more to read, until the client is done.
             let _ = held.await;
         });
-        let mut stream = EventStream::open(&target, None, "/events?topic=a")
+        let mut stream = EventStream::open(&target, None, 0, None, "/events?topic=a")
             .await
             .unwrap();
         let mut data = Vec::new();

@@ -97,7 +97,7 @@ mod tests {
     use super::*;
 
     fn target() -> Target {
-        Target::parse("http://127.0.0.1:9/base").unwrap()
+        Target::parse("http://127.0.0.1:9/base", crate::Protocol::Http1, None).unwrap()
     }
 
     #[test]

@@ -9,6 +9,10 @@
 //! embedded store or in front of NATS JetStream — and, with [`Hub::Nchan`], against nginx-nchan,
 //! with the same clients and checks.
 //!
+//! It speaks `http://` or `https://` ([`Config::ca_file`]), HTTP/1.1 (one connection per event
+//! stream) or HTTP/2 ([`Config::protocol`], [`Config::streams_per_connection`] streams on each
+//! connection); the clients' checks and the accounting are the same for every protocol.
+//!
 //! Every stage is bounded in time: connecting (`clients / connect_rate` plus 30 s), publishing
 //! (`duration`), draining (until nothing arrives for 5 s, at most 60 s).
 
@@ -18,14 +22,18 @@ mod http;
 mod hub;
 mod limits;
 mod message;
+mod multiplex;
 mod publisher;
 mod report;
 mod run;
 mod server;
 mod stats;
 mod subscriber;
+pub mod tls;
+mod transport;
 
 pub use config::{Config, MAX_SOURCE_ADDRESSES};
+pub use http::Protocol;
 pub use hub::Hub;
 pub use limits::raise_open_files;
 pub use report::Report;

@@ -8,13 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use hdrhistogram::Histogram;
-use http_body_util::Full;
-use hyper::client::conn::http1::SendRequest;
 use tokio::time::Instant;
 
-use crate::http::read_body;
+use crate::http::{Sender, read_body};
 use crate::run::Run;
 use crate::stats::new_histogram;
 
@@ -69,7 +66,7 @@ pub async fn publish(run: Arc<Run>, which: usize, schedule: Schedule) -> Publish
     let end = schedule.start + schedule.duration;
     let total = schedule.total();
     let step = schedule.publishers as u64;
-    let mut sender: Option<SendRequest<Full<Bytes>>> = None;
+    let mut sender: Option<Sender> = None;
     let mut message = which as u64;
     while message < total {
         if Instant::now() >= end {
@@ -110,7 +107,7 @@ pub async fn publish(run: Arc<Run>, which: usize, schedule: Schedule) -> Publish
 /// Sends message `message` on `topic`, (re)connecting when needed.
 async fn send(
     run: &Run,
-    sender: &mut Option<SendRequest<Full<Bytes>>>,
+    sender: &mut Option<Sender>,
     topic: usize,
     message: u64,
 ) -> anyhow::Result<()> {
@@ -125,7 +122,7 @@ async fn send(
         .body(topic, &run.run_id, message, run.stats.now_us());
     let request = run.hub.publish_request(&run.target, topic, body)?;
     let uri = request.uri().clone();
-    let response = connection.send_request(request).await?;
+    let response = connection.send(request).await?;
     let status = response.status();
     let answer = read_body(response.into_body()).await?;
     if !status.is_success() {

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::Hub;
+use crate::{Hub, Protocol};
 
 /// Everything a run measured.
 ///
@@ -41,6 +41,12 @@ pub struct Report {
 pub struct Load {
     /// Hub URL.
     pub url: String,
+    /// The HTTP spoken: `http/1.1` or `h2`.
+    pub protocol: Protocol,
+    /// Event streams per connection (above 1 only over HTTP/2).
+    pub streams_per_connection: u64,
+    /// Connections the event streams took.
+    pub connections: u64,
     /// What kind of hub it is.
     pub hub: Hub,
     /// SSE clients.
@@ -166,7 +172,8 @@ pub struct Server {
     pub rss_connected_bytes: Option<u64>,
     /// Largest resident memory seen while publishing and draining.
     pub rss_peak_bytes: Option<u64>,
-    /// `(rss_connected - rss_idle) / connected`: the cost of an idle connection.
+    /// `(rss_connected - rss_idle) / connected`: the cost of an idle connection (over HTTP/2,
+    /// of an idle stream with its share of its connection).
     pub rss_per_connection_idle_bytes: Option<u64>,
     /// `(rss_peak - rss_idle) / connected`: the cost of a connection under load.
     pub rss_per_connection_bytes: Option<u64>,
@@ -244,8 +251,13 @@ impl Report {
         let load = &self.load;
         writeln!(
             out,
-            "sluice bench: {} clients on {} topic(s), {} msgs/s for {}s, payload ~{} B, {} publisher(s), {}{}",
+            "sluice bench: {} clients over {} {} connection(s) on {} topic(s), {} msgs/s for {}s, payload ~{} B, {} publisher(s), {}{}",
             load.clients,
+            load.connections,
+            match load.protocol {
+                Protocol::Http1 => "HTTP/1.1",
+                Protocol::Http2 => "HTTP/2",
+            },
             load.topics,
             load.rate,
             load.duration_secs,

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use crate::http::{Target, fetch};
 use crate::limits;
+use crate::multiplex::Multiplex;
 use crate::publisher::{self, PayloadShape, Published, Schedule};
 use crate::report::{
     Connect, Delivery, Load, OwnUse, Percentiles, Publish, Report, Server, cpu_per_event,
@@ -19,7 +20,7 @@ use crate::report::{
 use crate::server::{ServerProbe, cpu_seconds_of, rss_of};
 use crate::stats::{Stats, new_histogram};
 use crate::subscriber::{self, CONNECT_TIMEOUT, Outcome, Phase};
-use crate::{Config, Hub};
+use crate::{Config, Hub, Protocol};
 
 /// Draining ends when nothing has arrived for this long…
 const DRAIN_STALL: Duration = Duration::from_secs(5);
@@ -34,6 +35,8 @@ const RSS_SAMPLE: Duration = Duration::from_millis(500);
 #[derive(Debug)]
 pub(crate) struct Run {
     pub(crate) target: Target,
+    /// The shared connections of HTTP/2 event streams; `None` over HTTP/1.1.
+    pub(crate) multiplex: Option<Multiplex>,
     pub(crate) hub: Hub,
     pub(crate) stats: Stats,
     /// Tags this run's messages, so messages of anyone else are told apart.
@@ -49,13 +52,15 @@ pub(crate) struct Run {
 /// [`Report::is_ok`] false and [`Report::problems`] saying what went wrong.
 ///
 /// # Errors
-/// When the configuration is invalid (see [`Config`]), the URL is not a loopback address, no
-/// hub answers there, this process's open-file limit cannot be raised to fit the clients, or
-/// a task of the run fails.
+/// When the configuration is invalid (see [`Config`]), the URL is not a loopback address, the
+/// `--ca-file` is unusable, no hub answers there (or its TLS certificate is not trusted, or it
+/// does not speak HTTP/2 when asked to), this process's open-file limit cannot be raised to fit
+/// the connections, or a task of the run fails.
 pub async fn run(config: Config) -> anyhow::Result<Report> {
     config.check()?;
-    let open_files = limits::raise_open_files(config.clients + limits::SPARE_FILES)?;
-    let target = Target::parse(&config.url)?;
+    let connections = config.connections();
+    let open_files = limits::raise_open_files(connections + limits::SPARE_FILES)?;
+    let target = Target::parse(&config.url, config.protocol, config.ca_file.as_deref())?;
     check_sources(&config, &target)?;
     let topic_names: Vec<String> = (0..config.topics)
         .map(|k| format!("{}.{k}", config.topic_prefix))
@@ -65,15 +70,19 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
     let mut notes = Vec::new();
     let server_files = config.server_pid.and_then(limits::open_files_of);
     if let Some(limit) = server_files
-        && limit < config.clients + limits::SPARE_FILES
+        && limit < connections + limits::SPARE_FILES
     {
         notes.push(format!(
-            "the hub's open-file limit is {limit}, below {} clients: raise `ulimit -n` where it is started",
-            config.clients
+            "the hub's open-file limit is {limit}, below {connections} connections: raise `ulimit -n` where it is started"
         ));
     }
+    let clients = usize::try_from(config.clients).unwrap_or(usize::MAX);
+    let streams_per_connection = usize::try_from(config.streams_per_connection).unwrap_or(1);
+    let multiplex = (config.protocol == Protocol::Http2)
+        .then(|| Multiplex::new(clients, streams_per_connection));
     let run = Arc::new(Run {
         target,
+        multiplex,
         hub: config.hub,
         stats: Stats::new(topic_names.len()),
         run_id: run_id(),
@@ -81,8 +90,11 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
         payload: PayloadShape::new(usize::try_from(config.payload_bytes).unwrap_or(usize::MAX)),
     });
     progress(format_args!(
-        "sluice bench: open-file limit {open_files}; connecting {} clients at {}/s to {}",
-        config.clients, config.connect_rate, config.url
+        "sluice bench: open-file limit {open_files}; connecting {} clients at {}/s to {} over {} ({connections} connections)",
+        config.clients,
+        config.connect_rate,
+        config.url,
+        protocol_name(config.protocol)
     ));
 
     let rss_idle = probe.rss().await;
@@ -188,6 +200,9 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
         ok,
         load: Load {
             url: config.url.clone(),
+            protocol: config.protocol,
+            streams_per_connection: config.streams_per_connection,
+            connections,
             hub: config.hub,
             clients: config.clients,
             topics: config.topics,
@@ -254,22 +269,30 @@ async fn check_hub(target: &Target, hub: Hub, topic: &str) -> anyhow::Result<()>
     Ok(())
 }
 
-/// Fails early when the clients cannot all get a local port: towards one hub address, each
-/// source address has the ports of `net.ipv4.ip_local_port_range` and no more.
+/// The protocol as the progress line names it.
+fn protocol_name(protocol: Protocol) -> &'static str {
+    match protocol {
+        Protocol::Http1 => "HTTP/1.1",
+        Protocol::Http2 => "HTTP/2",
+    }
+}
+
+/// Fails early when the connections cannot all get a local port: towards one hub address,
+/// each source address has the ports of `net.ipv4.ip_local_port_range` and no more.
 fn check_sources(config: &Config, target: &Target) -> anyhow::Result<()> {
     if config.source_addresses > 1 && !target.addr().is_ipv4() {
         bail!(
             "--source-addresses needs an IPv4 hub address (127.0.0.1): IPv6 has one loopback address"
         );
     }
-    let per_source = config.clients.div_ceil(config.source_addresses);
+    let connections = config.connections();
+    let per_source = connections.div_ceil(config.source_addresses);
     match limits::local_ports() {
         Some(ports) if per_source > ports => bail!(
-            "{} clients from {} source address(es) need {per_source} local ports each, but \
+            "{connections} connections from {} source address(es) need {per_source} local ports each, but \
              net.ipv4.ip_local_port_range has {ports}: pass --source-addresses {}",
-            config.clients,
             config.source_addresses,
-            config.clients.div_ceil(ports)
+            connections.div_ceil(ports)
         ),
         _ => Ok(()),
     }
@@ -300,7 +323,8 @@ async fn spawn_clients(
                 .fetch_add(clients - client - 1, std::sync::atomic::Ordering::Relaxed);
             break;
         }
-        let source = config.source_address(client);
+        // Every client of one HTTP/2 connection names the same address: its connection's.
+        let source = config.source_address(client / config.streams_per_connection.max(1));
         let client = usize::try_from(client).unwrap_or(usize::MAX);
         let task =
             subscriber::subscribe(run.clone(), client, client % topics, source, phase.clone());

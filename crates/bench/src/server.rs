@@ -265,7 +265,7 @@ mod tests {
             .arg("30")
             .spawn()
             .expect("sleep starts");
-        let target = Target::parse("http://127.0.0.1:9").unwrap();
+        let target = Target::parse("http://127.0.0.1:9", crate::Protocol::Http1, None).unwrap();
         let probe = ServerProbe::new(Some(std::process::id()), target);
         let processes = probe.processes();
         let _ = child.kill();

@@ -56,9 +56,10 @@ const PARSER_LIMITS: Limits = Limits {
 /// Runs client number `client` on topic `topic`, connecting from `source` when given, until
 /// the run stops or its stream fails.
 ///
-/// The stream is read from its socket inside this task (no connection task of its own), and
-/// the stop signal is registered once, so a chunk from the hub costs one task wake-up and one
-/// read.
+/// Over HTTP/1.1 the stream is read from its socket inside this task (no connection task of
+/// its own), and the stop signal is registered once, so a chunk from the hub costs one task
+/// wake-up and one read. Over HTTP/2 the stream is one of its connection's; the checks are the
+/// same.
 pub async fn subscribe(
     run: Arc<Run>,
     client: usize,
@@ -81,8 +82,9 @@ pub async fn subscribe(
     let stats = &run.stats;
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     let path = run.hub.events_path(&run.topic_names[topic]);
-    let opened =
-        tokio::time::timeout_at(deadline, EventStream::open(&run.target, source, &path)).await;
+    let multiplex = run.multiplex.as_ref();
+    let open = EventStream::open(&run.target, multiplex, client.client, source, &path);
+    let opened = tokio::time::timeout_at(deadline, open).await;
     let mut stream = match opened {
         Ok(Ok(stream)) => stream,
         Ok(Err(err)) => {
@@ -91,7 +93,12 @@ pub async fn subscribe(
         }
         Err(_) => {
             stats.error(&stats.connect_errors, "connect", || {
-                format!("no stream within {CONNECT_TIMEOUT:?}")
+                // Streams over the hub's limit on one connection wait for one to close.
+                let hint = match multiplex {
+                    Some(_) => " (more --streams-per-connection than the hub's http2.max_concurrent_streams?)",
+                    None => "",
+                };
+                format!("no stream within {CONNECT_TIMEOUT:?}{hint}")
             });
             return client.outcome;
         }
@@ -327,7 +334,8 @@ mod tests {
     /// A run against `hub` with one topic, `bench.0`.
     fn run_of(hub: Hub) -> Run {
         Run {
-            target: Target::parse("http://127.0.0.1:9").unwrap(),
+            target: Target::parse("http://127.0.0.1:9", crate::Protocol::Http1, None).unwrap(),
+            multiplex: None,
             hub,
             stats: Stats::new(1),
             run_id: RUN.to_owned(),

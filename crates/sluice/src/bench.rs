@@ -3,6 +3,7 @@
 //! It turns the options into a [`sluice_bench::Config`], runs it, prints the report (text, or
 //! JSON with `--json`) on stdout and fails after printing when the run was not clean.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::bail;
@@ -10,9 +11,21 @@ use anyhow::bail;
 /// `sluice bench` options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// The hub's base URL (loopback only).
+    /// The hub's base URL, `http://` or `https://` (loopback only).
     #[arg(long, default_value = "http://127.0.0.1:8080")]
     pub url: String,
+    /// PEM file of the certificate authorities to trust for an `https://` URL, instead of the
+    /// system's.
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
+    /// Speak HTTP/2 (over `https://` by ALPN; over `http://` with prior knowledge, which needs
+    /// the hub's `http2.h2c`) instead of HTTP/1.1, for the event streams and the publishes.
+    #[arg(long)]
+    pub http2: bool,
+    /// Event streams multiplexed on each HTTP/2 connection (client i on connection
+    /// i / N): at most the hub's `http2.max_concurrent_streams` (100 by default).
+    #[arg(long, default_value_t = 1, requires = "http2", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub streams_per_connection: u64,
     /// What answers at the URL: `sluice` (`sluice serve`) or `nchan` (nginx with nchan:
     /// `POST /pub?topic=…`, `GET /sub?topic=…`; `--publishers` must divide `--topics`).
     #[arg(long, value_enum, default_value_t = Target::Sluice)]
@@ -87,6 +100,13 @@ impl BenchArgs {
     fn into_config(self) -> sluice_bench::Config {
         sluice_bench::Config {
             url: self.url,
+            ca_file: self.ca_file,
+            protocol: if self.http2 {
+                sluice_bench::Protocol::Http2
+            } else {
+                sluice_bench::Protocol::Http1
+            },
+            streams_per_connection: self.streams_per_connection,
             hub: match self.target {
                 Target::Sluice => sluice_bench::Hub::Sluice,
                 Target::Nchan => sluice_bench::Hub::Nchan,
@@ -171,6 +191,32 @@ mod tests {
             &["--target", "nginx"][..],
             &["--source-addresses", "0"],
             &["--source-addresses", "255"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn http2_and_its_streams_per_connection_reach_the_run() {
+        let config = parse(&[]).unwrap().into_config();
+        assert_eq!(config.protocol, sluice_bench::Protocol::Http1);
+        assert_eq!((config.streams_per_connection, config.ca_file), (1, None));
+        let args = [
+            "--url",
+            "https://127.0.0.1:8443",
+            "--ca-file",
+            "/etc/ca.pem",
+            "--http2",
+            "--streams-per-connection",
+            "100",
+        ];
+        let config = parse(&args).unwrap().into_config();
+        assert_eq!(config.protocol, sluice_bench::Protocol::Http2);
+        assert_eq!(config.streams_per_connection, 100);
+        assert_eq!(config.ca_file, Some(PathBuf::from("/etc/ca.pem")));
+        for bad in [
+            &["--streams-per-connection", "10"][..],
+            &["--http2", "--streams-per-connection", "0"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }

@@ -12,10 +12,7 @@ use hyper::body::Incoming;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Request, Response, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls::RootCertStore;
 use rustls::pki_types::ServerName;
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -82,28 +79,8 @@ impl HubArgs {
         if self.uri("")?.scheme_str() != Some("https") {
             return Ok(HubClient { tls: None });
         }
-        let mut roots = RootCertStore::empty();
-        match &self.ca_file {
-            Some(path) => {
-                let certs = CertificateDer::pem_file_iter(path)
-                    .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-                    .with_context(|| format!("--ca-file {}", path.display()))?;
-                let (added, _) = roots.add_parsable_certificates(certs);
-                if added == 0 {
-                    bail!("--ca-file {}: holds no usable certificate", path.display());
-                }
-            }
-            None => {
-                let native = rustls_native_certs::load_native_certs();
-                roots.add_parsable_certificates(native.certs);
-            }
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let config =
+            sluice_bench::tls::client_config(self.ca_file.as_deref(), &[b"h2", b"http/1.1"])?;
         Ok(HubClient {
             tls: Some(TlsConnector::from(Arc::new(config))),
         })

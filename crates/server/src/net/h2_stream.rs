@@ -9,10 +9,15 @@
 //! body again only once the window opens, and then resets the stream instead of ending it. A
 //! socket that accepts nothing stalls every stream of the connection: each then ends as
 //! `slow_client` too.
+//!
+//! The handoff is a one-batch [`Slot`] rather than a channel: a bounded tokio channel
+//! allocates a block of 32 slots (about 1 KiB) for each stream, of which one is ever used.
 
+use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -22,7 +27,6 @@ use bytes::Bytes;
 use futures::StreamExt;
 use hyper::body::Frame;
 use tokio::runtime::Handle;
-use tokio::sync::mpsc;
 
 use crate::conn::ConnState;
 use crate::session::Session;
@@ -47,9 +51,10 @@ pub fn respond(
     rule: StallRule,
 ) -> Response {
     // One batch in hand: the body holds at most one besides what hyper is sending.
-    let (batches, body) = mpsc::channel(1);
+    let slot = Arc::new(Slot::default());
+    let batches = Handoff(slot.clone());
     let body = StreamBody {
-        batches: body,
+        batches: Taker(slot),
         stream: rule.stream.clone(),
     };
     streams.spawn(pump(session, batches, rule));
@@ -62,7 +67,7 @@ pub fn respond(
 /// Runs `session` and hands its batches to the body, until the session ends, the body is
 /// dropped (the client reset the stream, or the connection ended) or a batch waits for the
 /// write timeout.
-async fn pump(session: Session, batches: mpsc::Sender<Bytes>, rule: StallRule) {
+async fn pump(session: Session, batches: Handoff, rule: StallRule) {
     let frames = session.into_stream();
     futures::pin_mut!(frames);
     loop {
@@ -77,7 +82,7 @@ async fn pump(session: Session, batches: mpsc::Sender<Bytes>, rule: StallRule) {
         };
         match tokio::time::timeout(rule.write_timeout, batches.send(batch)).await {
             Ok(Ok(())) => {}
-            Ok(Err(_)) => break,
+            Ok(Err(BodyGone)) => break,
             Err(_) => {
                 rule.stream.mark_stalled();
                 return;
@@ -90,9 +95,137 @@ async fn pump(session: Session, batches: mpsc::Sender<Bytes>, rule: StallRule) {
     }
 }
 
+/// The one batch between a session's task and its response body, and who waits on it.
+#[derive(Default)]
+struct Slot {
+    state: Mutex<SlotState>,
+}
+
+#[derive(Default)]
+struct SlotState {
+    batch: Option<Bytes>,
+    /// The body, waiting for a batch.
+    body_waiting: Option<Waker>,
+    /// The session's task, waiting for the slot to empty or the body to go.
+    pump_waiting: Option<Waker>,
+    /// The body was dropped: the stream is over.
+    body_gone: bool,
+    /// The session's task ended: no batch follows the one in the slot.
+    pump_gone: bool,
+}
+
+impl Slot {
+    fn lock(&self) -> MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Keeps `waker` as the one to wake, replacing an older one.
+fn wait_with(waiting: &mut Option<Waker>, waker: &Waker) {
+    match waiting {
+        Some(old) if old.will_wake(waker) => {}
+        _ => *waiting = Some(waker.clone()),
+    }
+}
+
+/// The body is gone: nothing more can be handed to it.
+#[derive(Debug)]
+struct BodyGone;
+
+/// The session's side of a [`Slot`].
+struct Handoff(Arc<Slot>);
+
+impl Handoff {
+    /// Waits until the slot is empty, then puts `batch` in it. Cancelling it drops `batch`.
+    async fn send(&self, batch: Bytes) -> Result<(), BodyGone> {
+        let mut batch = Some(batch);
+        let body = poll_fn(|cx| {
+            let mut state = self.0.lock();
+            if state.body_gone {
+                return Poll::Ready(Err(BodyGone));
+            }
+            if state.batch.is_some() {
+                wait_with(&mut state.pump_waiting, cx.waker());
+                return Poll::Pending;
+            }
+            state.batch = batch.take();
+            Poll::Ready(Ok(state.body_waiting.take()))
+        })
+        .await?;
+        if let Some(body) = body {
+            body.wake();
+        }
+        Ok(())
+    }
+
+    /// Completes once the body is gone.
+    async fn closed(&self) {
+        poll_fn(|cx| {
+            let mut state = self.0.lock();
+            if state.body_gone {
+                return Poll::Ready(());
+            }
+            wait_with(&mut state.pump_waiting, cx.waker());
+            Poll::Pending
+        })
+        .await;
+    }
+}
+
+impl Drop for Handoff {
+    fn drop(&mut self) {
+        let body = {
+            let mut state = self.0.lock();
+            state.pump_gone = true;
+            state.body_waiting.take()
+        };
+        if let Some(body) = body {
+            body.wake();
+        }
+    }
+}
+
+/// The body's side of a [`Slot`].
+struct Taker(Arc<Slot>);
+
+impl Taker {
+    /// The batch in the slot; `None` once the session's task has ended and the slot is empty.
+    fn poll_take(&self, cx: &Context<'_>) -> Poll<Option<Bytes>> {
+        let (batch, pump) = {
+            let mut state = self.0.lock();
+            match state.batch.take() {
+                Some(batch) => (batch, state.pump_waiting.take()),
+                None if state.pump_gone => return Poll::Ready(None),
+                None => {
+                    wait_with(&mut state.body_waiting, cx.waker());
+                    return Poll::Pending;
+                }
+            }
+        };
+        if let Some(pump) = pump {
+            pump.wake();
+        }
+        Poll::Ready(Some(batch))
+    }
+}
+
+impl Drop for Taker {
+    fn drop(&mut self) {
+        let pump = {
+            let mut state = self.0.lock();
+            state.body_gone = true;
+            state.batch = None;
+            state.pump_waiting.take()
+        };
+        if let Some(pump) = pump {
+            pump.wake();
+        }
+    }
+}
+
 /// The response body of an HTTP/2 event stream.
 struct StreamBody {
-    batches: mpsc::Receiver<Bytes>,
+    batches: Taker,
     stream: ConnState,
 }
 
@@ -101,10 +234,10 @@ impl hyper::body::Body for StreamBody {
     type Error = io::Error;
 
     fn poll_frame(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        match self.batches.poll_recv(cx) {
+        match self.batches.poll_take(cx) {
             Poll::Ready(Some(batch)) => Poll::Ready(Some(Ok(Frame::data(batch)))),
             // A stalled stream is reset rather than ended: its client did not get it all.
             Poll::Ready(None) if self.stream.stalled() => Poll::Ready(Some(Err(io::Error::new(
@@ -120,6 +253,41 @@ impl hyper::body::Body for StreamBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn take(taker: &Taker) -> Poll<Option<Bytes>> {
+        taker.poll_take(&Context::from_waker(Waker::noop()))
+    }
+
+    #[tokio::test]
+    async fn the_slot_holds_one_batch_and_says_when_either_side_is_gone() {
+        let slot = Arc::new(Slot::default());
+        let (handoff, taker) = (Handoff(slot.clone()), Taker(slot));
+        assert!(take(&taker).is_pending());
+        handoff.send(Bytes::from_static(b"a")).await.unwrap();
+        {
+            // A second batch waits until the first is taken.
+            let second = handoff.send(Bytes::from_static(b"b"));
+            tokio::pin!(second);
+            assert!(futures::poll!(second.as_mut()).is_pending());
+            assert_eq!(take(&taker), Poll::Ready(Some(Bytes::from_static(b"a"))));
+            second.await.unwrap();
+        }
+        // The session ends: its last batch is still delivered, then the body ends.
+        drop(handoff);
+        assert_eq!(take(&taker), Poll::Ready(Some(Bytes::from_static(b"b"))));
+        assert_eq!(take(&taker), Poll::Ready(None));
+
+        let slot = Arc::new(Slot::default());
+        let (handoff, taker) = (Handoff(slot.clone()), Taker(slot));
+        handoff.send(Bytes::from_static(b"a")).await.unwrap();
+        let closed = handoff.closed();
+        tokio::pin!(closed);
+        assert!(futures::poll!(closed.as_mut()).is_pending());
+        // The client reset the stream: the session's task hears of it.
+        drop(taker);
+        closed.await;
+        assert!(handoff.send(Bytes::from_static(b"b")).await.is_err());
+    }
 
     /// What one idle HTTP/2 event stream keeps besides hyper's stream state: its task (the
     /// session inside) and its body must stay well below the 8 KiB-per-stream goal.

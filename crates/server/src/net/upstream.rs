@@ -120,6 +120,9 @@ where
         .timer(TokioTimer::new())
         .max_concurrent_streams(config.http2.max_concurrent_streams)
         .max_header_list_size(max_header)
+        // No dynamic table for request headers: an entry is a slice of the frame it came in,
+        // which would pin that read buffer (about 4 KiB resident) for the connection's life.
+        .header_table_size(0)
         .serve_connection(TokioIo::new(io), service);
     tokio::pin!(served);
     tokio::select! {
