@@ -482,7 +482,10 @@ pub async fn filtered_catch_up_skips_other_topics_silently(f: &dyn HubFactory) {
 pub async fn paused_reader_gets_everything(f: &dyn HubFactory) {
     let mut config = config();
     config.fanout.ring_size = 16;
-    config.sse.write_timeout = Duration::from_secs(60);
+    // The client reads nothing until all 400 publishes are answered; a stream that takes no
+    // byte for `write_timeout` is rightly closed as stalled, and on a loaded machine the
+    // publishes (to JetStream, say) can take longer than a minute.
+    config.sse.write_timeout = Duration::from_secs(3600);
     config.sse.max_event_size = 256 * 1024;
     let hub = f.start(config).await;
     let mut client = hub.subscribe("?topic=t").await;
