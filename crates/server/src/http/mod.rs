@@ -18,7 +18,7 @@ mod body;
 mod events;
 mod page;
 mod probes;
-mod publish;
+pub(crate) mod publish;
 mod stream_summary;
 
 use std::borrow::Cow;
