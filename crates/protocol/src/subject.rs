@@ -144,6 +144,9 @@ fn validate_common(value: &str, kind: SubjectKind) -> Result<(), SubjectError> {
 
 /// Validates a publish subject (see the [module docs](self) for the grammar).
 pub fn validate_subject(subject: &str) -> Result<(), SubjectError> {
+    if is_plain_ascii_subject(subject) {
+        return Ok(());
+    }
     validate_common(subject, SubjectKind::Subject)?;
     match subject
         .split('.')
@@ -159,6 +162,29 @@ pub fn validate_subject(subject: &str) -> Result<(), SubjectError> {
         }),
         None => Ok(()),
     }
+}
+
+/// The common case of a valid subject in one pass over its bytes: printable ASCII without
+/// spaces, no empty token, no wildcard token. Anything else (including every invalid subject)
+/// goes through the full check, which names what is wrong.
+fn is_plain_ascii_subject(subject: &str) -> bool {
+    let bytes = subject.as_bytes();
+    if bytes.is_empty() || bytes.len() > MAX_SUBJECT_LEN {
+        return false;
+    }
+    let plain_token = |token: &[u8]| !matches!(token, [] | [b'*'] | [b'>']);
+    let mut token_start = 0;
+    for (at, &byte) in bytes.iter().enumerate() {
+        if byte == b'.' {
+            if !plain_token(&bytes[token_start..at]) {
+                return false;
+            }
+            token_start = at + 1;
+        } else if !byte.is_ascii_graphic() {
+            return false;
+        }
+    }
+    plain_token(&bytes[token_start..])
 }
 
 /// Validates a subject filter (see the [module docs](self) for the grammar).
@@ -326,6 +352,27 @@ impl fmt::Display for FilterSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The one-pass check never accepts what the full grammar refuses.
+        #[test]
+        fn the_plain_ascii_check_accepts_only_valid_subjects(value in "[a-c.*> \t\u{7f}é>]{0,12}") {
+            if is_plain_ascii_subject(&value) {
+                proptest::prop_assert!(validate_common(&value, SubjectKind::Subject).is_ok());
+                proptest::prop_assert!(value.split('.').all(|t| t != "*" && t != ">"));
+            }
+        }
+    }
+
+    #[test]
+    fn the_plain_ascii_check_takes_the_common_subjects() {
+        for s in ["a", "orders.eu.created", "a*b.c>d", "_INBOX.x-y", "bench.t"] {
+            assert!(is_plain_ascii_subject(s), "{s}");
+        }
+        for s in ["", "a..b", ".a", "a.", "a.*", ">", "a b", "ünï", "a\tb"] {
+            assert!(!is_plain_ascii_subject(s), "{s:?}");
+        }
+    }
 
     #[test]
     fn subjects_accept_literal_tokens() {

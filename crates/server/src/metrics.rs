@@ -232,6 +232,14 @@ impl Metrics {
         family.get_or_create(&[(label, value)]).inc();
     }
 
+    /// Adds `n` to `family` for `label = value` at once; nothing at all for 0, so no series
+    /// appears that nothing counted.
+    pub fn count_by(family: &Counters, label: &'static str, value: &'static str, n: u64) {
+        if n > 0 {
+            family.get_or_create(&[(label, value)]).inc_by(n);
+        }
+    }
+
     /// Every metric as OpenMetrics text.
     pub fn encode(&self) -> String {
         self.encode_as(Exposition::OpenMetrics)

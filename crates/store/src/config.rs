@@ -252,7 +252,7 @@ impl StreamConfig {
 
     /// Whether a subject belongs to this stream.
     pub fn captures(&self, subject: &str) -> bool {
-        self.effective_subjects()
+        self.captured()
             .iter()
             .any(|f| proto::filter_matches(f, subject))
     }
@@ -260,10 +260,16 @@ impl StreamConfig {
     /// The subjects the stream captures: its own, or — with neither subjects nor sources — its
     /// name (as JetStream); a stream that only sources captures none.
     pub fn effective_subjects(&self) -> Vec<String> {
+        self.captured().to_vec()
+    }
+
+    /// [`StreamConfig::effective_subjects`] borrowed: `captures` runs for every message stored.
+    fn captured(&self) -> &[String] {
         if self.subjects.is_empty() && self.sources.is_empty() {
-            return vec![self.name.clone()];
+            std::slice::from_ref(&self.name)
+        } else {
+            &self.subjects
         }
-        self.subjects.clone()
     }
 
     pub(crate) fn dedupe_window(&self) -> Duration {

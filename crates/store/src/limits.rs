@@ -32,14 +32,13 @@ pub fn check_discard_new(st: &State, subject: &str, record_len: u64) -> Result<(
 pub fn enforce(st: &mut State, subject: Option<&str>) -> Result<()> {
     let mut doomed = Vec::new();
     if let Some(max) = limit(st.config.max_msgs_per_subject) {
-        let subjects: Vec<String> = match subject {
-            Some(s) => vec![s.to_string()],
-            None => st.table.subject_counts(None).into_keys().collect(),
-        };
-        for s in subjects {
-            let excess = st.table.subject_count(&s).saturating_sub(max) as usize;
-            if excess > 0 {
-                doomed.extend(st.table.subject_seqs(&s, excess)?);
+        match subject {
+            // After every publish: no copy of the subject.
+            Some(s) => over_subject_limit(st, s, max, &mut doomed)?,
+            None => {
+                for s in st.table.subject_counts(None).into_keys() {
+                    over_subject_limit(st, &s, max, &mut doomed)?;
+                }
             }
         }
     }
@@ -57,6 +56,20 @@ pub fn enforce(st: &mut State, subject: Option<&str>) -> Result<()> {
         })?;
     }
     st.remove(&front, Removal::Expired)?;
+    Ok(())
+}
+
+/// Adds to `doomed` the oldest messages of `subject` beyond `max`.
+fn over_subject_limit(
+    st: &mut State,
+    subject: &str,
+    max: u64,
+    doomed: &mut Vec<u64>,
+) -> Result<()> {
+    let excess = st.table.subject_count(subject).saturating_sub(max) as usize;
+    if excess > 0 {
+        doomed.extend(st.table.subject_seqs(subject, excess)?);
+    }
     Ok(())
 }
 

@@ -20,7 +20,7 @@ mod events;
 pub(crate) mod mercure;
 mod page;
 mod probes;
-mod publish;
+pub(crate) mod publish;
 mod stream_summary;
 
 use std::borrow::Cow;

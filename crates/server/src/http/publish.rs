@@ -10,6 +10,7 @@
 //! and `Nats-Schedule-TTL`), which the stream judges by JetStream's rules; other `Nats-` headers
 //! are refused.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ use super::body::{self, BodyBudget, BodyError, BodyLimits};
 use super::{ErrorBody, bad_request, error_response, refusal};
 use crate::auth::{AuthError, Direction, Grant};
 use crate::backend::{ApiError, BackendError, PublishAck, PublishRequest};
+use crate::config::Config;
 use crate::conn::ConnInfo;
 use crate::event_id::EventId;
 use crate::hub::Hub;
@@ -46,11 +48,15 @@ const MAX_MSG_ID_LEN: usize = 256;
 /// The `Nats-` headers of a message schedule a publish may carry (ADR-51).
 const SCHEDULE_HEADERS: [&str; 3] = [NATS_SCHEDULE, NATS_SCHEDULE_TARGET, NATS_SCHEDULE_TTL];
 
+/// One message as the request gives it, borrowing from the request body (a topic with no
+/// escapes, and the payload's JSON text, are never copied out of it).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Body {
-    topic: String,
-    payload: Box<RawValue>,
+struct Body<'a> {
+    #[serde(borrow)]
+    topic: Cow<'a, str>,
+    #[serde(borrow)]
+    payload: &'a RawValue,
     #[serde(default)]
     msg_id: Option<String>,
     #[serde(default)]
@@ -92,13 +98,24 @@ impl<'de> Deserialize<'de> for Ttl {
 #[derive(Debug, Serialize)]
 struct Answer {
     /// The event id in the served stream; absent when another stream stored the message.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<String>,
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "event_id_text"
+    )]
+    id: Option<EventId>,
     seq: u64,
     duplicate: bool,
     /// The stream that stored the message, when not the served one (`seq` is its sequence).
     #[serde(skip_serializing_if = "Option::is_none")]
     stream: Option<String>,
+}
+
+/// An event id written as its text straight into the answer (no string of its own).
+fn event_id_text<S: serde::Serializer>(id: &Option<EventId>, out: S) -> Result<S::Ok, S::Error> {
+    match id {
+        Some(id) => out.collect_str(id),
+        None => out.serialize_none(),
+    }
 }
 
 /// One element of a batch's answer: the message's answer, or why it was refused.
@@ -156,7 +173,7 @@ pub async fn publish(
             Err(failure) => refused_single(&hub, failure),
         },
         Ok(Shape::Batch(items)) => {
-            let response = store_batch(&hub, &grant, &items).await;
+            let response = store_batch(&hub, &grant, &body.bytes, &items).await;
             if response.status().is_success() {
                 hub.metrics
                     .publish_latency
@@ -302,46 +319,52 @@ impl From<BackendError> for Failure {
 }
 
 /// A message ready for the backend, and the topic it was given as (for errors).
-struct Prepared {
-    topic: String,
+struct Prepared<'a> {
+    topic: Cow<'a, str>,
     request: PublishRequest,
 }
 
 /// Reads one publish body (a single one, or an item of a batch) into a request: well formed,
-/// its topic granted and a valid subject, its headers and payload allowed.
-fn prepare(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Prepared, Failure> {
-    let body: Body = serde_json::from_slice(body)
+/// its topic granted and a valid subject, its headers and payload allowed. `item` lies within
+/// `body`, the whole request body, which the payload is taken from without a copy.
+fn prepare<'a>(
+    config: &Config,
+    grant: &Grant,
+    body: &Bytes,
+    item: &'a [u8],
+) -> Result<Prepared<'a>, Failure> {
+    let message: Body<'a> = serde_json::from_slice(item)
         .map_err(|err| bad_request(format!("invalid publish body: {err}")))?;
-    grant.check_publish(&body.topic).map_err(Failure::Auth)?;
-    let subject = hub.config.subject_for(&body.topic);
+    grant.check_publish(&message.topic).map_err(Failure::Auth)?;
+    let subject = config.subject_for(&message.topic);
     validate_subject(&subject)
-        .map_err(|err| bad_request(format!("invalid topic {:?}: {err}", body.topic)))?;
-    let mut headers = headers(&body)?;
-    schedule_target(hub, grant, &mut headers)?;
+        .map_err(|err| bad_request(format!("invalid topic {:?}: {err}", message.topic)))?;
+    let mut headers = headers(&message)?;
+    schedule_target(config, grant, &mut headers)?;
     let request = PublishRequest {
         subject,
         headers,
-        payload: payload(&body.payload)?,
+        payload: payload(body, message.payload)?,
     };
     Ok(Prepared {
-        topic: body.topic,
+        topic: message.topic,
         request,
     })
 }
 
 /// A schedule's target is a topic as the message's own is: it must be granted, and it is
 /// stored as its subject (with the topic prefix).
-fn schedule_target(hub: &Hub, grant: &Grant, headers: &mut Headers) -> Result<(), Failure> {
+fn schedule_target(config: &Config, grant: &Grant, headers: &mut Headers) -> Result<(), Failure> {
     let Some(target) = headers.get(NATS_SCHEDULE_TARGET).map(str::to_owned) else {
         return Ok(());
     };
     grant.check_publish(&target).map_err(Failure::Auth)?;
-    headers.insert(NATS_SCHEDULE_TARGET, hub.config.subject_for(&target));
+    headers.insert(NATS_SCHEDULE_TARGET, config.subject_for(&target));
     Ok(())
 }
 
 /// Refuses a message whose subject none of the stream's `subjects` captures.
-fn check_captured(subjects: &[String], prepared: &Prepared) -> Result<(), Failure> {
+fn check_captured(subjects: &[String], prepared: &Prepared<'_>) -> Result<(), Failure> {
     if subjects
         .iter()
         .any(|f| filter_matches(f, &prepared.request.subject))
@@ -357,12 +380,9 @@ fn check_captured(subjects: &[String], prepared: &Prepared) -> Result<(), Failur
 
 fn answer(ack: PublishAck) -> Answer {
     Answer {
-        id: ack.stream.is_none().then(|| {
-            EventId {
-                seq: ack.seq,
-                incarnation: Some(ack.incarnation),
-            }
-            .to_string()
+        id: ack.stream.is_none().then_some(EventId {
+            seq: ack.seq,
+            incarnation: Some(ack.incarnation),
         }),
         seq: ack.seq,
         duplicate: ack.duplicate,
@@ -370,8 +390,8 @@ fn answer(ack: PublishAck) -> Answer {
     }
 }
 
-async fn store(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Answer, Failure> {
-    let prepared = prepare(hub, grant, body)?;
+async fn store(hub: &Hub, grant: &Grant, body: &Bytes) -> Result<Answer, Failure> {
+    let prepared = prepare(&hub.config, grant, body, body)?;
     let subjects = hub.backend.subjects().await?;
     check_captured(&subjects, &prepared)?;
     Ok(answer(hub.backend.publish(prepared.request).await?))
@@ -380,83 +400,212 @@ async fn store(hub: &Hub, grant: &Grant, body: &[u8]) -> Result<Answer, Failure>
 /// Stores the items of a batch that pass a single publish's checks, in one backend call, and
 /// answers `200` with one element per item, in order. Only the stream's subjects being
 /// unknown (the backend unavailable) refuses the whole batch, as it would a single publish.
-async fn store_batch(hub: &Hub, grant: &Grant, items: &[&RawValue]) -> Response {
-    let mut prepared: Vec<Result<Prepared, Failure>> = items
-        .iter()
-        .map(|item| prepare(hub, grant, item.get().as_bytes()))
-        .collect();
+async fn store_batch(hub: &Hub, grant: &Grant, body: &Bytes, items: &[&RawValue]) -> Response {
+    let mut prepared = prepare_batch(&hub.config, grant, body, items);
     if prepared.iter().any(Result::is_ok) {
         let subjects = match hub.backend.subjects().await {
             Ok(subjects) => subjects,
             Err(err) => return refused_single(hub, err.into()),
         };
-        for item in &mut prepared {
-            if let Ok(ready) = item
-                && let Err(failure) = check_captured(&subjects, ready)
-            {
-                *item = Err(failure);
-            }
-        }
+        check_batch_captured(&subjects, &mut prepared);
     }
-    let mut requests = Vec::new();
-    let outcomes: Vec<Option<Failure>> = prepared
-        .into_iter()
-        .map(|item| match item {
-            Ok(ready) => {
-                requests.push(ready.request);
-                None
-            }
-            Err(failure) => Some(failure),
-        })
-        .collect();
-    let sent = requests.len();
+    let (requests, outcomes) = split_batch(prepared);
     let acks = if requests.is_empty() {
         Vec::new()
     } else {
         hub.backend.publish_batch(requests).await
     };
-    let mut acks = acks.into_iter();
-    let answers: Vec<ItemAnswer> = outcomes
-        .into_iter()
-        .map(|outcome| {
-            let result = match outcome {
-                Some(failure) => Err(failure),
-                None => match acks.next() {
-                    Some(Ok(ack)) => Ok(answer(ack)),
-                    Some(Err(err)) => Err(Failure::from(err)),
-                    // The backend broke its contract of one answer per request.
-                    None => Err(Failure::Api(refusal(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        format!("the backend answered fewer than the {sent} messages sent"),
-                    ))),
-                },
-            };
-            match result {
-                Ok(answer) => {
-                    count_stored(hub, &answer);
-                    ItemAnswer::Stored(answer)
-                }
-                Err(failure) => {
-                    count_refusal(hub, &failure);
-                    failure.item_answer()
-                }
-            }
-        })
-        .collect();
-    Json(answers).into_response()
+    let answers = batch_answer(outcomes, acks, |failure| count_refusal(hub, failure));
+    Metrics::count_by(&hub.metrics.publishes, "result", "stored", answers.stored);
+    Metrics::count_by(
+        &hub.metrics.publishes,
+        "result",
+        "duplicate",
+        answers.duplicates,
+    );
+    json_response(&answers.items)
 }
 
-fn payload(raw: &RawValue) -> Result<Bytes, ApiError> {
+/// Each item of a batch read as a single body is ([`prepare`]).
+fn prepare_batch<'a>(
+    config: &Config,
+    grant: &Grant,
+    body: &Bytes,
+    items: &[&'a RawValue],
+) -> Vec<Result<Prepared<'a>, Failure>> {
+    let mut prepared = Vec::with_capacity(items.len());
+    prepared.extend(
+        items
+            .iter()
+            .map(|item| prepare(config, grant, body, item.get().as_bytes())),
+    );
+    prepared
+}
+
+/// Refuses the prepared items of a batch that the stream's `subjects` do not capture.
+fn check_batch_captured(subjects: &[String], prepared: &mut [Result<Prepared<'_>, Failure>]) {
+    for item in prepared {
+        if let Ok(ready) = item
+            && let Err(failure) = check_captured(subjects, ready)
+        {
+            *item = Err(failure);
+        }
+    }
+}
+
+/// The requests of a batch to send, in order, and for each item either its failure or
+/// `None`: its answer is the backend's next one.
+fn split_batch(
+    prepared: Vec<Result<Prepared<'_>, Failure>>,
+) -> (Vec<PublishRequest>, Vec<Option<Failure>>) {
+    let mut requests = Vec::with_capacity(prepared.len());
+    let mut outcomes = Vec::with_capacity(prepared.len());
+    for item in prepared {
+        outcomes.push(match item {
+            Ok(ready) => {
+                requests.push(ready.request);
+                None
+            }
+            Err(failure) => Some(failure),
+        });
+    }
+    (requests, outcomes)
+}
+
+/// A batch's answer, one element per item in order, and how many of its messages were stored
+/// and how many were duplicates (the refused ones were counted as they were answered).
+struct BatchAnswer {
+    items: Vec<ItemAnswer>,
+    stored: u64,
+    duplicates: u64,
+}
+
+/// Answers each item of a batch: its failure (handed to `refused` first), or the backend's
+/// next answer for the requests sent.
+fn batch_answer(
+    outcomes: Vec<Option<Failure>>,
+    acks: Vec<Result<PublishAck, BackendError>>,
+    mut refused: impl FnMut(&Failure),
+) -> BatchAnswer {
+    let sent = outcomes.iter().filter(|outcome| outcome.is_none()).count();
+    let mut answers = BatchAnswer {
+        items: Vec::with_capacity(outcomes.len()),
+        stored: 0,
+        duplicates: 0,
+    };
+    let mut acks = acks.into_iter();
+    for outcome in outcomes {
+        let result = match outcome {
+            Some(failure) => Err(failure),
+            None => match acks.next() {
+                Some(Ok(ack)) => Ok(answer(ack)),
+                Some(Err(err)) => Err(Failure::from(err)),
+                // The backend broke its contract of one answer per request.
+                None => Err(Failure::Api(refusal(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("the backend answered fewer than the {sent} messages sent"),
+                ))),
+            },
+        };
+        answers.items.push(match result {
+            Ok(answer) => {
+                if answer.duplicate {
+                    answers.duplicates += 1;
+                } else {
+                    answers.stored += 1;
+                }
+                ItemAnswer::Stored(answer)
+            }
+            Err(failure) => {
+                refused(&failure);
+                failure.item_answer()
+            }
+        });
+    }
+    answers
+}
+
+/// About the length of one element of a batch's answer, to size its buffer once.
+const ITEM_ANSWER_LEN: usize = 64;
+
+/// `answers` as a JSON array, written into one buffer sized for them.
+fn answer_json(answers: &[ItemAnswer]) -> serde_json::Result<Vec<u8>> {
+    let mut json = Vec::with_capacity(2 + answers.len() * ITEM_ANSWER_LEN);
+    serde_json::to_writer(&mut json, answers)?;
+    Ok(json)
+}
+
+/// `200` with `answers` as a JSON array.
+fn json_response(answers: &[ItemAnswer]) -> Response {
+    match answer_json(answers) {
+        Ok(json) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            json,
+        )
+            .into_response(),
+        // As axum's `Json` answers a value it cannot write (none of these: numbers and text).
+        Err(err) => error_response(&refusal(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("writing the answer failed: {err}"),
+        )),
+    }
+}
+
+/// The hub's own work on a batch `POST /publish` body, without a backend: split (as `headers`
+/// declare it), each item read and checked with an unrestricted grant against `config` and the
+/// stream's `subjects`, every item sent answered as stored at the next sequence, and the
+/// answer written. The JSON; or the status of a body refused as a whole, 0 for a body that is
+/// a single message. For the benches.
+pub(crate) fn answer_batch_without_backend(
+    config: &Config,
+    subjects: &[String],
+    headers: &axum::http::HeaderMap,
+    body: &Bytes,
+) -> Result<Vec<u8>, u32> {
+    let items = match batch::shape(headers, body, config.limits.max_publish_batch) {
+        Ok(Shape::Batch(items)) => items,
+        Ok(Shape::Single) => return Err(0),
+        Err(refused) => return Err(refused.error.code),
+    };
+    let grant = Grant::unrestricted(Direction::Publish);
+    let mut prepared = prepare_batch(config, &grant, body, &items);
+    check_batch_captured(subjects, &mut prepared);
+    let (requests, outcomes) = split_batch(prepared);
+    let acks = (1..)
+        .zip(requests)
+        .map(|(seq, _)| {
+            Ok(PublishAck {
+                seq,
+                duplicate: false,
+                stream: None,
+                incarnation: 1,
+            })
+        })
+        .collect();
+    let answers = batch_answer(outcomes, acks, |_| {});
+    answer_json(&answers.items).map_err(|_| 500)
+}
+
+/// The payload as stored: a JSON string's text, any other JSON value as its JSON text. Both
+/// are taken from `body` without a copy where they stand in it as they are (a string with no
+/// escapes, any other value).
+fn payload(body: &Bytes, raw: &RawValue) -> Result<Bytes, ApiError> {
     let text = raw.get();
     if text.starts_with('"') {
+        if let Ok(plain) = serde_json::from_str::<&str>(text) {
+            return Ok(body.slice_ref(plain.as_bytes()));
+        }
         let string: String = serde_json::from_str(text)
             .map_err(|err| bad_request(format!("invalid payload string: {err}")))?;
         return Ok(Bytes::from(string));
     }
-    Ok(Bytes::copy_from_slice(text.as_bytes()))
+    Ok(body.slice_ref(text.as_bytes()))
 }
 
-fn headers(body: &Body) -> Result<Headers, ApiError> {
+fn headers(body: &Body<'_>) -> Result<Headers, ApiError> {
     if body.headers.len() > MAX_HEADERS {
         return Err(bad_request(format!(
             "{} headers given, at most {MAX_HEADERS} are allowed",

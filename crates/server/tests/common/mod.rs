@@ -54,6 +54,7 @@ macro_rules! every_scenario {
             hostile_payloads_stay_inside_one_event,
             publish_body_is_bounded,
             batch_publish_answers_each_item_in_order,
+            batch_items_are_read_as_single_publishes,
             ndjson_batch_publishes_line_by_line,
             batch_item_outside_the_grant_is_refused_alone,
             batch_publish_is_bounded,

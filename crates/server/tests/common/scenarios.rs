@@ -1147,6 +1147,58 @@ pub async fn batch_publish_answers_each_item_in_order(f: &dyn HubFactory) {
     hub.stop().await;
 }
 
+/// Items of a batch are read from the request body as a single publish is: a topic written
+/// with escapes, a text payload with and without escapes, and a JSON payload with spaces in it
+/// are stored and delivered as the same items published one at a time.
+pub async fn batch_items_are_read_as_single_publishes(f: &dyn HubFactory) {
+    let hub = f.start(config()).await;
+    let mut client = hub.subscribe("?topic=t").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    let items = [
+        r#"{"topic":"t","payload":"plain"}"#,
+        r#"{"topic":"\u0074","payload":"esc\"aped\n\u00e9"}"#,
+        r#"{ "topic" : "t" , "payload" : { "a" : [1, 2] } }"#,
+    ];
+    for item in items {
+        let single = post_publish(&hub, "application/json", item.to_owned(), None).await;
+        assert_eq!(single.status, 200, "{item}: {}", single.text());
+    }
+    let batch = post_publish(
+        &hub,
+        "application/json",
+        format!("[{}]", items.join(",")),
+        None,
+    )
+    .await;
+    assert_eq!(batch.status, 200, "{}", batch.text());
+    let answers = batch.json().expect("json answer");
+    let seqs: Vec<&serde_json::Value> = answers
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|answer| &answer["seq"])
+        .collect();
+    assert_eq!(seqs, [&json!(4), &json!(5), &json!(6)], "{answers}");
+    let seen = read_messages(&hub, &mut client, 6).await;
+    let payloads: Vec<&serde_json::Value> = seen.iter().map(|(_, payload)| payload).collect();
+    let expected = [
+        json!("plain"),
+        json!("esc\"aped\n\u{e9}"),
+        json!({"a": [1, 2]}),
+    ];
+    assert_eq!(
+        payloads[..3],
+        expected.iter().collect::<Vec<_>>()[..],
+        "single"
+    );
+    assert_eq!(
+        payloads[3..],
+        expected.iter().collect::<Vec<_>>()[..],
+        "batch"
+    );
+    hub.stop().await;
+}
+
 /// An `application/x-ndjson` body is a batch of one object per non-empty line, answered as
 /// a JSON array batch is; a line that is not a JSON object refuses the whole body and
 /// stores nothing.

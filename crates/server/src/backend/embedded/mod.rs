@@ -262,20 +262,28 @@ impl Backend for EmbeddedBackend {
         let mut answers = Vec::with_capacity(requests.len());
         // Consecutive requests stored by the same stream go as one batch (one queue entry,
         // one group commit); a change of stream starts the next one, so the order holds.
-        let mut group: Vec<(String, Headers, Bytes)> = Vec::new();
+        let mut group: Vec<(String, Headers, Bytes)> = Vec::with_capacity(requests.len());
         let mut group_handle: Option<StreamHandle> = None;
         for request in requests {
-            let handle = self.storing_handle(served.clone(), &request.subject);
-            if let Some(current) = group_handle.take_if(|current| current.name() != handle.name()) {
-                self.store_group(
-                    &current,
-                    std::mem::take(&mut group),
-                    incarnation,
-                    &mut answers,
-                )
-                .await;
+            // The subject of the message before goes to the same stream: no need to ask again.
+            let same_subject = group
+                .last()
+                .is_some_and(|(subject, ..)| *subject == request.subject);
+            if !same_subject {
+                let handle = self.storing_handle(served.clone(), &request.subject);
+                if let Some(current) =
+                    group_handle.take_if(|current| current.name() != handle.name())
+                {
+                    self.store_group(
+                        &current,
+                        std::mem::take(&mut group),
+                        incarnation,
+                        &mut answers,
+                    )
+                    .await;
+                }
+                group_handle.get_or_insert(handle);
             }
-            group_handle.get_or_insert(handle);
             group.push((request.subject, request.headers, request.payload));
         }
         if let Some(current) = group_handle {
