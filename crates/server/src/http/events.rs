@@ -252,7 +252,8 @@ pub(crate) fn accepts_event_stream(headers: &HeaderMap) -> bool {
         .any(|v| v.contains("text/event-stream"))
 }
 
-fn stream_response(hub: &Hub, body: Body) -> Response {
+/// An event-stream response: the content type, no caching, no proxy buffering.
+pub(crate) fn event_stream_response(body: Body) -> Response {
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(
@@ -261,6 +262,12 @@ fn stream_response(hub: &Hub, body: Body) -> Response {
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+fn stream_response(hub: &Hub, body: Body) -> Response {
+    let mut response = event_stream_response(body);
+    let headers = response.headers_mut();
     if let Some(url) = &hub.config.hub_url
         && let Ok(link) = HeaderValue::from_str(&format!("<{url}>; rel=\"sluice\""))
     {

@@ -72,31 +72,26 @@ fn allow(out: &mut HeaderMap, origin: Option<&HeaderValue>, origins: &[String]) 
     let Some(origin) = origin else {
         return false;
     };
+    // A listed origin is echoed with credentials (for the cookie); `*` allows any origin
+    // without them.
     let listed = origins.iter().any(|o| o.as_bytes() == origin.as_bytes());
-    if listed {
-        out.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    let allowed = if listed {
         out.insert(
             header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
             HeaderValue::from_static("true"),
         );
-        out.insert(
-            header::ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static("last-event-id, link"),
-        );
-        return true;
-    }
-    if origins.iter().any(|o| o == "*") {
-        out.insert(
-            header::ACCESS_CONTROL_ALLOW_ORIGIN,
-            HeaderValue::from_static("*"),
-        );
-        out.insert(
-            header::ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static("last-event-id, link"),
-        );
-        return true;
-    }
-    false
+        origin.clone()
+    } else if origins.iter().any(|o| o == "*") {
+        HeaderValue::from_static("*")
+    } else {
+        return false;
+    };
+    out.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, allowed);
+    out.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("last-event-id, link"),
+    );
+    true
 }
 
 /// `Link: </.well-known/mercure>; rel="mercure"` (relative: it resolves against the URL the

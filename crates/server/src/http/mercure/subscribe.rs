@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Query, State};
-use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
@@ -25,7 +25,7 @@ use sluice_mercure::mapping::hub_id;
 use sluice_mercure::{Grants, LastEventId, Scheme, SelectorSet};
 use sluice_protocol::subject::{FilterSet, filter_is_subset};
 
-use super::super::{accepts_event_stream, transient};
+use super::super::{accepts_event_stream, event_stream_response, transient};
 use super::view::MercureView;
 use crate::auth::AuthError;
 use crate::backend::{BackendError, Delivery, StreamState, Unavailable};
@@ -328,14 +328,8 @@ fn preceding_id(plan: &Plan, state: &StreamState) -> String {
 }
 
 fn stream_response(body: Body, last_event_id: &str) -> Response {
-    let mut response = Response::new(body);
+    let mut response = event_stream_response(body);
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     // Ids are protocol strings (no control characters): always a valid header value.
     if let Ok(value) = HeaderValue::from_bytes(last_event_id.as_bytes()) {
         headers.insert("last-event-id", value);
