@@ -300,8 +300,12 @@ async fn a_stream_description_shows_each_source_and_how_it_resumed() {
         list.json().unwrap(),
         json!({ "streams": ["ALL", "ORDERS"] })
     );
+    // The source's counters are updated once its append is acknowledged, a moment after the
+    // message shows in the stream (its count first, then its position): wait for all three.
     sluice_test_support::eventually_async("the source copied the message", async || {
-        served.info().await["messages"] == 1
+        let info = served.info().await;
+        let source = &info["sources"][0];
+        info["messages"] == 1 && source["sourced"] == 1 && source["last_origin_seq"] == 1
     })
     .await;
     let info = served.info().await;
