@@ -64,14 +64,7 @@ pub async fn subscribe(
     let pairs = params.iter().map(|(k, v)| (k.as_str(), v.as_str()));
     let set = match SelectorSet::from_query(pairs, config.base_url()) {
         Ok(set) => set,
-        Err(err) => {
-            return refused(
-                &hub,
-                "bad_request",
-                StatusCode::BAD_REQUEST,
-                &err.to_string(),
-            );
-        }
+        Err(err) => return bad_request(&hub, &err),
     };
     let gaps = params.iter().any(|(k, v)| k == GAPS_PARAM && v == "1");
     let query_token = params
@@ -144,14 +137,7 @@ pub async fn subscribe(
     };
     let filters = match FilterSet::new(mercure.scheme.filters(&set)) {
         Ok(filters) => filters,
-        Err(err) => {
-            return refused(
-                &hub,
-                "bad_request",
-                StatusCode::BAD_REQUEST,
-                &err.to_string(),
-            );
-        }
+        Err(err) => return bad_request(&hub, &err),
     };
     let view = Arc::new(MercureView::new(
         mercure.scheme.clone(),
@@ -362,6 +348,16 @@ fn unavailable(hub: &Hub, wants_stream: bool, err: &BackendError) -> Response {
 }
 
 /// A subscription refused with `status`, counted under `reason`.
+/// A subscription refused as a bad request (400), naming what `err` found wrong.
+fn bad_request(hub: &Hub, err: &dyn std::fmt::Display) -> Response {
+    refused(
+        hub,
+        "bad_request",
+        StatusCode::BAD_REQUEST,
+        &err.to_string(),
+    )
+}
+
 fn refused(hub: &Hub, reason: &'static str, status: StatusCode, detail: &str) -> Response {
     super::refuse(
         &hub.metrics.rejected,
