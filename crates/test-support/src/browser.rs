@@ -257,6 +257,26 @@ impl Page {
             .context("Page.captureScreenshot: the data is not base64")
     }
 
+    /// Takes the page off the network (`true`: each request it starts fails at once, as without
+    /// a connection) or puts it back on (`false`), with DevTools' network emulation. What it
+    /// does to a response already streaming is Chromium's business; tests that need one ended
+    /// end it themselves.
+    ///
+    /// # Errors
+    /// When Chromium refuses the emulation.
+    pub async fn set_offline(&self, offline: bool) -> anyhow::Result<()> {
+        self.call("Network.enable", json!({})).await?;
+        let conditions = json!({
+            "offline": offline,
+            "latency": 0,
+            "downloadThroughput": -1,
+            "uploadThroughput": -1,
+        });
+        self.call("Network.emulateNetworkConditions", conditions)
+            .await?;
+        Ok(())
+    }
+
     /// Console messages and uncaught exceptions of the page so far (most recent last).
     pub fn console(&self) -> Vec<String> {
         self.cdp.console(&self.session)
