@@ -426,3 +426,33 @@ async fn a_dead_nodes_subscriptions_end_when_its_lease_runs_out() {
     assert!(subscribers_of(first, SHELF).await.is_empty());
     drop((client, doomed));
 }
+
+#[test]
+fn the_lease_is_between_a_second_and_an_hour_and_may_come_from_the_environment() {
+    let load = |text: &str, env: &[(&str, &str)]| {
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        sluice_server::config::load_str(text, "test", env.collect::<Vec<_>>(), &Default::default())
+    };
+    let base = "topic_prefix = \"app\"\n[mercure]\nenabled = true\npublisher_jwt_key = \"k\"\n";
+    for lease in ["0s", "500ms", "2h"] {
+        let err = load(&format!("{base}subscriptions_lease = \"{lease}\""), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("mercure.subscriptions_lease"),
+            "{lease}: {err}"
+        );
+    }
+    let (config, _) = load(
+        base,
+        &[
+            ("SLUICE_MERCURE_SUBSCRIPTIONS", "true"),
+            ("SLUICE_MERCURE_SUBSCRIPTIONS_LEASE", "5s"),
+        ],
+    )
+    .unwrap();
+    assert!(config.mercure.subscriptions);
+    assert_eq!(config.mercure.subscriptions_lease, Duration::from_secs(5));
+    let (config, _) = load(base, &[]).unwrap();
+    assert!(!config.mercure.subscriptions, "off by default");
+}
