@@ -4,8 +4,9 @@
 //! carries stable hashes, and the topics stored in the message decide (docs/MERCURE.md, "How
 //! updates are stored", is the full design).
 //!
-//! - **Subject**: `<prefix>.<kind>.<topic>.<id>` — `kind` is `t` for an update with one topic and
-//!   `m` for one with alternates; `topic` is the xxh3-64 hash of the canonical topic in 16
+//! - **Subject**: `<prefix>.<kind>.<topic>.<id>` — `kind` is `t` for an update with one topic,
+//!   `m` for one with alternates and `s` for the hub's own subscription events (one topic under
+//!   [`SUBSCRIPTIONS_PATH`], which publishers cannot use), so that they can be read alone; `topic` is the xxh3-64 hash of the canonical topic in 16
 //!   lower-case hex digits; `id` is the hash of the custom id the same way, or `_` when the hub
 //!   makes the id.
 //! - **Headers**: [`HEADER_UPDATE`] (the envelope's format version, [`FORMAT_VERSION`]), and for
@@ -27,6 +28,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::form::EARLIEST;
 use crate::selector::SelectorKind;
 use crate::set::SelectorSet;
+use crate::subscription::SUBSCRIPTIONS_PATH;
 use crate::text::shown;
 use crate::update::Update;
 
@@ -185,8 +187,12 @@ impl Scheme {
 
     /// The subject `update` is stored under.
     pub fn subject(&self, update: &Update) -> String {
-        let kind = if update.topics.len() > 1 { "m" } else { "t" };
         let canonical = update.topics.first().map_or("", String::as_str);
+        let kind = if update.topics.len() > 1 {
+            "m"
+        } else {
+            topic_kind(canonical)
+        };
         let id = update
             .id
             .as_deref()
@@ -276,7 +282,10 @@ impl Scheme {
         let mut filters: Vec<String> = set
             .selectors()
             .iter()
-            .map(|s| format!("{}.t.{}.*", self.prefix, token(s.as_str())))
+            .map(|s| {
+                let topic = s.as_str();
+                format!("{}.{}.{}.*", self.prefix, topic_kind(topic), token(topic))
+            })
             .collect();
         filters.push(format!("{}.m.>", self.prefix));
         filters.sort();
@@ -289,10 +298,24 @@ impl Scheme {
         format!("{}.>", self.prefix)
     }
 
+    /// The filter every subscription event matches (and no other update).
+    pub fn subscription_events_filter(&self) -> String {
+        format!("{}.s.>", self.prefix)
+    }
+
     /// The filter every update stored with custom id `id` matches (and, on a hash collision,
     /// others: compare the decoded ids; the last match is the one to resume after).
     pub fn id_filter(&self, id: &str) -> String {
         format!("{}.*.*.{}", self.prefix, token(id))
+    }
+}
+
+/// The kind token of a single-topic update on `topic`: `s` for a subscription event's topic,
+/// `t` for any other.
+fn topic_kind(topic: &str) -> &'static str {
+    match topic.strip_prefix(SUBSCRIPTIONS_PATH) {
+        Some(rest) if rest.starts_with('/') => "s",
+        _ => "t",
     }
 }
 
@@ -405,6 +428,27 @@ mod tests {
             Some(tokens[2]),
             "canonical topic hash"
         );
+    }
+
+    #[test]
+    fn subscription_events_have_a_kind_of_their_own_that_exact_sets_read() {
+        let s = scheme();
+        let topic = "/.well-known/mercure/subscriptions/%2Fa/urn%3Auuid%3A1";
+        let subject = s.subject(&update(&[topic]));
+        assert!(subject.starts_with("mercure.s."), "{subject}");
+        assert_eq!(s.subscription_events_filter(), "mercure.s.>");
+        assert!(
+            s.subject(&update(&["/.well-known/mercure/subscriptionsx"]))
+                .starts_with("mercure.t.")
+        );
+        let set = SelectorSet::from_query([("topic", topic)], DEFAULT_BASE_URL).unwrap();
+        assert!(
+            s.filters(&set)
+                .contains(&format!("mercure.s.{}.*", token(topic)))
+        );
+        let mut stored = update(&[topic]);
+        stored.private = true;
+        assert_eq!(round_trip(&stored), Ok(stored));
     }
 
     #[test]

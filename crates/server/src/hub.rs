@@ -43,8 +43,8 @@ impl Hub {
     /// here, so a missing or bad key file is an error before any socket opens.
     pub fn new(config: Config, backend: Arc<dyn Backend>) -> Result<Arc<Self>, AuthConfigError> {
         let auth = Arc::new(Authenticator::new(&config.auth)?);
-        let mercure = Mercure::new(&config.mercure)?;
         let metrics = Arc::new(Metrics::for_backend(&*backend));
+        let mercure = Mercure::new(&config.mercure, &backend, &metrics)?;
         let fanout = Fanout::new(
             backend.clone(),
             metrics.clone(),

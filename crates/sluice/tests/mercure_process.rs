@@ -109,3 +109,98 @@ async fn mercure_updates_survive_a_killed_hub_and_resume_by_any_id() {
         "a key in the output"
     );
 }
+
+/// The subscriptions the hub's API lists, with a token for every subscriptions resource.
+async fn listed(hub: &SluiceProcess) -> sluice_test_support::serde_json::Value {
+    let grant = "/.well-known/mercure/subscriptions{/topic}{/subscriber}";
+    let bearer = format!(
+        "Bearer {}",
+        token(SUBSCRIBER_KEY, json!({ "subscribe": [grant] }))
+    );
+    let request = http::request(
+        "GET".parse().unwrap(),
+        &hub.url("/.well-known/mercure/subscriptions"),
+        &[("authorization", bearer.as_str())],
+    )
+    .unwrap()
+    .body(Default::default())
+    .unwrap();
+    let answer = http::send(request).await.unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    answer.json().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_restarted_after_kill_9_does_not_list_the_dead_process_subscriptions() {
+    let root = tempfile::tempdir().unwrap();
+    let config = root.path().join("sluice.toml");
+    std::fs::write(
+        &config,
+        "topic_prefix = \"app\"\n[mercure]\nenabled = true\nanonymous = true\nsubscriptions = true\n",
+    )
+    .unwrap();
+    let args = [
+        "serve".into(),
+        "--config".into(),
+        config.into_os_string(),
+        "--data-dir".into(),
+        root.path().join("data").into_os_string(),
+    ];
+    let mut hub = SluiceProcess::start_configured(BIN, args, |command| {
+        command
+            .env("MERCURE_PUBLISHER_JWT_KEY", PUBLISHER_KEY)
+            .env("MERCURE_SUBSCRIBER_JWT_KEY", SUBSCRIBER_KEY);
+    })
+    .await
+    .expect("serve starts");
+    let url = hub.url(&format!("/.well-known/mercure?topic={BOOK}"));
+    let mut client = SseClient::connect(&url).await.unwrap();
+    client.next_frame().await.unwrap();
+    let mut subscriber = None;
+    sluice_test_support::eventually_async("the subscription listed", async || {
+        let list = listed(&hub).await;
+        subscriber = list["subscriptions"][0]["subscriber"]
+            .as_str()
+            .map(str::to_owned);
+        subscriber.is_some()
+    })
+    .await;
+    hub.kill().expect("kill -9 the hub");
+    drop(client);
+    hub.restart().await.expect("the hub starts again");
+
+    sluice_test_support::eventually_async("the restarted hub has read the stream", async || {
+        listed(&hub).await["lastEventID"] != "earliest"
+    })
+    .await;
+    let list = listed(&hub).await;
+    assert_eq!(list["subscriptions"], json!([]), "{list}");
+
+    // It published the end the killed process could not.
+    let grant = "/.well-known/mercure/subscriptions/{topic}/{subscriber}";
+    let bearer = format!(
+        "Bearer {}",
+        token(SUBSCRIBER_KEY, json!({ "subscribe": [grant] }))
+    );
+    let events = hub.url(&format!(
+        "/.well-known/mercure?topic={}",
+        "%2F.well-known%2Fmercure%2Fsubscriptions%2F%7Btopic%7D%2F%7Bsubscriber%7D"
+    ));
+    let headers = [
+        ("authorization", bearer.as_str()),
+        ("last-event-id", "earliest"),
+    ];
+    let mut events = SseClient::connect_with_headers(&events, &headers)
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let data = events.next_event().await.unwrap().data.unwrap();
+        let doc: sluice_test_support::serde_json::Value =
+            sluice_test_support::serde_json::from_str(&data).unwrap();
+        if doc["subscriber"].as_str() == subscriber.as_deref() {
+            seen.push(doc["active"].clone());
+        }
+    }
+    assert_eq!(seen, [json!(true), json!(false)]);
+}

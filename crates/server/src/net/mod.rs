@@ -109,7 +109,14 @@ pub async fn serve_listeners(
     listeners: Vec<Listener>,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
+    if let Some(mercure) = &hub.mercure {
+        mercure.start(&hub);
+    }
     let result = accept::accept_until(hub.clone(), listeners, signal).await;
+    if let Some(mercure) = &hub.mercure {
+        // The ends of the subscriptions the drain ended.
+        mercure.finish().await;
+    }
     hub.backend.shutdown().await;
     tracing::info!("shut down");
     result

@@ -36,6 +36,8 @@ pub struct ConnectionGuard {
     reason: Option<&'static str>,
     delivered: u64,
     streaming: bool,
+    /// Told the end reason when the stream ends (dropped unsent if it never streamed).
+    on_end: Option<tokio::sync::oneshot::Sender<&'static str>>,
 }
 
 impl ConnectionGuard {
@@ -60,6 +62,7 @@ impl ConnectionGuard {
             reason: None,
             delivered: 0,
             streaming: false,
+            on_end: None,
         })
     }
 }
@@ -73,6 +76,11 @@ impl ConnectionGuard {
     /// Why the stream ends (otherwise the client closed it, or it stalled).
     pub(super) fn end(&mut self, reason: &'static str) {
         self.reason = Some(reason);
+    }
+
+    /// `tell` learns the end reason when the stream ends, however it ends.
+    pub(crate) fn on_end(&mut self, tell: tokio::sync::oneshot::Sender<&'static str>) {
+        self.on_end = Some(tell);
     }
 
     /// One more frame delivered (logged at the end).
@@ -99,6 +107,9 @@ impl Drop for ConnectionGuard {
             self.metrics.slow_disconnects.inc();
         }
         Metrics::count(&self.metrics.disconnects, "reason", reason);
+        if let Some(tell) = self.on_end.take() {
+            let _ = tell.send(reason);
+        }
         tracing::info!(
             disconnect_reason = reason,
             peer = self.peer.map(tracing::field::display),

@@ -62,6 +62,14 @@ pub fn form(pairs: &[(&str, &str)]) -> String {
         .join("&")
 }
 
+/// A hub node with `config` on the JetStream stream `jetstream` names.
+pub async fn start_node(config: Config, jetstream: JetStreamConfig) -> TestHub {
+    let backend = JetStreamBackend::connect(&jetstream)
+        .await
+        .unwrap_or_else(|err| panic!("backend connects: {err}"));
+    TestHub::start(config, Arc::new(backend)).await
+}
+
 /// A hub serving Mercure, and what it needs to be started again over the same stream.
 pub struct Harness {
     kind: Kind,
@@ -136,6 +144,23 @@ impl Harness {
             hub.stop().await;
         }
         self.open().await;
+    }
+
+    /// The configuration of another hub node on the same JetStream stream, and its
+    /// `[jetstream]` section.
+    pub fn node_config(&self) -> (Config, JetStreamConfig) {
+        let server = self.server.as_ref().expect("a JetStream harness");
+        let jetstream = JetStreamConfig::new(server.url(), "EVENTS");
+        let mut config = self.config.clone();
+        config.backend = BackendKind::Jetstream;
+        config.jetstream = Some(jetstream.clone());
+        (config, jetstream)
+    }
+
+    /// Another hub node on the same JetStream stream, with the same configuration.
+    pub async fn another_node(&self) -> TestHub {
+        let (config, jetstream) = self.node_config();
+        start_node(config, jetstream).await
     }
 
     /// The running hub.

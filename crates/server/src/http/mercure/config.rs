@@ -57,6 +57,13 @@ pub struct MercureConfig {
     /// The issuer an access token's `iss` must be.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub issuer: Option<String>,
+    /// Active subscriptions: publish an event when a subscription starts or ends, and serve
+    /// `/.well-known/mercure/subscriptions` (docs/MERCURE.md, "Active subscriptions").
+    pub subscriptions: bool,
+    /// How long a hub node's subscriptions stay listed by the other nodes after the last sign
+    /// of life they read from it in the stream (a node renews it every third of this).
+    #[serde(with = "duration")]
+    pub subscriptions_lease: Duration,
 }
 
 /// Secrets are shown as their size only (see [`Secret`]).
@@ -77,6 +84,8 @@ impl std::fmt::Debug for MercureConfig {
             .field("base_url", &self.base_url)
             .field("audience", &self.audience)
             .field("issuer", &self.issuer)
+            .field("subscriptions", &self.subscriptions)
+            .field("subscriptions_lease", &self.subscriptions_lease)
             .finish()
     }
 }
@@ -98,6 +107,8 @@ impl Default for MercureConfig {
             base_url: None,
             audience: None,
             issuer: None,
+            subscriptions: false,
+            subscriptions_lease: Duration::from_secs(30),
         }
     }
 }
@@ -143,6 +154,14 @@ impl MercureConfig {
             return Err(ConfigError::invalid(
                 "mercure.heartbeat",
                 duration::format(self.heartbeat),
+                "must be between 1s and 1h",
+            ));
+        }
+        let lease = self.subscriptions_lease;
+        if lease < Duration::from_secs(1) || lease > Duration::from_secs(3600) {
+            return Err(ConfigError::invalid(
+                "mercure.subscriptions_lease",
+                duration::format(lease),
                 "must be between 1s and 1h",
             ));
         }

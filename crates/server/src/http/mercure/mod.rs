@@ -11,15 +11,24 @@
 //! | `subscribe.rs` | `GET /.well-known/mercure`: selectors, grants, resume, the stream |
 //! | `view.rs`      | one feed's selection and encoding of updates (the frames)         |
 //! | `discovery.rs` | the `Link` header and CORS                                        |
+//! | `subscriptions.rs` | `GET /.well-known/mercure/subscriptions…`: the subscriptions API |
+//! | `announce.rs`  | this node's subscription events, subscriber ids and lease         |
+//! | `active.rs`    | the table of every node's active subscriptions                   |
+//! | `follow.rs`    | the task folding the stream's subscription events into the table |
 
+mod active;
+mod announce;
 mod auth;
 pub(crate) mod config;
 mod discovery;
+mod follow;
 mod publish;
 mod subscribe;
+mod subscriptions;
 mod view;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::http::StatusCode;
@@ -30,9 +39,14 @@ use sluice_mercure::Scheme;
 pub use config::MercureConfig;
 
 use crate::auth::AuthConfigError;
+use crate::backend::Backend;
 use crate::hub::Hub;
 use crate::metrics::Metrics;
 use auth::Verifier;
+use follow::Presence;
+
+/// The longest shutdown waits for the ends of the subscriptions it ended to be stored.
+const ENDS_DRAIN: Duration = Duration::from_secs(5);
 
 /// The path of the hub.
 pub const HUB_PATH: &str = sluice_mercure::form::HUB_PATH;
@@ -44,12 +58,18 @@ pub struct Mercure {
     scheme: Arc<Scheme>,
     publisher: Verifier,
     subscriber: Verifier,
+    /// Active subscriptions, with `mercure.subscriptions`.
+    presence: Option<Arc<Presence>>,
 }
 
 impl Mercure {
-    /// The hub's Mercure state when `config.enabled`; the keys were checked with the rest of
-    /// the configuration.
-    pub fn new(config: &MercureConfig) -> Result<Option<Self>, AuthConfigError> {
+    /// The hub's Mercure state when `config.enabled`, storing in `backend`; the keys were
+    /// checked with the rest of the configuration.
+    pub fn new(
+        config: &MercureConfig,
+        backend: &Arc<dyn Backend>,
+        metrics: &Arc<Metrics>,
+    ) -> Result<Option<Self>, AuthConfigError> {
         if !config.enabled {
             return Ok(None);
         }
@@ -67,11 +87,37 @@ impl Mercure {
         )?;
         let (key, alg) = config.subscriber_key();
         let subscriber = Verifier::new("mercure.subscriber_jwt", key, alg, audience, issuer)?;
+        let scheme = Arc::new(scheme);
+        let presence = config.subscriptions.then(|| {
+            Arc::new(Presence::new(
+                scheme.clone(),
+                backend.clone(),
+                metrics.clone(),
+                config.subscriptions_lease,
+            ))
+        });
         Ok(Some(Self {
-            scheme: Arc::new(scheme),
+            scheme,
             publisher,
             subscriber,
+            presence,
         }))
+    }
+
+    /// Starts following the stream's subscription events (with `mercure.subscriptions`),
+    /// until the hub shuts down.
+    pub(crate) fn start(&self, hub: &Hub) {
+        if let Some(presence) = &self.presence {
+            tokio::spawn(presence.clone().follow(hub.shutdown_signal()));
+        }
+    }
+
+    /// Waits until the ends of the subscriptions shutdown ended are stored (or
+    /// [`ENDS_DRAIN`] passed).
+    pub(crate) async fn finish(&self) {
+        if let Some(presence) = &self.presence {
+            presence.announcer().drain(ENDS_DRAIN).await;
+        }
     }
 
     /// The filter the dispatch must read for Mercure's feeds.
@@ -82,13 +128,20 @@ impl Mercure {
 
 /// The Mercure routes (none when it is off: `/.well-known/mercure` is then a 404).
 pub fn routes(hub: &Arc<Hub>) -> Option<Router<Arc<Hub>>> {
-    hub.mercure.as_ref()?;
-    let router = Router::new().route(
+    let mercure = hub.mercure.as_ref()?;
+    let mut router = Router::new().route(
         HUB_PATH,
         get(subscribe::subscribe)
             .post(publish::publish)
             .options(discovery::preflight),
     );
+    if mercure.presence.is_some() {
+        let path = sluice_mercure::subscription::SUBSCRIPTIONS_PATH;
+        router = router.route(path, get(subscriptions::subscriptions)).route(
+            &format!("{path}/{{*rest}}"),
+            get(subscriptions::subscriptions),
+        );
+    }
     Some(router.layer(axum::middleware::from_fn_with_state(
         hub.clone(),
         discovery::headers,

@@ -96,7 +96,7 @@ pub async fn subscribe(
         );
     }
     let conn = extensions.get::<ConnectInfo<ConnInfo>>().map(|c| &c.0);
-    let Some(guard) = hub.acquire_slot(conn) else {
+    let Some(mut guard) = hub.acquire_slot(conn) else {
         let status = StatusCode::TOO_MANY_REQUESTS;
         return transient(
             &hub,
@@ -139,6 +139,10 @@ pub async fn subscribe(
         Ok(filters) => filters,
         Err(err) => return bad_request(&hub, &err),
     };
+    if let Some(presence) = &mercure.presence {
+        // Nothing refuses the subscription after this.
+        presence.announcer().announce(&set, &grants, &mut guard);
+    }
     let view = Arc::new(MercureView::new(
         mercure.scheme.clone(),
         set,

@@ -1,0 +1,212 @@
+//! Active subscriptions as one node keeps them: its [`Announcer`] and the [`Table`] it folds
+//! the stream's subscription events into, read by one task per node ([`Presence::follow`]).
+//!
+//! The task reads `<prefix>.s.>` (subscription events and lease renewals, nothing else): first
+//! everything retained up to the stream's last position, then live. Every node that owns a
+//! listed subscription is given a fresh lease when it is first read, renewed by each event or
+//! renewal of its own, and taken for dead once `mercure.subscriptions_lease` passes without
+//! one: its subscriptions are dropped and their ends published. On the embedded store the
+//! process is the only node, so once the history is read every other node's subscriptions
+//! (a previous process's, killed before it could end them) are ended at once.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use sluice_mercure::Scheme;
+use sluice_mercure::subscription::Subscription;
+use tokio::sync::watch;
+
+use super::active::{Started, Table};
+use super::announce::{Announcer, HEADER_NODE};
+use crate::backend::{Backend, BackendError, BackendMessage, Delivery};
+use crate::fanout::record;
+use crate::metrics::Metrics;
+
+/// How long to wait before reading again after the backend failed.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// One node's active subscriptions.
+#[derive(Debug)]
+pub struct Presence {
+    scheme: Arc<Scheme>,
+    backend: Arc<dyn Backend>,
+    metrics: Arc<Metrics>,
+    announcer: Arc<Announcer>,
+    table: Mutex<Table>,
+    lease: Duration,
+}
+
+impl Presence {
+    /// The active subscriptions of a node over `backend`, leases of `lease`.
+    pub fn new(
+        scheme: Arc<Scheme>,
+        backend: Arc<dyn Backend>,
+        metrics: Arc<Metrics>,
+        lease: Duration,
+    ) -> Self {
+        let announcer = Arc::new(Announcer::new(
+            scheme.clone(),
+            backend.clone(),
+            metrics.clone(),
+        ));
+        let table = Mutex::new(Table::new(announcer.node().to_owned()));
+        Self {
+            scheme,
+            backend,
+            metrics,
+            announcer,
+            table,
+            lease,
+        }
+    }
+
+    /// This node's announcer.
+    pub fn announcer(&self) -> &Arc<Announcer> {
+        &self.announcer
+    }
+
+    /// The table, to read from.
+    pub fn table(&self) -> MutexGuard<'_, Table> {
+        // A panic while holding it leaves a table that is still consistent enough to list.
+        self.table
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Reads the stream's subscription events into the table, renews this node's lease and
+    /// ends silent nodes' subscriptions, until `shutdown` turns true.
+    pub async fn follow(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut history_read = false;
+        loop {
+            tokio::select! {
+                ended = self.follow_once(&mut history_read) => match ended {
+                    Some(err) => record(
+                        &self.metrics,
+                        &err,
+                        "Mercure active subscriptions: reading the stream failed",
+                    ),
+                    None => tracing::info!("Mercure active subscriptions: the feed ended; reading again"),
+                },
+                _ = shutdown.wait_for(|down| *down) => return,
+            }
+            tokio::select! {
+                () = tokio::time::sleep(RETRY) => {}
+                _ = shutdown.wait_for(|down| *down) => return,
+            }
+        }
+    }
+
+    /// Reads from the table's position on; returns when the backend fails (the error) or the
+    /// live feed ends (`None`).
+    async fn follow_once(&self, history_read: &mut bool) -> Option<BackendError> {
+        let filters = [self.scheme.subscription_events_filter()];
+        let state = match self.backend.stream_state().await {
+            Ok(state) => state,
+            Err(err) => return Some(err),
+        };
+        let incarnation = state.incarnation;
+        let start = {
+            let mut table = self.table();
+            table.advance(0, incarnation);
+            (table.position().0 + 1).max(state.first_seq)
+        };
+        let until = state.last_seq.saturating_add(1);
+        let mut history = match self.backend.read_range(&filters, start, until).await {
+            Ok(history) => history,
+            Err(err) => return Some(err),
+        };
+        while let Some(delivery) = history.next().await {
+            match delivery {
+                Ok(delivery) => self.take(delivery, incarnation, until),
+                Err(err) => return Some(err),
+            }
+        }
+        self.table().advance(state.last_seq, incarnation);
+        if !*history_read {
+            *history_read = true;
+            // The embedded store is served by this process alone: whatever other node the
+            // history lists died without ending its subscriptions.
+            if self.backend.kind() == "embedded" {
+                let gone = self.table().expire(Instant::now(), None);
+                self.announcer.publish_ends(gone).await;
+            }
+        }
+        let mut live = match self.backend.subscribe(&filters, until).await {
+            Ok(live) => live,
+            Err(err) => return Some(err),
+        };
+        let mut tick = tokio::time::interval(self.lease / 3);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                delivery = live.next() => match delivery {
+                    Some(Ok(delivery)) => self.take(delivery, incarnation, u64::MAX),
+                    Some(Err(err)) => return Some(err),
+                    None => return None,
+                },
+                _ = tick.tick() => {
+                    self.announcer.renew_lease().await;
+                    let gone = self.table().expire(Instant::now(), Some(self.lease));
+                    self.announcer.publish_ends(gone).await;
+                }
+            }
+        }
+    }
+
+    /// Folds one delivery below `until` in.
+    fn take(&self, delivery: Delivery, incarnation: u64, until: u64) {
+        let seq = match delivery {
+            Delivery::Message(message) if message.seq < until => {
+                self.apply(&message);
+                message.seq
+            }
+            Delivery::Message(_) => return,
+            Delivery::Lost(range) => range.last.min(until - 1),
+        };
+        self.table().advance(seq, incarnation);
+    }
+
+    /// One message of `<prefix>.s.>`: a lease renewal, or a subscription event.
+    fn apply(&self, message: &BackendMessage) {
+        let now = Instant::now();
+        if let Some(node) = self.announcer.lease_node(&message.subject) {
+            self.table().renew(node, now);
+            return;
+        }
+        let headers = message.headers.iter();
+        let doc = self
+            .scheme
+            .decode(&message.subject, headers, &message.payload)
+            .map_err(|err| err.to_string())
+            .and_then(|update| {
+                serde_json::from_str::<Subscription>(&update.data).map_err(|err| err.to_string())
+            });
+        let (doc, node) = match (doc, message.headers.get(HEADER_NODE)) {
+            (Ok(doc), Some(node)) => (doc, node),
+            (Err(err), _) => {
+                tracing::debug!(
+                    seq = message.seq,
+                    error = err,
+                    "not a subscription event; skipped"
+                );
+                return;
+            }
+            (Ok(_), None) => {
+                tracing::debug!(
+                    seq = message.seq,
+                    "a subscription event without {HEADER_NODE}; skipped"
+                );
+                return;
+            }
+        };
+        let subscriber = doc.subscriber.clone();
+        if self.table().apply(node, doc, now) == Started::Full {
+            tracing::warn!(
+                subscriber,
+                max = super::active::MAX_LISTED,
+                "Mercure active subscriptions table full: subscription not listed"
+            );
+        }
+    }
+}

@@ -1,0 +1,458 @@
+//! Mercure's active subscriptions over real HTTP, on the embedded store and on a real
+//! nats-server: the events published when a subscription starts and ends (for every way it
+//! ends), who receives them, the subscriptions API with its `lastEventID` and refusals, and two
+//! hub nodes on one JetStream stream listing each other's subscribers.
+
+mod backends;
+// The shared harness; this file runs its own cases, not the shared scenario list.
+#[allow(unused_macros, unused_imports)]
+mod common;
+#[path = "mercure/harness.rs"]
+mod harness;
+
+use std::time::Duration;
+
+use backends::{Kind, on_both_backends};
+use common::TestHub;
+use harness::{
+    HUB, Harness, SUBSCRIBER_KEY, config, form, publisher, start_node, subscriber, token,
+};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde_json::{Value, json};
+use sluice_test_support::{HttpResponse, SseClient, eventually_async, http};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const BOOK: &str = "https://example.com/books/1";
+const SHELF: &str = "https://example.com/shelves/{id}";
+const SUBSCRIPTIONS: &str = "/.well-known/mercure/subscriptions";
+/// The selector of every subscription event.
+const EVENTS: &str = "/.well-known/mercure/subscriptions/{topic}/{subscriber}";
+/// A `subscribe` grant covering the events and every API resource.
+const API: &str = "/.well-known/mercure/subscriptions{/topic}{/subscriber}";
+
+on_both_backends!(
+    subscription_events_announce_starts_and_ends_with_payloads_to_granted_subscribers_only,
+    the_api_lists_every_subscription_a_selectors_and_one_with_a_last_event_id_to_resume_from,
+    a_drained_hub_publishes_the_ends_and_the_restarted_hub_lists_none,
+);
+
+/// What RFC 6570 leaves unencoded in a simple expansion: the unreserved characters.
+const EXPANDED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `text` as a subscription topic's segment holds it.
+fn encoded(text: &str) -> String {
+    utf8_percent_encode(text, EXPANDED).to_string()
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+/// `GET` `path` of `hub` with `token`, if any.
+async fn get(hub: &TestHub, path: &str, token: Option<&str>) -> HttpResponse {
+    let bearer = token.map(bearer);
+    let headers: Vec<(&str, &str)> = bearer
+        .iter()
+        .map(|b| ("authorization", b.as_str()))
+        .collect();
+    let request = http::request("GET".parse().unwrap(), &hub.url(path), &headers)
+        .unwrap()
+        .body(Default::default())
+        .unwrap();
+    http::send(request).await.expect("GET")
+}
+
+/// The subscriptions `hub` lists (the collection), as its API answers with the `API` grant.
+async fn listed(hub: &TestHub) -> Value {
+    let answer = get(hub, SUBSCRIPTIONS, Some(&subscriber(&[API]))).await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    answer.json().unwrap()
+}
+
+/// The subscribers `hub` lists for `selector`.
+async fn subscribers_of(hub: &TestHub, selector: &str) -> Vec<String> {
+    let list = listed(hub).await;
+    list["subscriptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["topic"] == selector)
+        .map(|s| s["subscriber"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A subscriber to every subscription event, granted them.
+async fn watcher(hub: &Harness, last_event_id: Option<&str>) -> SseClient {
+    let auth = bearer(&subscriber(&[EVENTS]));
+    let mut headers = vec![("authorization", auth.as_str())];
+    if let Some(id) = last_event_id {
+        headers.push(("last-event-id", id));
+    }
+    hub.subscribed(&form(&[("topic", EVENTS)]), &headers).await
+}
+
+/// The next subscription event `client` receives for a subscription made with `selector`.
+async fn next_event_of(client: &mut SseClient, selector: &str) -> Value {
+    loop {
+        let frame = client.next_event().await.expect("a subscription event");
+        let doc: Value = serde_json::from_str(frame.data.as_deref().unwrap()).unwrap();
+        if doc["topic"] == selector {
+            return doc;
+        }
+    }
+}
+
+async fn subscription_events_announce_starts_and_ends_with_payloads_to_granted_subscribers_only(
+    kind: Kind,
+) {
+    let hub = Harness::start(kind, config("anonymous = true\nsubscriptions = true")).await;
+    let mut watcher = watcher(&hub, None).await;
+    let elsewhere = bearer(&subscriber(&["https://example.com/{x}"]));
+    let mut outsider = hub
+        .subscribed(&form(&[("topic", "*")]), &[("authorization", &elsewhere)])
+        .await;
+    let alice = token(
+        SUBSCRIBER_KEY,
+        json!({ "subscribe": [], "payload": { "name": "alice" } }),
+    );
+    let alice = bearer(&alice);
+    let client = hub
+        .subscribed(
+            &form(&[("topic", BOOK), ("topic", SHELF)]),
+            &[("authorization", &alice)],
+        )
+        .await;
+
+    let start = next_event_of(&mut watcher, BOOK).await;
+    let id = start["subscriber"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("urn:uuid:"), "{id}");
+    assert_eq!(
+        start,
+        json!({
+            "@context": "https://mercure.rocks/",
+            "id": format!("{SUBSCRIPTIONS}/{}/{}", encoded(BOOK), encoded(&id)),
+            "type": "Subscription",
+            "topic": BOOK,
+            "subscriber": id,
+            "active": true,
+            "payload": { "name": "alice" },
+        })
+    );
+    let shelf = next_event_of(&mut watcher, SHELF).await;
+    assert_eq!(
+        (&shelf["subscriber"], &shelf["active"]),
+        (&json!(id), &json!(true)),
+        "one subscriber id per subscription, one event per selector"
+    );
+
+    // The client goes away: its subscription ends.
+    drop(client);
+    let end = next_event_of(&mut watcher, BOOK).await;
+    let mut ended = start.clone();
+    ended["active"] = json!(false);
+    assert_eq!(end, ended, "the same document, inactive");
+    let end = next_event_of(&mut watcher, SHELF).await;
+    assert_eq!(
+        (&end["subscriber"], &end["active"]),
+        (&json!(id), &json!(false))
+    );
+
+    // Private: a subscriber whose grants do not select the subscription topics never gets
+    // them, even on `*`; the public update after them is the first thing it gets.
+    hub.publish(&[("topic", "https://example.com/marker"), ("data", "marker")])
+        .await;
+    let first = outsider.next_event().await.unwrap();
+    assert_eq!(first.data.as_deref(), Some("marker"));
+}
+
+async fn the_api_lists_every_subscription_a_selectors_and_one_with_a_last_event_id_to_resume_from(
+    kind: Kind,
+) {
+    let hub = Harness::start(kind, config("anonymous = true\nsubscriptions = true")).await;
+    let book = hub.subscribed(&form(&[("topic", BOOK)]), &[]).await;
+    let _shelf = hub.subscribed(&form(&[("topic", SHELF)]), &[]).await;
+    let node = hub.hub();
+    eventually_async("both subscriptions listed", async || {
+        subscribers_of(node, BOOK).await.len() == 1 && subscribers_of(node, SHELF).await.len() == 1
+    })
+    .await;
+    let all = listed(node).await;
+    assert_eq!(all["@context"], "https://mercure.rocks/");
+    assert_eq!(all["type"], "Subscriptions");
+    assert_eq!(all["id"], SUBSCRIPTIONS);
+    assert!(
+        all["lastEventID"].as_str().unwrap().starts_with('#'),
+        "{all}"
+    );
+    assert!(all["subscriptions"][0].get("@context").is_none());
+    let book_id = subscribers_of(node, BOOK).await.remove(0);
+
+    let collection = format!("{SUBSCRIPTIONS}/{}", encoded(BOOK));
+    let answer = get(node, &collection, Some(&subscriber(&[API]))).await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.header("content-type"), Some("application/ld+json"));
+    let of_book = answer.json().unwrap();
+    assert_eq!(of_book["id"], collection);
+    assert_eq!(of_book["subscriptions"].as_array().unwrap().len(), 1);
+    assert_eq!(of_book["subscriptions"][0]["subscriber"], book_id);
+
+    let one_path = format!("{collection}/{}", encoded(&book_id));
+    let one = get(node, &one_path, Some(&subscriber(&[API]))).await;
+    assert_eq!(one.status, 200, "{}", one.text());
+    let one = one.json().unwrap();
+    assert_eq!(
+        (&one["id"], &one["active"]),
+        (&json!(one_path), &json!(true))
+    );
+    assert_eq!(one["@context"], "https://mercure.rocks/");
+    let last_event_id = one["lastEventID"].as_str().unwrap().to_owned();
+
+    // Resuming the events from `lastEventID` gives what happened after the answer: the end,
+    // not the start it already showed.
+    let mut watcher = watcher(&hub, Some(&last_event_id)).await;
+    drop(book);
+    let next = next_event_of(&mut watcher, BOOK).await;
+    assert_eq!(
+        (&next["subscriber"], &next["active"]),
+        (&json!(book_id), &json!(false))
+    );
+    eventually_async("the ended subscription is no longer listed", async || {
+        get(node, &one_path, Some(&subscriber(&[API]))).await.status == 404
+    })
+    .await;
+    assert_eq!(subscribers_of(node, SHELF).await.len(), 1);
+}
+
+async fn a_drained_hub_publishes_the_ends_and_the_restarted_hub_lists_none(kind: Kind) {
+    let mut hub = Harness::start(kind, config("anonymous = true\nsubscriptions = true")).await;
+    let mut client = hub.subscribed(&form(&[("topic", BOOK)]), &[]).await;
+    let node = hub.hub();
+    eventually_async("the subscription listed", async || {
+        subscribers_of(node, BOOK).await.len() == 1
+    })
+    .await;
+    let id = subscribers_of(node, BOOK).await.remove(0);
+    hub.restart().await;
+    assert_eq!(client.next_frame_or_end().await.unwrap(), None, "drained");
+
+    let mut everything = watcher(&hub, Some("earliest")).await;
+    let start = next_event_of(&mut everything, BOOK).await;
+    let end = next_event_of(&mut everything, BOOK).await;
+    assert_eq!(
+        (&start["subscriber"], &start["active"]),
+        (&json!(id), &json!(true))
+    );
+    assert_eq!(
+        (&end["subscriber"], &end["active"]),
+        (&json!(id), &json!(false))
+    );
+    let node = hub.hub();
+    eventually_async("the restarted hub has read the stream", async || {
+        listed(node).await["lastEventID"] != "earliest"
+    })
+    .await;
+    assert!(subscribers_of(node, BOOK).await.is_empty());
+}
+
+/// A socket that accepts nothing is closed as a slow client: its subscription ends too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_client_closed_by_the_hub_is_announced_as_ended() {
+    let mut config = config("anonymous = true\nsubscriptions = true");
+    config.sse.write_timeout = Duration::from_secs(1);
+    config.sse.max_event_size = 256 * 1024;
+    let hub = Harness::start(Kind::Embedded, config).await;
+    let mut watcher = watcher(&hub, None).await;
+    let mut socket = tokio::net::TcpStream::connect(hub.hub().addr)
+        .await
+        .unwrap();
+    let request = format!(
+        "GET {HUB}?{} HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n",
+        form(&[("topic", BOOK)])
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut head = [0u8; 64];
+    let n = socket.read(&mut head).await.unwrap();
+    assert!(head[..n].starts_with(b"HTTP/1.1 200"));
+    let start = next_event_of(&mut watcher, BOOK).await;
+    assert_eq!(start["active"], true);
+    // ~19 MiB in one burst: more than the socket buffers of a client that reads nothing.
+    let payload = "s".repeat(64 * 1024);
+    for _ in 0..300 {
+        hub.publish(&[("topic", BOOK), ("data", &payload)]).await;
+    }
+    let end = next_event_of(&mut watcher, BOOK).await;
+    assert_eq!(
+        (&end["subscriber"], &end["active"]),
+        (&start["subscriber"], &json!(false))
+    );
+    assert_eq!(
+        hub.hub()
+            .metric("sluice_disconnects_total{reason=\"slow_client\"}"),
+        1
+    );
+    drop(socket);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_refuses_missing_tokens_other_selectors_and_unknown_subscriptions() {
+    let hub = Harness::start(Kind::Embedded, config("subscriptions = true")).await;
+    let node = hub.hub();
+    let rejected = |reason: &str| {
+        node.metric(&format!(
+            "sluice_connections_rejected_total{{reason=\"{reason}\"}}"
+        ))
+    };
+    let answer = get(node, SUBSCRIPTIONS, None).await;
+    assert_eq!(answer.status, 401);
+    assert_eq!(rejected("missing_token"), 1);
+    let answer = get(node, SUBSCRIPTIONS, Some("not.a.token")).await;
+    assert_eq!(answer.status, 401);
+
+    // A token for the events of one selector opens that selector's resources only.
+    let book_events = format!("{SUBSCRIPTIONS}/{}/{{subscriber}}", encoded(BOOK));
+    let book_collection = format!("{SUBSCRIPTIONS}/{}", encoded(BOOK));
+    let narrow = subscriber(&[&book_events, &book_collection]);
+    let answer = get(node, SUBSCRIPTIONS, Some(&narrow)).await;
+    assert_eq!(answer.status, 403, "{}", answer.text());
+    assert_eq!(rejected("mercure_subscriptions_forbidden"), 1);
+    let answer = get(node, &book_collection, Some(&narrow)).await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.json().unwrap()["subscriptions"], json!([]));
+    let other = format!("{SUBSCRIPTIONS}/{}", encoded(SHELF));
+    assert_eq!(get(node, &other, Some(&narrow)).await.status, 403);
+    let publisher_only = publisher();
+    assert_eq!(
+        get(node, SUBSCRIPTIONS, Some(&publisher_only)).await.status,
+        401,
+        "signed with the publishers' key"
+    );
+
+    let unknown = format!("{book_collection}/{}", encoded("urn:uuid:nobody"));
+    let answer = get(node, &unknown, Some(&narrow)).await;
+    assert_eq!(answer.status, 404);
+    assert_eq!(rejected("mercure_subscriptions_not_found"), 1);
+    let answer = get(node, &format!("{unknown}/more"), Some(&narrow)).await;
+    assert_eq!(answer.status, 404);
+
+    // Off unless asked for.
+    let plain = Harness::start(Kind::Embedded, config("")).await;
+    assert_eq!(
+        get(plain.hub(), SUBSCRIPTIONS, Some(&subscriber(&[API])))
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hub_nodes_on_one_stream_list_each_others_subscribers() {
+    let hub = Harness::start(
+        Kind::jetstream(),
+        config("anonymous = true\nsubscriptions = true"),
+    )
+    .await;
+    let second = hub.another_node().await;
+    let first = hub.hub();
+    let _on_first = hub.subscribed(&form(&[("topic", BOOK)]), &[]).await;
+    let url = second.url(&format!("{HUB}?{}", form(&[("topic", SHELF)])));
+    let mut on_second = SseClient::connect(&url).await.unwrap();
+    assert_eq!(on_second.status(), 200);
+    on_second.next_frame().await.unwrap();
+    for node in [first, &second] {
+        eventually_async("each node lists both nodes' subscribers", async || {
+            subscribers_of(node, BOOK).await.len() == 1
+                && subscribers_of(node, SHELF).await.len() == 1
+        })
+        .await;
+    }
+    assert_eq!(
+        subscribers_of(first, SHELF).await,
+        subscribers_of(&second, SHELF).await
+    );
+
+    drop(on_second);
+    for node in [first, &second] {
+        eventually_async(
+            "the gone subscriber is dropped from both lists",
+            async || subscribers_of(node, SHELF).await.is_empty(),
+        )
+        .await;
+    }
+    assert_eq!(subscribers_of(&second, BOOK).await.len(), 1);
+    second.stop().await;
+}
+
+/// A node that dies without a word (its runtime stopped: nothing of it runs again) stops
+/// renewing its lease; the other node then ends its subscriptions, publishing the ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_nodes_subscriptions_end_when_its_lease_runs_out() {
+    let hub = Harness::start(
+        Kind::jetstream(),
+        config("anonymous = true\nsubscriptions = true\nsubscriptions_lease = \"2s\""),
+    )
+    .await;
+    let mut watcher = watcher(&hub, None).await;
+    let (config, jetstream) = hub.node_config();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let handle = runtime.handle().clone();
+    let doomed =
+        tokio::task::spawn_blocking(move || handle.block_on(start_node(config, jetstream)))
+            .await
+            .unwrap();
+    let url = doomed.url(&format!("{HUB}?{}", form(&[("topic", SHELF)])));
+    let mut client = SseClient::connect(&url).await.unwrap();
+    client.next_frame().await.unwrap();
+    let start = next_event_of(&mut watcher, SHELF).await;
+    let first = hub.hub();
+    eventually_async("the doomed node's subscriber listed", async || {
+        subscribers_of(first, SHELF).await.len() == 1
+    })
+    .await;
+
+    runtime.shutdown_background();
+    let end = next_event_of(&mut watcher, SHELF).await;
+    assert_eq!(
+        (&end["subscriber"], &end["active"]),
+        (&start["subscriber"], &json!(false))
+    );
+    assert!(subscribers_of(first, SHELF).await.is_empty());
+    drop((client, doomed));
+}
+
+#[test]
+fn the_lease_is_between_a_second_and_an_hour_and_may_come_from_the_environment() {
+    let load = |text: &str, env: &[(&str, &str)]| {
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        sluice_server::config::load_str(text, "test", env.collect::<Vec<_>>(), &Default::default())
+    };
+    let base = "topic_prefix = \"app\"\n[mercure]\nenabled = true\npublisher_jwt_key = \"k\"\n";
+    for lease in ["0s", "500ms", "2h"] {
+        let err = load(&format!("{base}subscriptions_lease = \"{lease}\""), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("mercure.subscriptions_lease"),
+            "{lease}: {err}"
+        );
+    }
+    let (config, _) = load(
+        base,
+        &[
+            ("SLUICE_MERCURE_SUBSCRIPTIONS", "true"),
+            ("SLUICE_MERCURE_SUBSCRIPTIONS_LEASE", "5s"),
+        ],
+    )
+    .unwrap();
+    assert!(config.mercure.subscriptions);
+    assert_eq!(config.mercure.subscriptions_lease, Duration::from_secs(5));
+    let (config, _) = load(base, &[]).unwrap();
+    assert!(!config.mercure.subscriptions, "off by default");
+}
