@@ -58,6 +58,9 @@ pub struct Metrics {
     pub publish_refusals: Counters,
     /// Admin API requests, by result (`ok`, `refused`, `failed`).
     pub admin_requests: Counters,
+    /// Messages under the Mercure subscription events' subjects that the active-subscriptions
+    /// table did not take in, by reason (`undecodable`, `no_node`, `table_full`).
+    pub mercure_events_skipped: Counters,
     /// Admin API requests refused, by reason.
     pub admin_refusals: Counters,
     /// Request body bytes held now, all requests together (bounded by the body budget).
@@ -100,6 +103,7 @@ impl Metrics {
             publishes: Counters::default(),
             publish_refusals: Counters::default(),
             admin_requests: Counters::default(),
+            mercure_events_skipped: Counters::default(),
             admin_refusals: Counters::default(),
             body_bytes: Gauge::default(),
             publish_latency: PublishLatency::default(),
@@ -192,6 +196,11 @@ impl Metrics {
             "sluice_admin_refusals",
             "Admin API requests refused, by reason",
             metrics.admin_refusals.clone(),
+        );
+        r.register(
+            "sluice_mercure_subscription_events_skipped",
+            "Messages under the Mercure subscription events' subjects not taken into the active subscriptions table, by reason",
+            metrics.mercure_events_skipped.clone(),
         );
         r.register(
             "sluice_request_body_bytes",

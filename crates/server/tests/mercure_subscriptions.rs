@@ -456,3 +456,43 @@ fn the_lease_is_between_a_second_and_an_hour_and_may_come_from_the_environment()
     let (config, _) = load(base, &[]).unwrap();
     assert!(!config.mercure.subscriptions, "off by default");
 }
+
+/// A message under the subscription events' subjects that is no subscription event (written
+/// there by something other than a hub) is not listed, and is counted and logged as skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_among_the_subscription_events_that_is_none_is_counted_as_skipped() {
+    let hub = Harness::start(
+        Kind::jetstream(),
+        config("anonymous = true\nsubscriptions = true"),
+    )
+    .await;
+    let (_, jetstream) = hub.node_config();
+    let client = async_nats::connect(jetstream.urls[0].as_str())
+        .await
+        .unwrap();
+    let context = async_nats::jetstream::new(client);
+    context
+        .publish("mercure.s.0123456789abcdef._", "not a subscription".into())
+        .await
+        .unwrap()
+        .await
+        .expect("stored");
+    let _listed = hub.subscribed(&form(&[("topic", BOOK)]), &[]).await;
+    eventually_async("the subscriber is listed", async || {
+        subscribers_of(hub.hub(), BOOK).await.len() == 1
+    })
+    .await;
+    hub.hub()
+        .eventually("the stray message is counted", |hub| {
+            hub.metric("sluice_mercure_subscription_events_skipped_total{reason=\"undecodable\"}")
+                == 1
+        })
+        .await;
+    assert_eq!(
+        listed(hub.hub()).await["subscriptions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}

@@ -167,6 +167,11 @@ impl Presence {
         self.table().advance(seq, incarnation);
     }
 
+    /// Counts a message of `<prefix>.s.>` the table did not take in.
+    fn skipped(&self, reason: &'static str) {
+        Metrics::count(&self.metrics.mercure_events_skipped, "reason", reason);
+    }
+
     /// One message of `<prefix>.s.>`: a lease renewal, or a subscription event.
     fn apply(&self, message: &BackendMessage) {
         let now = Instant::now();
@@ -185,25 +190,31 @@ impl Presence {
         let (doc, node) = match (doc, message.headers.get(HEADER_NODE)) {
             (Ok(doc), Some(node)) => (doc, node),
             (Err(err), _) => {
-                tracing::debug!(
+                self.skipped("undecodable");
+                tracing::warn!(
                     seq = message.seq,
                     error = err,
-                    "not a subscription event; skipped"
+                    reason = "undecodable",
+                    "not a subscription event; not listed"
                 );
                 return;
             }
             (Ok(_), None) => {
-                tracing::debug!(
+                self.skipped("no_node");
+                tracing::warn!(
                     seq = message.seq,
-                    "a subscription event without {HEADER_NODE}; skipped"
+                    reason = "no_node",
+                    "a subscription event without {HEADER_NODE}; not listed"
                 );
                 return;
             }
         };
         let subscriber = doc.subscriber.clone();
         if self.table().apply(node, doc, now) == Started::Full {
+            self.skipped("table_full");
             tracing::warn!(
                 subscriber,
+                reason = "table_full",
                 max = super::active::MAX_LISTED,
                 "Mercure active subscriptions table full: subscription not listed"
             );
