@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 
-use crate::{Hub, Protocol};
+use crate::{Hub, Protocol, PublisherKey};
 
 /// One benchmark run: the load to generate and the hub to aim it at.
 ///
@@ -55,6 +55,9 @@ pub struct Config {
     /// First token(s) of the run's topics: dot-separated tokens of letters, digits, `_` and
     /// `-`.
     pub topic_prefix: String,
+    /// The key the publishers sign their Mercure tokens with (`HS256`, the hub's
+    /// `mercure.publisher_jwt_key`): required with [`Hub::Mercure`], refused with any other.
+    pub mercure_publisher_key: Option<PublisherKey>,
 }
 
 impl Config {
@@ -87,6 +90,13 @@ impl Config {
         }
         if self.source_addresses > MAX_SOURCE_ADDRESSES {
             bail!("--source-addresses must be at most {MAX_SOURCE_ADDRESSES}");
+        }
+        match (self.hub, &self.mercure_publisher_key) {
+            (Hub::Mercure, None) => bail!("--target mercure needs --mercure-publisher-key"),
+            (Hub::Sluice | Hub::Nchan, Some(_)) => {
+                bail!("--mercure-publisher-key is for --target mercure")
+            }
+            _ => {}
         }
         if self.hub == Hub::Nchan && !self.topics.is_multiple_of(self.publishers) {
             bail!(
@@ -139,6 +149,7 @@ mod tests {
             publishers: 1,
             source_addresses: 1,
             topic_prefix: "bench".to_owned(),
+            mercure_publisher_key: None,
         }
     }
 
@@ -264,5 +275,29 @@ mod tests {
             ..config()
         };
         assert!(sluice.check().is_ok());
+    }
+
+    #[test]
+    fn mercure_and_its_publisher_key_come_together() {
+        let key = Some(PublisherKey::new("secret"));
+        let mercure = Config {
+            hub: Hub::Mercure,
+            mercure_publisher_key: key.clone(),
+            ..config()
+        };
+        assert!(mercure.check().is_ok());
+        let keyless = Config {
+            mercure_publisher_key: None,
+            ..mercure.clone()
+        };
+        let err = keyless.check().unwrap_err().to_string();
+        assert_eq!(err, "--target mercure needs --mercure-publisher-key");
+        let stray = Config {
+            mercure_publisher_key: key,
+            ..config()
+        };
+        let err = stray.check().unwrap_err().to_string();
+        assert_eq!(err, "--mercure-publisher-key is for --target mercure");
+        assert!(!format!("{mercure:?}").contains("secret"));
     }
 }

@@ -7,7 +7,8 @@
 //! delivered events per second, publish→receive latency, every error and loss, and the hub's
 //! memory per connection. It only speaks HTTP, so the same run works against a hub on the
 //! embedded store or in front of NATS JetStream — and, with [`Hub::Nchan`], against nginx-nchan,
-//! with the same clients and checks.
+//! or with [`Hub::Mercure`] against the hub's Mercure endpoints, with the same clients and
+//! checks.
 //!
 //! It speaks `http://` or `https://` ([`Config::ca_file`]), HTTP/1.1 (one connection per event
 //! stream) or HTTP/2 ([`Config::protocol`], [`Config::streams_per_connection`] streams on each
@@ -21,6 +22,7 @@ mod event_stream;
 mod http;
 mod hub;
 mod limits;
+mod mercure;
 mod message;
 mod multiplex;
 mod publisher;
@@ -36,5 +38,6 @@ pub use config::{Config, MAX_SOURCE_ADDRESSES};
 pub use http::Protocol;
 pub use hub::Hub;
 pub use limits::raise_open_files;
+pub use mercure::PublisherKey;
 pub use report::Report;
 pub use run::run;

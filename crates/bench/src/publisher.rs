@@ -120,7 +120,10 @@ async fn send(
     let body = run
         .payload
         .body(topic, &run.run_id, message, run.stats.now_us());
-    let request = run.hub.publish_request(&run.target, topic, body)?;
+    let authorization = run.authorization.as_ref();
+    let request = run
+        .hub
+        .publish_request(&run.target, topic, body, authorization)?;
     let uri = request.uri().clone();
     let response = connection.send(request).await?;
     let status = response.status();

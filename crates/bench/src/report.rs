@@ -267,6 +267,7 @@ impl Report {
             match load.hub {
                 Hub::Sluice => "",
                 Hub::Nchan => " (nchan)",
+                Hub::Mercure => " (Mercure)",
             }
         )?;
         let c = &self.connect;

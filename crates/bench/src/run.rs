@@ -5,12 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use hyper::header::HeaderValue;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::http::{Target, fetch};
 use crate::limits;
+use crate::mercure;
 use crate::multiplex::Multiplex;
 use crate::publisher::{self, PayloadShape, Published, Schedule};
 use crate::report::{
@@ -43,6 +45,8 @@ pub(crate) struct Run {
     pub(crate) run_id: String,
     pub(crate) topic_names: Vec<String>,
     pub(crate) payload: PayloadShape,
+    /// The publishers' `Authorization` (a Mercure publisher's token), marked sensitive.
+    pub(crate) authorization: Option<HeaderValue>,
 }
 
 /// Runs the benchmark `config` describes against its hub and returns what it measured.
@@ -65,7 +69,12 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
     let topic_names: Vec<String> = (0..config.topics)
         .map(|k| format!("{}.{k}", config.topic_prefix))
         .collect();
-    check_hub(&target, config.hub, &topic_names[0]).await?;
+    let authorization = config
+        .mercure_publisher_key
+        .as_ref()
+        .map(mercure::authorization)
+        .transpose()?;
+    check_hub(&target, config.hub, &topic_names[0], authorization.as_ref()).await?;
     let probe = ServerProbe::new(config.server_pid, target.clone());
     let mut notes = Vec::new();
     let server_files = config.server_pid.and_then(limits::open_files_of);
@@ -88,6 +97,7 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
         run_id: run_id(),
         topic_names,
         payload: PayloadShape::new(usize::try_from(config.payload_bytes).unwrap_or(usize::MAX)),
+        authorization,
     });
     progress(format_args!(
         "sluice bench: open-file limit {open_files}; connecting {} clients at {}/s to {} over {} ({connections} connections)",
@@ -253,17 +263,23 @@ fn progress(line: std::fmt::Arguments<'_>) {
 }
 
 /// Fails early, with a clear message, when nothing answers at the URL, or not as `hub` does
-/// (asked about `topic`).
-async fn check_hub(target: &Target, hub: Hub, topic: &str) -> anyhow::Result<()> {
-    let request = hub.liveness_request(target, topic)?;
-    let path = request.uri().clone();
+/// (asked about `topic`, with the publishers' `authorization`).
+async fn check_hub(
+    target: &Target,
+    hub: Hub,
+    topic: &str,
+    authorization: Option<&HeaderValue>,
+) -> anyhow::Result<()> {
+    let request = hub.liveness_request(target, topic, authorization)?;
+    let (method, path) = (request.method().clone(), request.uri().clone());
     let (status, _) = fetch(target, request, Duration::from_secs(5))
         .await
         .with_context(|| format!("no hub answers at {}", target.addr()))?;
     if !hub.is_alive(status) {
         bail!(
-            "the hub at {} answered GET {path} with {status}",
-            target.addr()
+            "the hub at {} answered {method} {path} with {status}{}",
+            target.addr(),
+            hub.liveness_hint(status)
         );
     }
     Ok(())

@@ -199,7 +199,7 @@ impl Client<'_> {
                 return Err(Stop::Late);
             }
             "connected" => {
-                self.last = Some(sequence(frame)?);
+                self.last = sequence(self.run.hub, frame)?;
                 self.participate();
             }
             other if !self.outcome.participated => {
@@ -234,7 +234,7 @@ impl Client<'_> {
         let (position, what) = if self.run.hub.orders_by_payload() {
             (message.and_then(|message| message.n), "message")
         } else {
-            (Some(sequence(frame)?), "sequence")
+            (sequence(self.run.hub, frame)?, "sequence")
         };
         if let Some(position) = position {
             if let Some(last) = self.last.filter(|&last| position <= last) {
@@ -297,13 +297,17 @@ impl Client<'_> {
     }
 }
 
-/// The stream sequence in a frame's id `<seq>-<incarnation>` (or a bare `<seq>`).
-fn sequence(frame: FrameRef<'_>) -> Result<u64, Stop> {
+/// The stream sequence in a frame's id: `<seq>-<incarnation>` (or a bare `<seq>`), behind a
+/// `#` on a Mercure hub; `None` for a Mercure custom id, which no message of the run has.
+fn sequence(hub: crate::Hub, frame: FrameRef<'_>) -> Result<Option<u64>, Stop> {
     let id = frame.id.unwrap_or_default();
-    let seq = id.split_once('-').map_or(id, |(seq, _)| seq);
-    seq.parse().map_err(|_| {
+    hub.sequence(id).map_err(|()| {
+        let form = match hub {
+            crate::Hub::Mercure => "#<seq>-<incarnation> or a custom id",
+            crate::Hub::Sluice | crate::Hub::Nchan => "<seq>-<incarnation>",
+        };
         Stop::Broken(format!(
-            "{:?} frame with id {id:?}, not <seq>-<incarnation>",
+            "{:?} frame with id {id:?}, not {form}",
             frame.event_type()
         ))
     })
@@ -341,6 +345,7 @@ mod tests {
             run_id: RUN.to_owned(),
             topic_names: vec!["bench.0".to_owned()],
             payload: PayloadShape::new(0),
+            authorization: None,
         }
     }
 
@@ -467,12 +472,65 @@ mod tests {
     #[test]
     fn sequence_comes_from_the_id() {
         let frame = Frame::data("{}").with_id("42-18c3f0a1b2");
-        assert_eq!(sequence(frame.view()).unwrap(), 42);
-        assert_eq!(sequence(Frame::data("{}").with_id("7").view()).unwrap(), 7);
-        let Err(Stop::Broken(err)) = sequence(Frame::data("{}").with_event("gap").view()) else {
+        assert_eq!(sequence(Hub::Sluice, frame.view()).unwrap(), Some(42));
+        let bare = Frame::data("{}").with_id("7");
+        assert_eq!(sequence(Hub::Sluice, bare.view()).unwrap(), Some(7));
+        let id_less = Frame::data("{}").with_event("gap");
+        let Err(Stop::Broken(err)) = sequence(Hub::Sluice, id_less.view()) else {
             panic!("an id-less frame has no sequence");
         };
         assert!(err.contains("\"gap\" frame with id \"\""), "{err}");
+        let Err(Stop::Broken(err)) = sequence(Hub::Mercure, id_less.view()) else {
+            panic!("an id-less frame has no sequence");
+        };
+        assert!(
+            err.ends_with("not #<seq>-<incarnation> or a custom id"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn mercure_streams_are_ordered_by_the_hub_made_ids() {
+        let run = run_of(Hub::Mercure);
+        let mut client = client_of(&run);
+        // As `subscribe` does once the response head is in: Mercure sends no `connected` frame.
+        client.participate();
+        // The opening comment and heartbeats dispatch nothing.
+        for comment in [Frame::comment(""), Frame::comment("heartbeat")] {
+            feed(&mut client, &comment);
+        }
+        // The data is the published document as it was posted; the ids decide the order.
+        feed(&mut client, &Frame::data(published(9)).with_id("#5-18c3"));
+        feed(&mut client, &Frame::data(published(2)).with_id("#6-18c3"));
+        assert_eq!(client.outcome.received, 2);
+        assert!(client.outcome.clean);
+        assert_eq!(client.latencies, [15, 15]);
+        feed(&mut client, &Frame::data(published(3)).with_id("#6-18c3"));
+        assert_eq!(count(&run.stats.out_of_order), 1);
+        // A custom id is never one of the run's messages, whatever its data.
+        feed(
+            &mut client,
+            &Frame::data(published(4)).with_id("urn:uuid:1"),
+        );
+        assert_eq!(count(&run.stats.foreign), 1);
+        assert_eq!(client.outcome.received, 2);
+        // `sluice_gaps=1`: a loss arrives as a `gap` event with a hub-made id.
+        let gap = Frame::data(r#"{"reason":"expired"}"#)
+            .with_id("#9-18c3")
+            .with_event("gap");
+        feed(&mut client, &gap);
+        assert_eq!(count(&run.stats.gaps), 1);
+        assert_eq!(
+            run.stats.first_errors(),
+            [
+                "out of order: sequence 6 after 6".to_owned(),
+                format!(
+                    "foreign message: not this run's message on bench.0: {}",
+                    published(4)
+                ),
+                r#"gap: {"reason":"expired"}"#.to_owned(),
+            ]
+        );
     }
 
     #[test]

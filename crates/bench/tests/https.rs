@@ -91,6 +91,7 @@ impl TlsHub {
             publishers: 2,
             source_addresses: 1,
             topic_prefix: "bench".to_owned(),
+            mercure_publisher_key: None,
         }
     }
 

@@ -26,10 +26,16 @@ pub struct BenchArgs {
     /// i / N): at most the hub's `http2.max_concurrent_streams` (100 by default).
     #[arg(long, default_value_t = 1, requires = "http2", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub streams_per_connection: u64,
-    /// What answers at the URL: `sluice` (`sluice serve`) or `nchan` (nginx with nchan:
-    /// `POST /pub?topic=…`, `GET /sub?topic=…`; `--publishers` must divide `--topics`).
+    /// What answers at the URL: `sluice` (`sluice serve`), `nchan` (nginx with nchan:
+    /// `POST /pub?topic=…`, `GET /sub?topic=…`; `--publishers` must divide `--topics`) or
+    /// `mercure` (`sluice serve` with `[mercure]` on, at `/.well-known/mercure`; needs
+    /// `--mercure-publisher-key`).
     #[arg(long, value_enum, default_value_t = Target::Sluice)]
     pub target: Target,
+    /// With `--target mercure`: the hub's `mercure.publisher_jwt_key` (HS256), which the
+    /// publishers sign their tokens with. Never printed.
+    #[arg(long)]
+    pub mercure_publisher_key: Option<String>,
     /// Concurrent SSE clients.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub clients: u64,
@@ -94,6 +100,8 @@ pub enum Target {
     Sluice,
     /// nginx with nchan.
     Nchan,
+    /// `sluice serve`'s Mercure hub.
+    Mercure,
 }
 
 impl BenchArgs {
@@ -110,6 +118,7 @@ impl BenchArgs {
             hub: match self.target {
                 Target::Sluice => sluice_bench::Hub::Sluice,
                 Target::Nchan => sluice_bench::Hub::Nchan,
+                Target::Mercure => sluice_bench::Hub::Mercure,
             },
             clients: self.clients,
             rate: self.rate,
@@ -121,6 +130,9 @@ impl BenchArgs {
             publishers: self.publishers,
             source_addresses: self.source_addresses,
             topic_prefix: self.topic_prefix,
+            mercure_publisher_key: self
+                .mercure_publisher_key
+                .map(sluice_bench::PublisherKey::new),
         }
     }
 }
@@ -194,6 +206,18 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_mercure_target_and_its_key_reach_the_run() {
+        let args = ["--target", "mercure", "--mercure-publisher-key", "s3cret"];
+        let config = parse(&args).unwrap().into_config();
+        assert_eq!(config.hub, sluice_bench::Hub::Mercure);
+        assert_eq!(
+            config.mercure_publisher_key,
+            Some(sluice_bench::PublisherKey::new("s3cret"))
+        );
+        assert!(!format!("{config:?}").contains("s3cret"));
     }
 
     #[test]

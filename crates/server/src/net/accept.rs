@@ -26,6 +26,7 @@ use super::stream::{Socket, stream_head};
 use super::upstream::{self, Protocol};
 use super::{Listener, TimedIo, handshake};
 use crate::conn::{ConnInfo, ConnState};
+use crate::http::mercure::HUB_PATH as MERCURE_HUB;
 use crate::http::{accepts_event_stream, error_response, refusal, transient};
 use crate::hub::Hub;
 use crate::metrics::Metrics;
@@ -322,15 +323,16 @@ async fn stream_task(connection: Connection, moved: MovedSocket, head: Bytes, se
     }
 }
 
-/// A request the connection layer streams itself: `GET /events…` over HTTP/1.1 without a
-/// body, upgrade or pipelined requests behind it. Anything else goes to hyper.
+/// A request the connection layer streams itself: `GET /events…` or a Mercure subscription
+/// (`GET /.well-known/mercure`) over HTTP/1.1 without a body, upgrade or pipelined requests
+/// behind it. Anything else goes to hyper.
 fn is_fresh_stream(head: &Head, read: usize) -> bool {
     let request = &head.request;
     let path = request.uri().path();
     let headers = request.headers();
     request.method() == Method::GET
         && request.version() == Version::HTTP_11
-        && (path == "/events" || path.starts_with("/events/"))
+        && (path == "/events" || path.starts_with("/events/") || path == MERCURE_HUB)
         && read == head.head_len
         && !headers.contains_key(header::TRANSFER_ENCODING)
         && !headers.contains_key(header::UPGRADE)
