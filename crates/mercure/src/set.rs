@@ -59,6 +59,8 @@ impl SelectorSet {
         }
         selectors.sort_by(|a, b| (a.kind(), a.as_str()).cmp(&(b.kind(), b.as_str())));
         selectors.dedup_by(|a, b| a.kind() == b.kind() && a.as_str() == b.as_str());
+        // A set lives as long as its feed: keep no spare room from the query's parsing.
+        selectors.shrink_to_fit();
         let key = SetKey(
             selectors
                 .iter()
