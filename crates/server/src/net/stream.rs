@@ -5,6 +5,7 @@
 //! stalled, so the session ends with `slow_client` — the rule of [`WriteStall`], which
 //! [`super::TimedIo`] applies too.
 
+use std::future::Future;
 use std::io::{self, IoSlice};
 use std::time::Duration;
 
@@ -76,21 +77,29 @@ impl Socket {
         }
     }
 
-    /// Writes `head` (status line and headers) and then `session`'s frames with chunked
-    /// transfer encoding, until the session ends, the client goes or a write fails.
-    pub async fn write_stream(&mut self, head: Bytes, mut session: Session) {
-        // Sent with the first frames (the preamble is ready at once): one write, not two.
-        let mut head = Some(head);
+    /// Takes a socket moved from another runtime into this one's reactor.
+    fn register(moved: MovedSocket) -> io::Result<Self> {
+        Ok(Self {
+            stream: TcpStream::from_std(moved.stream)?,
+            write_timeout: moved.write_timeout,
+            state: moved.state,
+        })
+    }
+
+    /// Writes `head` (status line and headers) and then `session`'s frames as chunks until
+    /// the session ends, the client goes or a write fails. `head` is emptied once sent (its
+    /// buffer is not kept for the stream's life).
+    async fn write_frames(&mut self, head: &mut Bytes, session: &mut Session) -> Stop {
         let mut frames = Vec::new();
         loop {
             frames.clear();
             let more = tokio::select! {
                 biased;
                 more = session.next_frames(&mut frames) => more,
-                () = self.closed_by_peer() => return,
+                () = self.closed_by_peer() => return Stop::ConnectionGone,
             };
             if !more {
-                break;
+                return Stop::SessionEnded;
             }
             let len: usize = frames.iter().map(Bytes::len).sum();
             if len == 0 {
@@ -98,27 +107,28 @@ impl Socket {
             }
             let mut size = [0u8; CHUNK_SIZE_LINE];
             let size = chunk_size_line(len, &mut size);
-            let unsent_head = head.take();
             let mut bufs = Vec::with_capacity(frames.len() + 3);
-            if let Some(unsent_head) = &unsent_head {
-                bufs.push(IoSlice::new(unsent_head));
-            }
+            // The head goes with the first frames (the preamble is ready at once): one write,
+            // not two.
+            bufs.push(IoSlice::new(head));
             bufs.push(IoSlice::new(size));
             bufs.extend(frames.iter().map(|frame| IoSlice::new(frame)));
             bufs.push(IoSlice::new(b"\r\n"));
             if self.write_all(&mut bufs).await.is_err() {
-                return;
+                return Stop::ConnectionGone;
             }
+            *head = Bytes::new();
             if frames.capacity() > KEPT_FRAME_SLOTS {
                 // A burst needed many slots; an idle stream keeps few.
                 frames = Vec::new();
             }
         }
-        // The session has ended (and logged why); end the chunked body cleanly.
-        drop(session);
-        let head = head.unwrap_or_default();
+    }
+
+    /// Ends a chunked body cleanly (after `head`, empty once sent) and closes our side.
+    async fn end_body(&mut self, head: &[u8]) {
         let _ = self
-            .write_all(&mut [IoSlice::new(&head), IoSlice::new(b"0\r\n\r\n")])
+            .write_all(&mut [IoSlice::new(head), IoSlice::new(b"0\r\n\r\n")])
             .await;
         let _ = self.stream.shutdown().await;
     }
@@ -161,6 +171,61 @@ impl Socket {
             }
         })
         .await;
+    }
+}
+
+/// A socket on its way to the streams' runtime, whose reactor [`write_stream`] registers
+/// it with.
+pub struct MovedSocket {
+    /// The TCP stream, out of the runtime that accepted it.
+    pub stream: std::net::TcpStream,
+    /// `sse.write_timeout`.
+    pub write_timeout: Duration,
+    /// Marked when a write stalls.
+    pub state: ConnState,
+}
+
+/// How writing an event stream's frames stopped.
+enum Stop {
+    /// The session ended (and logged why): the body is to be ended cleanly.
+    SessionEnded,
+    /// The client closed the connection, or a write failed.
+    ConnectionGone,
+}
+
+/// The task of one event stream for its whole life, on the runtime that polls it: registers
+/// `moved` there, writes `head` (status line and headers) and then `session`'s frames with
+/// chunked transfer encoding until the session ends, the client goes or a write fails.
+/// `held` (the connection's place under the limits) is let go last.
+///
+/// This future is all the memory an open stream keeps besides its socket buffers in the
+/// kernel, so it is one `async move` block that keeps each of its values once: an `async fn`
+/// would store every argument twice (as given, and in the local it is moved into), and a
+/// future awaited inside that took the session by value would hold a copy of its own.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn would keep a second copy of each argument"
+)]
+pub fn write_stream<H: Send + 'static>(
+    held: H,
+    moved: MovedSocket,
+    mut head: Bytes,
+    mut session: Session,
+) -> impl Future<Output = ()> + Send + 'static {
+    async move {
+        let mut socket = match Socket::register(moved) {
+            Ok(socket) => socket,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot register a stream's socket");
+                return;
+            }
+        };
+        let stop = socket.write_frames(&mut head, &mut session).await;
+        drop(session);
+        if let Stop::SessionEnded = stop {
+            socket.end_body(&head).await;
+        }
+        drop(held);
     }
 }
 
