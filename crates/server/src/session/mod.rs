@@ -117,15 +117,22 @@ impl Session {
         self,
     ) -> impl futures::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send {
         futures::stream::unfold((self, Vec::new()), |(mut session, mut frames)| async move {
-            frames.clear();
-            if !session.next_frames(&mut frames).await {
-                return None;
-            }
-            let chunk = match frames.as_slice() {
-                [one] => one.clone(),
-                many => many.concat().into(),
-            };
+            let chunk = session.next_batch(&mut frames).await?;
             Some((Ok(chunk), (session, frames)))
+        })
+    }
+
+    /// The next write: the frames [`Self::next_frames`] gathers, as one chunk (`frames` is
+    /// scratch space, kept between calls so it is allocated once). `None` once the stream
+    /// has ended.
+    pub async fn next_batch(&mut self, frames: &mut Vec<Bytes>) -> Option<Bytes> {
+        frames.clear();
+        if !self.next_frames(frames).await {
+            return None;
+        }
+        Some(match frames.as_slice() {
+            [one] => one.clone(),
+            many => many.concat().into(),
         })
     }
 
