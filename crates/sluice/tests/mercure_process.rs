@@ -3,7 +3,7 @@
 //! from the new process, and no key in the process's output.
 
 use sluice_test_support::serde_json::json;
-use sluice_test_support::{SluiceProcess, SseClient, http, tempfile};
+use sluice_test_support::{SluiceProcess, SseClient, StartError, http, tempfile};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 const PUBLISHER_KEY: &str = "process-publisher-secret-0123456789abcdef";
@@ -41,6 +41,36 @@ async fn publish(hub: &SluiceProcess, form: &str) -> String {
     answer.text()
 }
 
+/// `sluice serve` on a store in `root`, Mercure on with `mercure` as the rest of its section,
+/// the keys given by the `MERCURE_` variables, and `env` besides.
+async fn start_hub(
+    root: &tempfile::TempDir,
+    mercure: &str,
+    env: &[(&str, &str)],
+) -> Result<SluiceProcess, StartError> {
+    let config = root.path().join("sluice.toml");
+    let text = format!("topic_prefix = \"app\"\n[mercure]\nenabled = true\n{mercure}");
+    std::fs::write(&config, text).unwrap();
+    let args = [
+        "serve".into(),
+        "--config".into(),
+        config.into_os_string(),
+        "--data-dir".into(),
+        root.path().join("data").into_os_string(),
+    ];
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect();
+    SluiceProcess::start_configured(BIN, args, move |command| {
+        command
+            .env("MERCURE_PUBLISHER_JWT_KEY", PUBLISHER_KEY)
+            .env("MERCURE_SUBSCRIBER_JWT_KEY", SUBSCRIBER_KEY)
+            .envs(env.iter().cloned());
+    })
+    .await
+}
+
 async fn datas(client: &mut SseClient, count: usize) -> Vec<String> {
     let mut out = Vec::new();
     for _ in 0..count {
@@ -52,27 +82,9 @@ async fn datas(client: &mut SseClient, count: usize) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mercure_updates_survive_a_killed_hub_and_resume_by_any_id() {
     let root = tempfile::tempdir().unwrap();
-    let config = root.path().join("sluice.toml");
-    std::fs::write(
-        &config,
-        "topic_prefix = \"app\"\n[mercure]\nenabled = true\n",
-    )
-    .unwrap();
-    let args = [
-        "serve".into(),
-        "--config".into(),
-        config.into_os_string(),
-        "--data-dir".into(),
-        root.path().join("data").into_os_string(),
-    ];
-    let mut hub = SluiceProcess::start_configured(BIN, args, |command| {
-        command
-            .env("MERCURE_PUBLISHER_JWT_KEY", PUBLISHER_KEY)
-            .env("MERCURE_SUBSCRIBER_JWT_KEY", SUBSCRIBER_KEY)
-            .env("SLUICE_LOG", "debug");
-    })
-    .await
-    .expect("serve starts with the keys from MERCURE_ variables");
+    let mut hub = start_hub(&root, "", &[("SLUICE_LOG", "debug")])
+        .await
+        .expect("serve starts with the keys from MERCURE_ variables");
 
     publish(&hub, &format!("topic={BOOK}&data=a&id=custom-a")).await;
     let b = publish(&hub, &format!("topic={BOOK}&data=b&private=on")).await;
@@ -133,26 +145,9 @@ async fn listed(hub: &SluiceProcess) -> sluice_test_support::serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hub_restarted_after_kill_9_does_not_list_the_dead_process_subscriptions() {
     let root = tempfile::tempdir().unwrap();
-    let config = root.path().join("sluice.toml");
-    std::fs::write(
-        &config,
-        "topic_prefix = \"app\"\n[mercure]\nenabled = true\nanonymous = true\nsubscriptions = true\n",
-    )
-    .unwrap();
-    let args = [
-        "serve".into(),
-        "--config".into(),
-        config.into_os_string(),
-        "--data-dir".into(),
-        root.path().join("data").into_os_string(),
-    ];
-    let mut hub = SluiceProcess::start_configured(BIN, args, |command| {
-        command
-            .env("MERCURE_PUBLISHER_JWT_KEY", PUBLISHER_KEY)
-            .env("MERCURE_SUBSCRIBER_JWT_KEY", SUBSCRIBER_KEY);
-    })
-    .await
-    .expect("serve starts");
+    let mut hub = start_hub(&root, "anonymous = true\nsubscriptions = true\n", &[])
+        .await
+        .expect("serve starts");
     let url = hub.url(&format!("/.well-known/mercure?topic={BOOK}"));
     let mut client = SseClient::connect(&url).await.unwrap();
     client.next_frame().await.unwrap();
