@@ -38,7 +38,7 @@ use sluice_mercure::Scheme;
 
 pub use config::MercureConfig;
 
-use crate::auth::AuthConfigError;
+use crate::auth::{AuthConfigError, AuthError};
 use crate::backend::Backend;
 use crate::hub::Hub;
 use crate::metrics::Metrics;
@@ -146,6 +146,14 @@ pub fn routes(hub: &Arc<Hub>) -> Option<Router<Arc<Hub>>> {
         hub.clone(),
         discovery::headers,
     )))
+}
+
+/// A subscriber's request refused by its token (`401` with the challenge, or `403`): counted
+/// in `sluice_connections_rejected_total` and logged as `<what> refused`.
+fn refuse_token(hub: &Hub, what: &'static str, err: AuthError) -> Response {
+    Metrics::count(&hub.metrics.rejected, "reason", err.reason());
+    tracing::info!(reason = err.reason(), status = err.status().as_u16(), detail = %err, "{what} refused");
+    err.into_response()
 }
 
 /// A refusal as Mercure answers it: the status and a plain-text reason; counted under

@@ -329,9 +329,7 @@ fn stream_response(body: Body, last_event_id: &str) -> Response {
 
 /// A subscription refused by its token (401 with the challenge).
 fn unauthorized(hub: &Hub, err: AuthError) -> Response {
-    Metrics::count(&hub.metrics.rejected, "reason", err.reason());
-    tracing::info!(reason = err.reason(), status = err.status().as_u16(), detail = %err, "Mercure subscription refused");
-    err.into_response()
+    super::refuse_token(hub, "Mercure subscription", err)
 }
 
 /// The backend could not tell the stream's state or look an id up: a transient refusal.
@@ -351,7 +349,6 @@ fn unavailable(hub: &Hub, wants_stream: bool, err: &BackendError) -> Response {
     )
 }
 
-/// A subscription refused with `status`, counted under `reason`.
 /// A subscription refused as a bad request (400), naming what `err` found wrong.
 fn bad_request(hub: &Hub, err: &dyn std::fmt::Display) -> Response {
     refused(
@@ -362,6 +359,7 @@ fn bad_request(hub: &Hub, err: &dyn std::fmt::Display) -> Response {
     )
 }
 
+/// A subscription refused with `status`, counted under `reason`.
 fn refused(hub: &Hub, reason: &'static str, status: StatusCode, detail: &str) -> Response {
     super::refuse(
         &hub.metrics.rejected,

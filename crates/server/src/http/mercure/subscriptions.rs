@@ -27,7 +27,6 @@ use sluice_mercure::subscription::{
 use crate::auth::AuthError;
 use crate::event_id::EventId;
 use crate::hub::Hub;
-use crate::metrics::Metrics;
 
 /// The query parameter a subscriber's token may come in.
 const TOKEN_PARAM: &str = "authorization";
@@ -196,9 +195,7 @@ fn ld_json(document: &impl Serialize) -> Response {
 
 /// A request refused by its token (401 with the challenge).
 fn unauthorized(hub: &Hub, err: AuthError) -> Response {
-    Metrics::count(&hub.metrics.rejected, "reason", err.reason());
-    tracing::info!(reason = err.reason(), status = err.status().as_u16(), detail = %err, "Mercure subscriptions request refused");
-    err.into_response()
+    super::refuse_token(hub, "Mercure subscriptions request", err)
 }
 
 fn refused(hub: &Hub, reason: &'static str, status: StatusCode, detail: &str) -> Response {
