@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, mpsc};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -18,7 +18,7 @@ use crate::state::State;
 use crate::stream::StreamHandle;
 use crate::time::{now_ns, timestamp};
 use crate::types::RecoveryReport;
-use crate::writer::{self, Shared};
+use crate::writer::{self, Shared, Writer};
 
 /// Store-wide options.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -510,23 +510,26 @@ fn stream_state(meta: Meta, dir: Option<PathBuf>, r: Recovered) -> State {
 fn spawn_writer(state: State, opts: &StoreOptions) -> Result<StreamHandle> {
     let name = state.config.name.clone();
     let (visible_tx, _) = watch::channel(state.visible);
+    let (tx, rx) = mpsc::channel();
     let shared = Arc::new(Shared {
         name: name.clone(),
         state: Mutex::new(state),
         visible: visible_tx,
         sync: opts.sync,
         sourcing: Mutex::new(BTreeMap::new()),
+        writer: Mutex::new(Writer::new(rx, opts.flush_interval)),
+        thread: OnceLock::new(),
     });
-    let (tx, rx) = mpsc::channel();
-    let flush_every = opts.flush_interval;
     let thread_shared = shared.clone();
     let thread = std::thread::Builder::new()
         .name(format!(
             "sluice-writer-{}",
             name.chars().take(12).collect::<String>()
         ))
-        .spawn(move || writer::run(thread_shared, rx, flush_every))
+        .spawn(move || writer::run(thread_shared))
         .map_err(StoreError::io(format!("writer thread for {name}")))?;
+    // IMPORTANT: before the handle exists, so no request is queued without a thread to wake.
+    let _ = shared.thread.set(thread.thread().clone());
     Ok(StreamHandle {
         shared,
         ops: tx,

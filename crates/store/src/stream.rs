@@ -14,7 +14,7 @@ use crate::proto::{FilterSet, Headers};
 use crate::rules::Publish;
 use crate::state::PendingRead;
 use crate::types::{PubAck, PurgeRequest, Retained, StoredMessage, StreamInfo, WriteHealth};
-use crate::writer::{Op, Shared};
+use crate::writer::{self, Op, Shared};
 
 /// A handle to one stream; cheap to clone, usable from any thread or runtime.
 #[derive(Clone)]
@@ -43,7 +43,7 @@ impl StreamHandle {
         make: impl FnOnce(oneshot::Sender<Result<T>>) -> Op,
     ) -> impl Future<Output = Result<T>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
-        let sent = self.ops.send(make(tx)).is_ok();
+        let sent = self.submit(make(tx));
         let name = self.shared.name.clone();
         async move {
             if !sent {
@@ -51,6 +51,21 @@ impl StreamHandle {
             }
             rx.await.unwrap_or(Err(StoreError::Closed(name)))
         }
+    }
+
+    /// Hands `op` to the writer: a publish is applied at once on this thread when the
+    /// writer's turn is free and no fsync is waited for, anything else is queued for the
+    /// writer thread. Either way after everything queued before it. False when the stream's
+    /// writer has stopped.
+    fn submit(&self, op: Op) -> bool {
+        let publish = matches!(op, Op::Publish(..) | Op::PublishBatch(..));
+        if let Some(mut turn) = publish.then(|| self.shared.try_turn()).flatten() {
+            writer::apply_now(&self.shared, &mut turn, op);
+            return true;
+        }
+        let queued = self.ops.send(op).is_ok();
+        self.shared.wake_writer();
+        queued
     }
 
     /// Publishes a message. The future resolves once the message is durable under the store's
@@ -203,7 +218,7 @@ impl StreamHandle {
         batch: Vec<Publish>,
     ) -> impl Future<Output = Result<Vec<Result<PubAck>>>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
-        let sent = self.ops.send(Op::PublishBatch(batch, tx)).is_ok();
+        let sent = self.submit(Op::PublishBatch(batch, tx));
         let name = self.shared.name.clone();
         async move {
             if !sent {
@@ -305,7 +320,7 @@ impl StreamHandle {
     /// Stops the writer after it drained its queue; `persist` writes index.db and sidecars.
     pub(crate) fn stop(&self, persist: bool) {
         // Joining (not a channel wait) so this also works on an async runtime thread.
-        let _ = self.ops.send(Op::Stop { persist });
+        self.shared.request_stop(persist);
         if let Some(t) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = t.join();
         }

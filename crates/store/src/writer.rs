@@ -1,14 +1,21 @@
-//! The writer thread of a stream: the only code that mutates it. Requests queue on a channel;
-//! the thread takes everything queued, applies it, writes the batch with one write call, syncs
-//! once per policy (group commit), then makes the batch visible and answers every request.
-//! A batch whose write or sync fails is answered with the error and undone ([`rollback`]); the
-//! stream stays open and the next batch is tried again.
-//! No tokio runtime is needed: answers go through `tokio::sync::oneshot`, which works anywhere.
+//! The writer of a stream: the only code that mutates it. Requests queue on a channel; whoever
+//! holds the writer's turn ([`Writer`]) takes everything queued, applies it, writes the batch
+//! with one write call, syncs once per policy (group commit), then makes the batch visible and
+//! answers every request. A batch whose write or sync fails is answered with the error and
+//! undone ([`rollback`]); the stream stays open and the next batch is tried again.
+//!
+//! The turn is the writer thread's, except that with `sync` other than `always` a publisher
+//! that finds it free applies the queue and its own request on its own thread: the write only
+//! reaches the OS, and a hand-off to the writer thread and back would cost two thread
+//! wake-ups per publish. The thread still does what may block for long: fsyncs, snapshot
+//! writes, retries, stopping. No tokio runtime is needed: answers go through
+//! `tokio::sync::oneshot`, which works anywhere.
 
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, watch};
@@ -48,11 +55,6 @@ pub enum Op {
     Update(Box<StreamConfig>, oneshot::Sender<Result<()>>),
     /// Write index.db and the sidecars now.
     Flush(oneshot::Sender<Result<()>>),
-    /// Flush and stop; `persist = false` when the stream is being deleted.
-    Stop {
-        /// Write the snapshots first.
-        persist: bool,
-    },
 }
 
 /// State shared by the stream's handles and its writer.
@@ -67,6 +69,10 @@ pub struct Shared {
     pub sync: SyncPolicy,
     /// What each source of the stream is doing, by index name.
     pub sourcing: Mutex<std::collections::BTreeMap<String, crate::types::SourceStatus>>,
+    /// The queue and the right to apply it.
+    pub writer: Mutex<Writer>,
+    /// The writer thread, to wake when a request is queued.
+    pub thread: OnceLock<Thread>,
 }
 
 impl Shared {
@@ -112,139 +118,251 @@ impl Reply {
     }
 }
 
-/// Runs the writer until a `Stop` or until every sender is gone.
-pub fn run(shared: Arc<Shared>, rx: Receiver<Op>, flush_every: Duration) {
-    let mut last_sync = Instant::now();
-    let mut last_flush = Instant::now();
-    let mut stop: Option<bool> = None;
+/// Who applies a batch, which decides what it may wait for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// The writer thread: syncs per policy, writes due snapshots, lingers for group commit.
+    Thread,
+    /// A publisher's own thread, which must not block for long: it never fsyncs for the
+    /// policy and leaves due snapshots to the writer thread (a `Flush` asked for is done).
+    Caller,
+}
+
+/// The stream's queue and what the writer keeps between batches. Whoever holds it applies
+/// the next batch: the writer thread, or a publisher that found it free (see
+/// [`Shared::try_turn`]). Requests are only taken off the queue while it is held, so the
+/// order requests were queued in is the order they are applied in.
+pub struct Writer {
+    /// The queue; `None` once the writer stopped (requests queued later are dropped, which
+    /// their senders see as a closed stream).
+    queue: Option<Receiver<Op>>,
+    /// Set by [`Shared::request_stop`]: stop after the queue is drained, persisting or not.
+    stop: Option<bool>,
+    /// Every handle is gone: nothing can be queued any more, so the writer stops.
+    orphaned: bool,
+    flush_every: Duration,
+    last_sync: Instant,
+    last_flush: Instant,
     // Group commit: publishers answered by the last batch usually come straight back; waiting
     // briefly for them (a fraction of an fsync) makes the next batch share its fsync.
-    let mut last_batch = 0usize;
-    let mut last_fsync = Duration::ZERO;
-    loop {
-        let timeout = next_wake(&shared);
-        let first = match rx.recv_timeout(timeout) {
-            Ok(op) => Some(op),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => {
-                stop = Some(true);
-                None
-            }
-        };
-        let mut ops: Vec<Op> = first.into_iter().collect();
-        let linger = (shared.sync == SyncPolicy::Always && !ops.is_empty())
-            .then(|| Instant::now() + (last_fsync / 4).min(MAX_LINGER));
-        while ops.len() < MAX_BATCH && stop.is_none() {
-            match rx.try_recv() {
-                Ok(op) => ops.push(op),
-                Err(_) => match linger {
-                    Some(until) if ops.len() < last_batch => {
-                        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                            Ok(op) => ops.push(op),
-                            Err(_) => break,
-                        }
-                    }
-                    _ => break,
-                },
-            }
-        }
-        last_batch = ops.len();
-        let mut replies = Vec::with_capacity(ops.len());
-        let mut flush_now = false;
-        let mut unsynced: Vec<(PathBuf, Arc<File>)>;
-        let write_result;
-        let start;
-        let writes;
-        {
-            let mut st = shared.lock();
-            start = BatchStart::of(&st);
-            for op in ops {
-                if st.closed {
-                    if let Op::Stop { persist } = op {
-                        stop = Some(persist);
-                    }
-                    fail_op(op, &shared.name);
-                    continue;
-                }
-                match op {
-                    Op::Publish(p, tx) => replies.push(Reply::Ack(tx, rules::publish(&mut st, &p))),
-                    Op::PublishBatch(batch, tx) => {
-                        let acks = batch.iter().map(|p| rules::publish(&mut st, p)).collect();
-                        replies.push(Reply::Batch(tx, acks));
-                    }
-                    Op::Delete(seq, tx) => {
-                        replies.push(Reply::Delete(tx, purge::delete_msg(&mut st, seq)))
-                    }
-                    Op::Purge(req, tx) => {
-                        replies.push(Reply::Purge(tx, purge::purge(&mut st, &req)))
-                    }
-                    Op::Update(cfg, tx) => replies.push(Reply::Unit(tx, update(&mut st, *cfg))),
-                    Op::Flush(tx) => {
-                        flush_now = true;
-                        replies.push(Reply::Unit(tx, Ok(())));
-                    }
-                    Op::Stop { persist } => stop = Some(persist),
-                }
-            }
-            if !st.closed {
-                housekeeping(&mut st);
-            }
-            writes = st.has_unwritten();
-            write_result = st.flush();
-            st.stats.batches += u64::from(!replies.is_empty());
-            let sync_due = match shared.sync {
-                SyncPolicy::Always => true,
-                SyncPolicy::Interval(every) => last_sync.elapsed() >= every,
-                SyncPolicy::Never => false,
-            };
-            unsynced = if sync_due || stop.is_some() {
-                st.blocks.take_unsynced()
-            } else {
-                Vec::new()
-            };
-        }
-        let mut result = write_result;
-        if result.is_ok() && !unsynced.is_empty() {
-            let started = Instant::now();
-            for (path, f) in unsynced.drain(..) {
-                if let Err(e) = f.sync_data() {
-                    result = Err(StoreError::WriteFailed { path, source: e });
-                    break;
-                }
-                shared.lock().stats.fsyncs += 1;
-            }
-            last_sync = Instant::now();
-            last_fsync = started.elapsed();
-        }
-        let visible = {
-            let mut st = shared.lock();
-            match &result {
-                Ok(()) => commit(&mut st, writes),
-                Err(e) => {
-                    replies = replies.into_iter().map(|r| r.fail(e)).collect();
-                    abandon(&mut st, start, e, stop.is_none());
-                }
-            }
-            let snapshot_due = flush_now
-                || (st.dirty && last_flush.elapsed() >= flush_every)
-                || (stop == Some(true) && st.dirty)
-                || (st.health.blocks.failing().is_some() && last_flush.elapsed() >= RETRY_INTERVAL);
-            // A failed batch left the state as it was only once rebuilt: not when stopping.
-            if snapshot_due && !st.closed && (result.is_ok() || stop.is_none()) {
-                write_snapshots(&mut st);
-                last_flush = Instant::now();
-            }
-            if stop.is_some() {
-                st.closed = true;
-            }
-            st.visible
-        };
-        shared.visible.send_replace(visible);
-        replies.into_iter().for_each(Reply::send);
-        if stop.is_some() {
-            return;
+    last_batch: usize,
+    last_fsync: Duration,
+}
+
+impl Writer {
+    /// The writer of a stream over `queue`, writing snapshots every `flush_every`.
+    pub fn new(queue: Receiver<Op>, flush_every: Duration) -> Self {
+        Self {
+            queue: Some(queue),
+            stop: None,
+            orphaned: false,
+            flush_every,
+            last_sync: Instant::now(),
+            last_flush: Instant::now(),
+            last_batch: 0,
+            last_fsync: Duration::ZERO,
         }
     }
+}
+
+impl Shared {
+    /// Waits for the writer's turn.
+    fn turn(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The writer's turn, for a publisher that may apply its own request: only when no
+    /// publish waits for an fsync (with `sync = always` the writer thread batches them), and
+    /// only when nobody else is applying a batch right now.
+    pub fn try_turn(&self) -> Option<MutexGuard<'_, Writer>> {
+        if self.sync == SyncPolicy::Always {
+            return None;
+        }
+        match self.writer.try_lock() {
+            Ok(turn) => Some(turn),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Wakes the writer thread (a request was queued, or a stop asked for).
+    pub fn wake_writer(&self) {
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
+    }
+
+    /// Asks the writer thread to stop once it has applied what is queued.
+    pub fn request_stop(&self, persist: bool) {
+        self.turn().stop.get_or_insert(persist);
+        self.wake_writer();
+    }
+}
+
+/// Applies, in the caller's turn, everything queued and then `op`. The caller's thread does
+/// the write (to the OS, no fsync): no hand-off to the writer thread and back.
+pub fn apply_now(shared: &Shared, turn: &mut Writer, op: Op) {
+    // All of it: `op` comes after everything queued before it.
+    let mut ops = drain(turn, usize::MAX);
+    ops.push(op);
+    batch(shared, turn, ops, Place::Caller, None);
+}
+
+/// Runs the writer thread until a stop is asked for or every handle is gone.
+pub fn run(shared: Arc<Shared>) {
+    loop {
+        std::thread::park_timeout(next_wake(&shared));
+        let mut turn = shared.turn();
+        let ops = take_batch(&shared, &mut turn);
+        let stop = turn.stop.or(turn.orphaned.then_some(true));
+        if stop.is_some() {
+            // Everything queued before the stop is answered; later requests find the
+            // stream closed.
+            let mut ops = ops;
+            ops.extend(drain(&mut turn, usize::MAX));
+            batch(&shared, &mut turn, ops, Place::Thread, stop);
+            turn.queue = None;
+            return;
+        }
+        batch(&shared, &mut turn, ops, Place::Thread, None);
+    }
+}
+
+/// Up to `max` queued requests, without waiting; notes when every handle is gone.
+fn drain(turn: &mut Writer, max: usize) -> Vec<Op> {
+    let mut ops = Vec::new();
+    let Some(queue) = &turn.queue else {
+        return ops;
+    };
+    while ops.len() < max {
+        match queue.try_recv() {
+            Ok(op) => ops.push(op),
+            Err(TryRecvError::Empty) => break,
+            Err(TryRecvError::Disconnected) => {
+                turn.orphaned = true;
+                break;
+            }
+        }
+    }
+    ops
+}
+
+/// The writer thread's next batch: what is queued, and with `sync = always`, the publishers
+/// of the last batch that come back within a fraction of an fsync.
+fn take_batch(shared: &Shared, turn: &mut Writer) -> Vec<Op> {
+    let mut ops = drain(turn, MAX_BATCH);
+    if shared.sync != SyncPolicy::Always || ops.is_empty() {
+        return ops;
+    }
+    let until = Instant::now() + (turn.last_fsync / 4).min(MAX_LINGER);
+    let Some(queue) = &turn.queue else {
+        return ops;
+    };
+    while ops.len() < turn.last_batch.min(MAX_BATCH) {
+        match queue.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(op) => ops.push(op),
+            Err(_) => break,
+        }
+    }
+    ops
+}
+
+/// Applies `ops` in order, writes them with one write call, syncs per policy (on the
+/// writer thread), then makes them visible and answers every request. `stop` ends the
+/// stream after the batch, persisting its snapshots when true.
+fn batch(shared: &Shared, turn: &mut Writer, ops: Vec<Op>, place: Place, stop: Option<bool>) {
+    if place == Place::Thread {
+        turn.last_batch = ops.len();
+    }
+    let mut replies = Vec::with_capacity(ops.len());
+    let mut flush_now = false;
+    let mut unsynced: Vec<(PathBuf, Arc<File>)>;
+    let write_result;
+    let start;
+    let writes;
+    {
+        let mut st = shared.lock();
+        start = BatchStart::of(&st);
+        for op in ops {
+            if st.closed {
+                fail_op(op, &shared.name);
+                continue;
+            }
+            match op {
+                Op::Publish(p, tx) => replies.push(Reply::Ack(tx, rules::publish(&mut st, &p))),
+                Op::PublishBatch(batch, tx) => {
+                    let acks = batch.iter().map(|p| rules::publish(&mut st, p)).collect();
+                    replies.push(Reply::Batch(tx, acks));
+                }
+                Op::Delete(seq, tx) => {
+                    replies.push(Reply::Delete(tx, purge::delete_msg(&mut st, seq)))
+                }
+                Op::Purge(req, tx) => replies.push(Reply::Purge(tx, purge::purge(&mut st, &req))),
+                Op::Update(cfg, tx) => replies.push(Reply::Unit(tx, update(&mut st, *cfg))),
+                Op::Flush(tx) => {
+                    flush_now = true;
+                    replies.push(Reply::Unit(tx, Ok(())));
+                }
+            }
+        }
+        if !st.closed {
+            housekeeping(&mut st);
+        }
+        writes = st.has_unwritten();
+        write_result = st.flush();
+        st.stats.batches += u64::from(!replies.is_empty());
+        let sync_due = place == Place::Thread
+            && match shared.sync {
+                SyncPolicy::Always => true,
+                SyncPolicy::Interval(every) => turn.last_sync.elapsed() >= every,
+                SyncPolicy::Never => false,
+            };
+        unsynced = if sync_due || stop.is_some() {
+            st.blocks.take_unsynced()
+        } else {
+            Vec::new()
+        };
+    }
+    let mut result = write_result;
+    if result.is_ok() && !unsynced.is_empty() {
+        let started = Instant::now();
+        for (path, f) in unsynced.drain(..) {
+            if let Err(e) = f.sync_data() {
+                result = Err(StoreError::WriteFailed { path, source: e });
+                break;
+            }
+            shared.lock().stats.fsyncs += 1;
+        }
+        turn.last_sync = Instant::now();
+        turn.last_fsync = started.elapsed();
+    }
+    let visible = {
+        let mut st = shared.lock();
+        match &result {
+            Ok(()) => commit(&mut st, writes),
+            Err(e) => {
+                replies = replies.into_iter().map(|r| r.fail(e)).collect();
+                abandon(&mut st, start, e, stop.is_none());
+            }
+        }
+        let retry_due =
+            st.health.blocks.failing().is_some() && turn.last_flush.elapsed() >= RETRY_INTERVAL;
+        let snapshot_due = flush_now
+            || (place == Place::Thread
+                && ((st.dirty && turn.last_flush.elapsed() >= turn.flush_every) || retry_due))
+            || (stop == Some(true) && st.dirty);
+        // A failed batch left the state as it was only once rebuilt: not when stopping.
+        if snapshot_due && !st.closed && (result.is_ok() || stop.is_none()) {
+            write_snapshots(&mut st);
+            turn.last_flush = Instant::now();
+        }
+        if stop.is_some() {
+            st.closed = true;
+        }
+        st.visible
+    };
+    shared.visible.send_replace(visible);
+    replies.into_iter().for_each(Reply::send);
 }
 
 /// Makes a written batch visible, then removes the blocks it emptied (only now: a block is
@@ -291,7 +409,6 @@ fn fail_op(op: Op, name: &str) {
         Op::Delete(_, tx) => Reply::Delete(tx, Err(closed())).send(),
         Op::Purge(_, tx) => Reply::Purge(tx, Err(closed())).send(),
         Op::Update(_, tx) | Op::Flush(tx) => Reply::Unit(tx, Err(closed())).send(),
-        Op::Stop { .. } => {}
     }
 }
 
