@@ -55,6 +55,33 @@ pub enum SelectorKind {
     UrlPattern,
 }
 
+/// A matcher type of the 1.0 draft: what its `match…` parameters, and the `match_type` of its
+/// subscription documents, name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MatchType {
+    /// `exact` (`match=`, `match_exact=`).
+    Exact,
+    /// `urlpattern` (`match_urlpattern=`).
+    UrlPattern,
+}
+
+impl MatchType {
+    /// The type's canonical (case-sensitive) name.
+    pub fn name(self) -> &'static str {
+        match self {
+            MatchType::Exact => "exact",
+            MatchType::UrlPattern => "urlpattern",
+        }
+    }
+
+    /// The type named `name`, exactly as [`MatchType::name`] spells it.
+    pub fn from_name(name: &str) -> Option<MatchType> {
+        [MatchType::Exact, MatchType::UrlPattern]
+            .into_iter()
+            .find(|t| t.name() == name)
+    }
+}
+
 /// Why a query parameter is not a usable selector. Every variant names the parameter, and the
 /// value where one was given (cut when long).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,6 +110,8 @@ pub enum SelectorError {
 pub struct Selector {
     text: String,
     matcher: Matcher,
+    /// The 1.0 draft matcher type of the parameter it came from; `None` for 0.x `topic=`.
+    match_type: Option<MatchType>,
 }
 
 enum Matcher {
@@ -171,6 +200,7 @@ impl Selector {
         Ok(Selector {
             text: value.to_owned(),
             matcher,
+            match_type: None,
         })
     }
 
@@ -189,6 +219,7 @@ impl Selector {
         Ok(Selector {
             text: value.to_owned(),
             matcher,
+            match_type: Some(MatchType::Exact),
         })
     }
 
@@ -202,6 +233,7 @@ impl Selector {
             return Ok(Selector {
                 text: value.to_owned(),
                 matcher: Matcher::Any,
+                match_type: Some(MatchType::UrlPattern),
             });
         }
         // IMPORTANT: the `urlpattern` crate's constructor-string parser overflows a counter on
@@ -230,6 +262,7 @@ impl Selector {
                 pattern,
                 base: base.to_owned(),
             })),
+            match_type: Some(MatchType::UrlPattern),
         })
     }
 
@@ -259,6 +292,14 @@ impl Selector {
     /// The selector as given.
     pub fn as_str(&self) -> &str {
         &self.text
+    }
+
+    /// The 1.0 draft matcher type of the parameter the selector came from (`match=`,
+    /// `match_exact=`: exact; `match_urlpattern=`: urlpattern), or `None` for a 0.x `topic=`
+    /// selector. Selectors of either protocol match alike; this says which protocol's
+    /// subscription documents describe it.
+    pub fn match_type(&self) -> Option<MatchType> {
+        self.match_type
     }
 
     /// What kind of selector it is.

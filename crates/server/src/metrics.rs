@@ -61,6 +61,9 @@ pub struct Metrics {
     /// Messages under the Mercure subscription events' subjects that the active-subscriptions
     /// table did not take in, by reason (`undecodable`, `no_node`, `table_full`).
     pub mercure_events_skipped: Counters,
+    /// Subscriptions this node serves that it announced again after reading an end another
+    /// node published for them (taken for dead while cut off), by reason (`ended_elsewhere`).
+    pub mercure_reannounced: Counters,
     /// Admin API requests refused, by reason.
     pub admin_refusals: Counters,
     /// Request body bytes held now, all requests together (bounded by the body budget).
@@ -104,6 +107,7 @@ impl Metrics {
             publish_refusals: Counters::default(),
             admin_requests: Counters::default(),
             mercure_events_skipped: Counters::default(),
+            mercure_reannounced: Counters::default(),
             admin_refusals: Counters::default(),
             body_bytes: Gauge::default(),
             publish_latency: PublishLatency::default(),
@@ -201,6 +205,11 @@ impl Metrics {
             "sluice_mercure_subscription_events_skipped",
             "Messages under the Mercure subscription events' subjects not taken into the active subscriptions table, by reason",
             metrics.mercure_events_skipped.clone(),
+        );
+        r.register(
+            "sluice_mercure_subscriptions_reannounced",
+            "Mercure subscriptions this node serves announced again after another node ended them, by reason",
+            metrics.mercure_reannounced.clone(),
         );
         r.register(
             "sluice_request_body_bytes",

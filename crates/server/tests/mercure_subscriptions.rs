@@ -1,7 +1,9 @@
 //! Mercure's active subscriptions over real HTTP, on the embedded store and on a real
 //! nats-server: the events published when a subscription starts and ends (for every way it
 //! ends), who receives them, the subscriptions API with its `lastEventID` and refusals, and two
-//! hub nodes on one JetStream stream listing each other's subscribers.
+//! hub nodes on one JetStream stream listing each other's subscribers; both in the 0.x shape and
+//! in the 1.0 draft's; and a node cut off from the stream for longer than its lease announcing
+//! its subscriptions again.
 
 mod backends;
 // The shared harness; this file runs its own cases, not the shared scenario list.
@@ -10,6 +12,8 @@ mod common;
 #[path = "mercure/harness.rs"]
 mod harness;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backends::{Kind, on_both_backends};
@@ -21,6 +25,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
 use sluice_test_support::{HttpResponse, SseClient, eventually_async, http};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 const BOOK: &str = "https://example.com/books/1";
 const SHELF: &str = "https://example.com/shelves/{id}";
@@ -29,11 +34,19 @@ const SUBSCRIPTIONS: &str = "/.well-known/mercure/subscriptions";
 const EVENTS: &str = "/.well-known/mercure/subscriptions/{topic}/{subscriber}";
 /// A `subscribe` grant covering the events and every API resource.
 const API: &str = "/.well-known/mercure/subscriptions{/topic}{/subscriber}";
+/// A 1.0 draft matcher (a URL pattern) of the shelves.
+const SHELF_PATTERN: &str = "https://example.com/shelves/:id";
+/// The 1.0 draft's selector of every 1.0 draft subscription event (a relative URL pattern).
+const DRAFT_EVENTS: &str = "/.well-known/mercure/subscriptions/:type/:match/:subscriber";
+/// A `subscribe` grant covering the 1.0 draft's events and every API resource of either shape.
+const DRAFT_API: &str = "/.well-known/mercure/subscriptions{/type}{/match}{/subscriber}";
 
 on_both_backends!(
     subscription_events_announce_starts_and_ends_with_payloads_to_granted_subscribers_only,
     the_api_lists_every_subscription_a_selectors_and_one_with_a_last_event_id_to_resume_from,
     a_drained_hub_publishes_the_ends_and_the_restarted_hub_lists_none,
+    draft_subscription_events_announce_starts_and_ends_in_the_drafts_shape,
+    the_api_answers_the_drafts_paths_in_its_shape_with_the_cursor_in_the_link,
 );
 
 /// What RFC 6570 leaves unencoded in a simple expansion: the unreserved characters.
@@ -54,11 +67,22 @@ fn bearer(token: &str) -> String {
 
 /// `GET` `path` of `hub` with `token`, if any.
 async fn get(hub: &TestHub, path: &str, token: Option<&str>) -> HttpResponse {
+    get_with(hub, path, token, &[]).await
+}
+
+/// `GET` `path` of `hub` with `token`, if any, and `extra` headers.
+async fn get_with(
+    hub: &TestHub,
+    path: &str,
+    token: Option<&str>,
+    extra: &[(&str, &str)],
+) -> HttpResponse {
     let bearer = token.map(bearer);
-    let headers: Vec<(&str, &str)> = bearer
+    let mut headers: Vec<(&str, &str)> = bearer
         .iter()
         .map(|b| ("authorization", b.as_str()))
         .collect();
+    headers.extend_from_slice(extra);
     let request = http::request("GET".parse().unwrap(), &hub.url(path), &headers)
         .unwrap()
         .body(Default::default())
@@ -104,6 +128,50 @@ async fn next_event_of(client: &mut SseClient, selector: &str) -> Value {
             return doc;
         }
     }
+}
+
+/// A 1.0 draft subscriber to every 1.0 draft subscription event, granted them.
+async fn draft_watcher(hub: &Harness, last_event_id: Option<&str>) -> SseClient {
+    let auth = bearer(&subscriber(&[DRAFT_API]));
+    let mut headers = vec![("authorization", auth.as_str())];
+    if let Some(id) = last_event_id {
+        headers.push(("last-event-id", id));
+    }
+    hub.subscribed(&form(&[("match_urlpattern", DRAFT_EVENTS)]), &headers)
+        .await
+}
+
+/// The next 1.0 draft subscription event `client` receives for a subscription made with
+/// matcher `pattern`, and its SSE event type.
+async fn next_draft_event_of(client: &mut SseClient, pattern: &str) -> (Value, Option<String>) {
+    loop {
+        let frame = client.next_event().await.expect("a subscription event");
+        let doc: Value = serde_json::from_str(frame.data.as_deref().unwrap()).unwrap();
+        if doc["match"] == pattern {
+            return (doc, frame.event);
+        }
+    }
+}
+
+/// The cursor of a 1.0 draft API answer: the `last-event-id` of its one `rel="mercure"` link.
+fn link_cursor(answer: &HttpResponse) -> String {
+    let links: Vec<&str> = answer
+        .headers
+        .get_all("link")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(links.len(), 1, "one link: {links:?}");
+    let link = links[0];
+    let rest = link
+        .strip_prefix("</.well-known/mercure>; rel=\"mercure\"; last-event-id=\"")
+        .unwrap_or_else(|| panic!("{link}"));
+    let (cursor, attributes) = rest.split_once('"').unwrap();
+    assert_eq!(
+        attributes,
+        "; type=\"mercure\"; content-type=\"application/json\""
+    );
+    cursor.to_owned()
 }
 
 async fn subscription_events_announce_starts_and_ends_with_payloads_to_granted_subscribers_only(
@@ -338,6 +406,30 @@ async fn the_api_refuses_missing_tokens_other_selectors_and_unknown_subscription
     let answer = get(node, &format!("{unknown}/more"), Some(&narrow)).await;
     assert_eq!(answer.status, 404);
 
+    // The 1.0 draft's paths are refused alike.
+    let draft_collection = format!("{SUBSCRIPTIONS}/exact/{}", encoded(BOOK));
+    assert_eq!(get(node, &draft_collection, None).await.status, 401);
+    assert_eq!(
+        get(node, &draft_collection, Some(&narrow)).await.status,
+        403,
+        "a grant of the 0.x paths is not one of the draft's"
+    );
+    let draft_narrow = subscriber(&[
+        &draft_collection,
+        &format!("{draft_collection}/{{subscriber}}"),
+    ]);
+    let answer = get(node, &draft_collection, Some(&draft_narrow)).await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.json().unwrap()["subscriptions"], json!([]));
+    let unknown = format!("{draft_collection}/{}", encoded("urn:uuid:nobody"));
+    assert_eq!(get(node, &unknown, Some(&draft_narrow)).await.status, 404);
+    assert_eq!(
+        get(node, &format!("{unknown}/more"), Some(&draft_narrow))
+            .await
+            .status,
+        404
+    );
+
     // Off unless asked for.
     let plain = Harness::start(Kind::Embedded, config("")).await;
     assert_eq!(
@@ -495,4 +587,300 @@ async fn a_message_among_the_subscription_events_that_is_none_is_counted_as_skip
             .len(),
         1
     );
+}
+
+async fn draft_subscription_events_announce_starts_and_ends_in_the_drafts_shape(kind: Kind) {
+    let hub = Harness::start(kind, config("anonymous = true\nsubscriptions = true")).await;
+    let mut drafts = draft_watcher(&hub, None).await;
+    let mut legacy = watcher(&hub, None).await;
+    let alice = token(
+        SUBSCRIBER_KEY,
+        json!({ "subscribe": [], "payload": { "name": "alice" } }),
+    );
+    let alice = bearer(&alice);
+    let client = hub
+        .subscribed(
+            &form(&[("match", BOOK), ("match_urlpattern", SHELF_PATTERN)]),
+            &[("authorization", &alice)],
+        )
+        .await;
+
+    let (start, event) = next_draft_event_of(&mut drafts, BOOK).await;
+    assert_eq!(event.as_deref(), Some("mercure"), "the draft's event type");
+    let id = start["subscriber"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("urn:uuid:"), "{id}");
+    assert_eq!(
+        start,
+        json!({
+            "id": format!("{SUBSCRIPTIONS}/exact/{}/{}", encoded(BOOK), encoded(&id)),
+            "type": "subscription",
+            "match_type": "exact",
+            "match": BOOK,
+            "subscriber": id,
+            "active": true,
+            "payload": { "name": "alice" },
+        })
+    );
+    let (shelf, _) = next_draft_event_of(&mut drafts, SHELF_PATTERN).await;
+    assert_eq!(
+        shelf["id"],
+        format!(
+            "{SUBSCRIPTIONS}/urlpattern/{}/{}",
+            encoded(SHELF_PATTERN),
+            encoded(&id)
+        )
+    );
+    assert_eq!(
+        (&shelf["match_type"], &shelf["subscriber"]),
+        (&json!("urlpattern"), &json!(id))
+    );
+
+    drop(client);
+    let (end, event) = next_draft_event_of(&mut drafts, BOOK).await;
+    let mut ended = start.clone();
+    ended["active"] = json!(false);
+    assert_eq!((end, event.as_deref()), (ended, Some("mercure")));
+    let (end, _) = next_draft_event_of(&mut drafts, SHELF_PATTERN).await;
+    assert_eq!(end["active"], false);
+
+    // A 0.x selector's events keep the 0.x shape, without an event type, also beside a 1.0
+    // matcher of the same subscription (one subscriber id for both).
+    let _mixed = hub
+        .subscribed(
+            &form(&[("topic", BOOK), ("match_urlpattern", SHELF_PATTERN)]),
+            &[],
+        )
+        .await;
+    let old = loop {
+        let frame = legacy.next_event().await.unwrap();
+        let doc: Value = serde_json::from_str(frame.data.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            (doc["type"].as_str(), &frame.event),
+            (Some("Subscription"), &None)
+        );
+        if doc["topic"] == BOOK {
+            break doc;
+        }
+    };
+    let (new, _) = next_draft_event_of(&mut drafts, SHELF_PATTERN).await;
+    assert_eq!(
+        (&new["subscriber"], &new["active"]),
+        (&old["subscriber"], &json!(true))
+    );
+}
+
+async fn the_api_answers_the_drafts_paths_in_its_shape_with_the_cursor_in_the_link(kind: Kind) {
+    let hub = Harness::start(kind, config("anonymous = true\nsubscriptions = true")).await;
+    let shelf = hub
+        .subscribed(&form(&[("match_urlpattern", SHELF_PATTERN)]), &[])
+        .await;
+    let _book = hub.subscribed(&form(&[("topic", BOOK)]), &[]).await;
+    let node = hub.hub();
+    let token = subscriber(&[DRAFT_API]);
+    let collection = format!("{SUBSCRIPTIONS}/urlpattern/{}", encoded(SHELF_PATTERN));
+    eventually_async("both subscriptions listed", async || {
+        let answer = get(node, &collection, Some(&token)).await;
+        answer.json().unwrap()["subscriptions"]
+            .as_array()
+            .unwrap()
+            .len()
+            == 1
+            && subscribers_of(node, BOOK).await.len() == 1
+    })
+    .await;
+
+    let answer = get(node, &collection, Some(&token)).await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.header("content-type"), Some("application/json"));
+    assert!(link_cursor(&answer).starts_with('#'));
+    let body = answer.json().unwrap();
+    let member = body["subscriptions"][0].clone();
+    assert_eq!(
+        body,
+        json!({ "id": collection, "type": "subscriptions", "subscriptions": [member] })
+    );
+    assert_eq!(
+        (&member["type"], &member["match"]),
+        (&json!("subscription"), &json!(SHELF_PATTERN))
+    );
+    let id = member["subscriber"].as_str().unwrap().to_owned();
+
+    let one_path = format!("{collection}/{}", encoded(&id));
+    let one = get(node, &one_path, Some(&token)).await;
+    assert_eq!(one.status, 200, "{}", one.text());
+    assert_eq!(one.header("content-type"), Some("application/json"));
+    let cursor = link_cursor(&one);
+    assert_eq!(
+        one.json().unwrap(),
+        member,
+        "the event's document, unchanged"
+    );
+
+    // The whole collection, asked for as JSON: every subscription, each in its own shape.
+    let accept_json = [("accept", "application/json")];
+    let all = get_with(node, SUBSCRIPTIONS, Some(&token), &accept_json).await;
+    assert_eq!(all.header("content-type"), Some("application/json"));
+    link_cursor(&all);
+    let all = all.json().unwrap();
+    assert_eq!(
+        (&all["type"], &all["id"]),
+        (&json!("subscriptions"), &json!(SUBSCRIPTIONS))
+    );
+    let mut types: Vec<&str> = all["subscriptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["type"].as_str().unwrap())
+        .collect();
+    types.sort_unstable();
+    assert_eq!(types, ["Subscription", "subscription"]);
+    assert!(all.get("lastEventID").is_none() && all.get("@context").is_none());
+    let legacy = get(node, SUBSCRIPTIONS, Some(&token)).await;
+    assert_eq!(
+        legacy.json().unwrap()["type"],
+        "Subscriptions",
+        "0.x unless asked"
+    );
+
+    // Resuming the events from the cursor gives what happened after the answer: the end.
+    let mut drafts = draft_watcher(&hub, Some(&cursor)).await;
+    drop(shelf);
+    let (next, _) = next_draft_event_of(&mut drafts, SHELF_PATTERN).await;
+    assert_eq!(
+        (&next["subscriber"], &next["active"]),
+        (&json!(id), &json!(false))
+    );
+    eventually_async("the ended subscription is no longer listed", async || {
+        get(node, &one_path, Some(&token)).await.status == 404
+    })
+    .await;
+}
+
+/// A loopback TCP proxy in front of the nats-server whose connections can be cut, as a network
+/// failure would, and kept down (new connections closed at once) until resumed.
+struct Proxy {
+    port: u16,
+    accept: tokio::task::JoinHandle<()>,
+    connections: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    relaying: Arc<AtomicBool>,
+}
+
+impl Proxy {
+    async fn start(upstream: &str) -> Self {
+        let upstream = upstream.trim_start_matches("nats://").to_owned();
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy binds");
+        let port = listener.local_addr().expect("proxy address").port();
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let relaying = Arc::new(AtomicBool::new(true));
+        let accept = tokio::spawn({
+            let (connections, relaying) = (connections.clone(), relaying.clone());
+            async move {
+                while let Ok((mut inbound, _)) = listener.accept().await {
+                    if !relaying.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    let upstream = upstream.clone();
+                    let relay = tokio::spawn(async move {
+                        if let Ok(mut outbound) = TcpStream::connect(upstream).await {
+                            let _ =
+                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                        }
+                    });
+                    connections.lock().unwrap().push(relay);
+                }
+            }
+        });
+        Self {
+            port,
+            accept,
+            connections,
+            relaying,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Drops every relayed connection and refuses new ones until [`Proxy::resume`].
+    fn cut(&self) {
+        self.relaying.store(false, Ordering::SeqCst);
+        for relay in self.connections.lock().unwrap().drain(..) {
+            relay.abort();
+        }
+    }
+
+    fn resume(&self) {
+        self.relaying.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut();
+    }
+}
+
+/// A node cut off from the stream for longer than its lease is taken for dead: the other
+/// node ends its subscription although it still serves it. Back on the stream, the cut-off
+/// node reads that end and announces the subscription again, so the other node lists it
+/// again; and that new start can itself be ended later (its end names it, so it is not taken
+/// for a duplicate of the first end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_taken_for_dead_while_cut_off_announces_its_subscriptions_again() {
+    let hub = Harness::start(
+        Kind::jetstream(),
+        config("anonymous = true\nsubscriptions = true\nsubscriptions_lease = \"2s\""),
+    )
+    .await;
+    let mut watcher = watcher(&hub, None).await;
+    let (mut config, mut jetstream) = hub.node_config();
+    let proxy = Proxy::start(&jetstream.urls[0]).await;
+    jetstream.urls = vec![proxy.url()];
+    config.jetstream = Some(jetstream.clone());
+    let cut_off = start_node(config, jetstream).await;
+    let url = cut_off.url(&format!("{HUB}?{}", form(&[("topic", SHELF)])));
+    let mut client = SseClient::connect(&url).await.unwrap();
+    client.next_frame().await.unwrap();
+    let start = next_event_of(&mut watcher, SHELF).await;
+    let first = hub.hub();
+    eventually_async("the subscriber listed", async || {
+        subscribers_of(first, SHELF).await.len() == 1
+    })
+    .await;
+
+    proxy.cut();
+    let end = next_event_of(&mut watcher, SHELF).await;
+    assert_eq!(
+        (&end["subscriber"], &end["active"]),
+        (&start["subscriber"], &json!(false)),
+        "taken for dead"
+    );
+    proxy.resume();
+    let again = next_event_of(&mut watcher, SHELF).await;
+    assert_eq!(again, start, "announced again");
+    eventually_async("listed again", async || {
+        subscribers_of(first, SHELF).await.len() == 1
+    })
+    .await;
+    let reannounced = "sluice_mercure_subscriptions_reannounced_total{reason=\"ended_elsewhere\"}";
+    assert_eq!(cut_off.metric(reannounced), 1);
+
+    // Still served: an update reaches it; and when it goes, its end is stored and unlists it.
+    hub.publish(&[
+        ("topic", "https://example.com/shelves/1"),
+        ("data", "still here"),
+    ])
+    .await;
+    let frame = client.next_event().await.unwrap();
+    assert_eq!(frame.data.as_deref(), Some("still here"));
+    drop(client);
+    let end = next_event_of(&mut watcher, SHELF).await;
+    assert_eq!(end["active"], false);
+    eventually_async("unlisted once ended", async || {
+        subscribers_of(first, SHELF).await.is_empty()
+    })
+    .await;
+    cut_off.stop().await;
 }

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use sluice_mercure::subscription::{Subscription, collection_id, subscription_topic};
+use sluice_mercure::subscription::{Selection, Subscription, subscription_topic};
 
 /// The most subscriptions one table lists.
 pub const MAX_LISTED: usize = 100_000;
@@ -20,8 +20,10 @@ pub const MAX_LISTED: usize = 100_000;
 pub struct Listed {
     /// The node's identifier (the `Mercure-Node` header of its events).
     pub node: String,
-    /// The subscription's document, as its start event carried it.
+    /// The subscription, as its start event carried it.
     pub doc: Subscription,
+    /// The stream position of that start event.
+    pub start: u64,
 }
 
 /// A node owning listed subscriptions: when it was last heard of, and how many it owns.
@@ -81,14 +83,11 @@ impl Table {
         self.position = self.position.max(seq);
     }
 
-    /// A start or end event of `node`'s subscription `doc`, read at `now`.
-    pub fn apply(&mut self, node: &str, doc: Subscription, now: Instant) -> Started {
+    /// The start event at `seq` of `node`'s subscription `doc`, read at `now`.
+    pub fn start(&mut self, node: &str, doc: Subscription, seq: u64, now: Instant) -> Started {
         self.renew(node, now);
-        if !doc.active {
-            self.remove(&doc.id);
-            return Started::Listed;
-        }
-        if self.listed.contains_key(&doc.id) {
+        let id = doc.id();
+        if self.listed.contains_key(&id) {
             return Started::Listed;
         }
         if self.listed.len() >= MAX_LISTED {
@@ -104,27 +103,37 @@ impl Table {
         let listed = Listed {
             node: node.to_owned(),
             doc,
+            start: seq,
         };
-        self.listed.insert(listed.doc.id.clone(), listed);
+        self.listed.insert(id, listed);
         Started::Listed
+    }
+
+    /// An end event of `node`'s subscription `id`, read at `now`, ending the start at stream
+    /// position `ends` (`None`: whichever is listed). An end of another start than the listed
+    /// one (an earlier start, announced again since) leaves it listed.
+    pub fn end(&mut self, node: &str, id: &str, ends: Option<u64>, now: Instant) {
+        self.renew(node, now);
+        let Some(listed) = self.listed.get(id) else {
+            return;
+        };
+        if ends.is_some_and(|start| start != listed.start) {
+            return;
+        }
+        let node = listed.node.clone();
+        self.listed.remove(id);
+        if let Some(state) = self.nodes.get_mut(&node) {
+            state.owned -= 1;
+            if state.owned == 0 {
+                self.nodes.remove(&node);
+            }
+        }
     }
 
     /// `node` was heard of at `now` (an event or a lease message of its own).
     pub fn renew(&mut self, node: &str, now: Instant) {
         if let Some(state) = self.nodes.get_mut(node) {
             state.seen = state.seen.max(now);
-        }
-    }
-
-    fn remove(&mut self, id: &str) {
-        let Some(listed) = self.listed.remove(id) else {
-            return;
-        };
-        if let Some(state) = self.nodes.get_mut(&listed.node) {
-            state.owned -= 1;
-            if state.owned == 0 {
-                self.nodes.remove(&listed.node);
-            }
         }
     }
 
@@ -158,20 +167,20 @@ impl Table {
         self.listed.values().map(|l| l.doc.clone()).collect()
     }
 
-    /// The subscriptions made with `selector`.
-    pub fn with_selector(&self, selector: &str) -> Vec<Subscription> {
-        let prefix = format!("{}/", collection_id(Some(selector)));
+    /// The subscriptions made with `selection`.
+    pub fn with_selection(&self, selection: &Selection) -> Vec<Subscription> {
+        let prefix = format!("{}/", selection.collection_id());
         self.listed
             .range(prefix.clone()..)
             .take_while(|(id, _)| id.starts_with(&prefix))
-            .filter(|(_, listed)| listed.doc.topic == selector)
+            .filter(|(_, listed)| listed.doc.selection == *selection)
             .map(|(_, listed)| listed.doc.clone())
             .collect()
     }
 
-    /// The subscription of `subscriber` made with `selector`, if listed.
-    pub fn one(&self, selector: &str, subscriber: &str) -> Option<Subscription> {
-        let id = subscription_topic(selector, subscriber);
+    /// The subscription of `subscriber` made with `selection`, if listed.
+    pub fn one(&self, selection: &Selection, subscriber: &str) -> Option<Subscription> {
+        let id = subscription_topic(selection, subscriber);
         self.listed.get(&id).map(|listed| listed.doc.clone())
     }
 
@@ -184,26 +193,59 @@ impl Table {
 
 #[cfg(test)]
 mod tests {
+    use sluice_mercure::selector::MatchType;
+
     use super::*;
 
-    fn doc(selector: &str, subscriber: &str, active: bool) -> Subscription {
-        Subscription::new(selector, subscriber, active, None)
+    fn topic(selector: &str) -> Selection {
+        Selection::Topic(selector.into())
+    }
+
+    fn doc(selector: &str, subscriber: &str) -> Subscription {
+        Subscription::new(topic(selector), subscriber, true, None)
     }
 
     #[test]
     fn starts_list_and_ends_unlist() {
         let now = Instant::now();
         let mut table = Table::new("me".into());
-        table.apply("a", doc("/books/{id}", "urn:1", true), now);
-        table.apply("a", doc("/books", "urn:1", true), now);
-        table.apply("b", doc("/books/{id}", "urn:2", true), now);
+        table.start("a", doc("/books/{id}", "urn:1"), 1, now);
+        table.start("a", doc("/books", "urn:1"), 2, now);
+        table.start("b", doc("/books/{id}", "urn:2"), 3, now);
+        let exact = Selection::Match {
+            match_type: MatchType::Exact,
+            pattern: "/books".into(),
+        };
+        table.start(
+            "b",
+            Subscription::new(exact.clone(), "urn:2", true, None),
+            4,
+            now,
+        );
+        assert_eq!(table.len(), 4);
+        assert_eq!(table.with_selection(&topic("/books/{id}")).len(), 2);
+        assert_eq!(
+            table.with_selection(&topic("/books")).len(),
+            1,
+            "not a prefix match"
+        );
+        assert_eq!(table.with_selection(&exact).len(), 1, "the draft's apart");
+        assert!(table.one(&topic("/books"), "urn:1").is_some());
+        table.end("a", &doc("/books", "urn:1").id(), None, now);
+        assert_eq!(table.one(&topic("/books"), "urn:1"), None);
         assert_eq!(table.len(), 3);
-        assert_eq!(table.with_selector("/books/{id}").len(), 2);
-        assert_eq!(table.with_selector("/books").len(), 1, "not a prefix match");
-        assert!(table.one("/books", "urn:1").is_some());
-        table.apply("a", doc("/books", "urn:1", false), now);
-        assert_eq!(table.one("/books", "urn:1"), None);
-        assert_eq!(table.len(), 2);
+    }
+
+    #[test]
+    fn an_end_of_an_earlier_start_leaves_the_listed_one() {
+        let now = Instant::now();
+        let mut table = Table::new("me".into());
+        let id = doc("/a", "urn:1").id();
+        table.start("a", doc("/a", "urn:1"), 7, now);
+        table.end("a", &id, Some(3), now);
+        assert_eq!(table.len(), 1);
+        table.end("a", &id, Some(7), now);
+        assert_eq!(table.len(), 0);
     }
 
     #[test]
@@ -211,13 +253,13 @@ mod tests {
         let start = Instant::now();
         let lease = Duration::from_secs(30);
         let mut table = Table::new("me".into());
-        table.apply("me", doc("/a", "urn:0", true), start);
-        table.apply("a", doc("/a", "urn:1", true), start);
-        table.apply("b", doc("/a", "urn:2", true), start);
+        table.start("me", doc("/a", "urn:0"), 1, start);
+        table.start("a", doc("/a", "urn:1"), 2, start);
+        table.start("b", doc("/a", "urn:2"), 3, start);
         table.renew("b", start + Duration::from_secs(20));
         let gone = table.expire(start + Duration::from_secs(31), Some(lease));
         assert_eq!(gone.len(), 1);
-        assert_eq!(gone[0].node, "a");
+        assert_eq!((gone[0].node.as_str(), gone[0].start), ("a", 2));
         assert_eq!(table.len(), 2);
         let gone = table.expire(start + Duration::from_secs(31), None);
         assert_eq!(gone.len(), 1, "every other node, at once");
@@ -229,16 +271,16 @@ mod tests {
         let now = Instant::now();
         let mut table = Table::new("me".into());
         table.advance(5, 1);
-        table.apply("a", doc("/a", "urn:1", true), now);
+        table.start("a", doc("/a", "urn:1"), 5, now);
         table.advance(3, 1);
         assert_eq!(table.position(), (5, 1));
         table.advance(2, 7);
         assert_eq!((table.position(), table.len()), ((2, 7), 0));
         for n in 0..MAX_LISTED {
-            table.apply("a", doc("/a", &n.to_string(), true), now);
+            table.start("a", doc("/a", &n.to_string()), 1, now);
         }
         assert_eq!(
-            table.apply("a", doc("/a", "one more", true), now),
+            table.start("a", doc("/a", "one more"), 1, now),
             Started::Full
         );
     }

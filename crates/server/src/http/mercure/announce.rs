@@ -7,19 +7,28 @@
 //!
 //! - a subscription event is the update [`Subscription::to_update`] makes, stored as any
 //!   update (`<prefix>.s.<hash>._`), with `Mercure-Node: <node>` naming the node serving the
-//!   subscription; an end also carries `Nats-Msg-Id: mercure-end:<hash>`, so that the ends
-//!   several nodes publish for a dead node's subscription are stored once (within the
-//!   stream's duplicate window);
+//!   subscription; an end also carries `Nats-Msg-Id: mercure-end:<hash>:<start seq>` naming
+//!   the start it ends, so that the ends several nodes publish for a dead node's subscription
+//!   are stored once (within the stream's duplicate window) while a later start of the same
+//!   subscription can still be ended;
 //! - a lease renewal is an empty message on `<prefix>.s.lease.<node>`, not an update (no
 //!   subscriber receives it).
+//!
+//! A node cut off from the stream for longer than the lease is taken for dead by the others,
+//! which end its subscriptions although it still serves them. When it reads such an end (one
+//! naming a start of a subscription it still serves: its own ends are published only once a
+//! subscription stopped being served), it announces that subscription's starts again
+//! ([`Announcer::ended_elsewhere`]). Each end names one start, and only an end of the current
+//! starts does this, so it happens once per time the node is taken for dead.
 
+use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_mercure::subscription::Subscription;
+use sluice_mercure::subscription::{Selection, Subscription};
 use sluice_mercure::{Grants, Scheme, SelectorSet};
 use sluice_protocol::headers::{Headers, NATS_MSG_ID};
 use tokio::sync::{Notify, oneshot};
@@ -51,11 +60,37 @@ pub struct Announcer {
     metrics: Arc<Metrics>,
     random: RandomState,
     made: AtomicU64,
-    /// Subscriptions this node serves now.
-    serving: AtomicUsize,
+    /// Subscriptions this node serves now, by subscriber id.
+    serving: Mutex<HashMap<String, Served>>,
     /// Event publications under way (waited for on shutdown).
     pending: AtomicUsize,
     idle: Notify,
+}
+
+/// A subscription this node serves: where its starts were stored, and how to have them
+/// announced again.
+#[derive(Debug, Default)]
+struct Served {
+    /// The stream position of each selector's start (`None` where it is not known).
+    starts: Vec<Option<u64>>,
+    /// Set when another node ended one of these starts; cleared once they are announced again.
+    ended_elsewhere: bool,
+    wake: Arc<Notify>,
+}
+
+/// The `Nats-Msg-Id` of the end of the start stored at `start` on the subject whose topic
+/// hash is `hash`.
+fn end_msg_id(hash: &str, start: Option<u64>) -> String {
+    match start {
+        Some(seq) => format!("{END_MSG_ID_PREFIX}{hash}:{seq}"),
+        None => format!("{END_MSG_ID_PREFIX}{hash}"),
+    }
+}
+
+/// The start an end's `Nats-Msg-Id` names, if it names one.
+pub fn ended_start(headers: &Headers) -> Option<u64> {
+    let id = headers.get(NATS_MSG_ID)?.strip_prefix(END_MSG_ID_PREFIX)?;
+    id.rsplit_once(':')?.1.parse().ok()
 }
 
 /// 32 lower-case hex digits drawn from `random`'s keys (which the process seeds from the
@@ -81,7 +116,7 @@ impl Announcer {
             metrics,
             random,
             made: AtomicU64::new(0),
-            serving: AtomicUsize::new(0),
+            serving: Mutex::new(HashMap::new()),
             pending: AtomicUsize::new(0),
             idle: Notify::new(),
         }
@@ -110,8 +145,9 @@ impl Announcer {
 
     /// Announces a new subscription to `set` by a holder of `grants`, whose stream holds
     /// `guard`: its start now, one event per selector under a new subscriber id with the
-    /// payload the grants give that selector, and its end once the guard is dropped, however
-    /// the stream ends.
+    /// payload the grants give that selector (each in the shape of its selector's protocol),
+    /// again whenever another node ends it while it is served, and its end once the guard is
+    /// dropped, however the stream ends.
     pub fn announce(
         self: &Arc<Self>,
         set: &SelectorSet,
@@ -123,32 +159,103 @@ impl Announcer {
             .selectors()
             .iter()
             .map(|selector| {
-                let text = selector.as_str();
-                Subscription::new(text, &subscriber, true, grants.payload_for(text).cloned())
+                let payload = grants.payload_for(selector.as_str()).cloned();
+                Subscription::new(Selection::of(selector), &subscriber, true, payload)
             })
             .collect();
         let (tell, ended) = oneshot::channel();
         guard.on_end(tell);
-        self.serving.fetch_add(1, Ordering::AcqRel);
+        let wake = self.serve(&subscriber);
         self.pending.fetch_add(1, Ordering::AcqRel);
         let announcer = self.clone();
         tokio::spawn(async move {
-            announcer.publish_events(&docs, &announcer.node).await;
-            let reason = ended.await.unwrap_or("not_streamed");
-            announcer.serving.fetch_sub(1, Ordering::AcqRel);
-            let ends: Vec<Subscription> = docs
-                .into_iter()
-                .map(|doc| Subscription {
-                    active: false,
-                    ..doc
-                })
-                .collect();
+            let starts = announcer.publish_events(&docs, &announcer.node).await;
+            announcer.started(&subscriber, starts);
+            let mut ended = ended;
+            let reason = loop {
+                tokio::select! {
+                    reason = &mut ended => break reason.unwrap_or("not_streamed"),
+                    () = wake.notified() => announcer.announce_again(&subscriber, &docs).await,
+                }
+            };
+            let starts = announcer.stop_serving(&subscriber);
             tracing::debug!(subscriber, reason, "Mercure subscription ends");
-            announcer.publish_events(&ends, &announcer.node).await;
+            let requests = docs
+                .iter()
+                .zip(starts.into_iter().chain(std::iter::repeat(None)))
+                .map(|(doc, start)| announcer.event(&doc.ended(), &announcer.node, start))
+                .collect();
+            announcer.publish(requests).await;
             if announcer.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
                 announcer.idle.notify_waiters();
             }
         });
+    }
+
+    /// The subscriptions served, to read or change.
+    fn served(&self) -> MutexGuard<'_, HashMap<String, Served>> {
+        // Every change leaves the map consistent: a panic elsewhere leaves it usable.
+        self.serving
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// `subscriber`'s subscription is served from now on; returns what wakes it to be
+    /// announced again.
+    fn serve(&self, subscriber: &str) -> Arc<Notify> {
+        let served = Served::default();
+        let wake = served.wake.clone();
+        self.served().insert(subscriber.to_owned(), served);
+        wake
+    }
+
+    /// `subscriber`'s starts were stored at `starts`.
+    fn started(&self, subscriber: &str, starts: Vec<Option<u64>>) {
+        if let Some(served) = self.served().get_mut(subscriber) {
+            served.starts = starts;
+            served.ended_elsewhere = false;
+        }
+    }
+
+    /// `subscriber`'s subscription is no longer served; returns where its starts were stored.
+    fn stop_serving(&self, subscriber: &str) -> Vec<Option<u64>> {
+        self.served()
+            .remove(subscriber)
+            .map(|served| served.starts)
+            .unwrap_or_default()
+    }
+
+    /// Another node published an end of the start stored at `start` of `subscriber`'s
+    /// subscription: if this node still serves it and that is one of its current starts, the
+    /// subscription is announced again (once, however many of its ends are read). True when
+    /// it will be.
+    pub fn ended_elsewhere(&self, subscriber: &str, start: u64) -> bool {
+        let mut served = self.served();
+        let Some(served) = served.get_mut(subscriber) else {
+            return false;
+        };
+        if served.ended_elsewhere || !served.starts.contains(&Some(start)) {
+            return false;
+        }
+        served.ended_elsewhere = true;
+        served.wake.notify_one();
+        true
+    }
+
+    /// Publishes `subscriber`'s starts `docs` again, after another node ended them.
+    async fn announce_again(&self, subscriber: &str, docs: &[Subscription]) {
+        Metrics::count(
+            &self.metrics.mercure_reannounced,
+            "reason",
+            "ended_elsewhere",
+        );
+        tracing::info!(
+            subscriber,
+            selectors = docs.len(),
+            "Mercure subscription ended by another hub node while served here: announced again"
+        );
+        let starts = self.publish_events(docs, &self.node).await;
+        self.started(subscriber, starts);
     }
 
     /// Publishes the ends of `listed`, subscriptions of nodes found dead.
@@ -162,38 +269,41 @@ impl Announcer {
         );
         let requests: Vec<PublishRequest> = listed
             .into_iter()
-            .map(|Listed { node, doc }| {
-                let end = Subscription {
-                    active: false,
-                    ..doc
-                };
-                self.event(&end, &node)
-            })
+            .map(|Listed { node, doc, start }| self.event(&doc.ended(), &node, Some(start)))
             .collect();
         self.publish(requests).await;
     }
 
-    /// Publishes one event per document, for subscriptions served by `node`.
-    async fn publish_events(&self, docs: &[Subscription], node: &str) {
-        let requests = docs.iter().map(|doc| self.event(doc, node)).collect();
-        self.publish(requests).await;
+    /// Publishes the starts `docs` of subscriptions served by `node`; returns each one's
+    /// stream position, where known.
+    async fn publish_events(&self, docs: &[Subscription], node: &str) -> Vec<Option<u64>> {
+        let requests = docs.iter().map(|doc| self.event(doc, node, None)).collect();
+        self.publish(requests).await
     }
 
-    /// Stores `requests`, logging and counting those the stream refuses.
-    async fn publish(&self, mut requests: Vec<PublishRequest>) {
+    /// Stores `requests`, logging and counting those the stream refuses; returns each one's
+    /// position in the served stream, where known (not for one stored by another stream).
+    async fn publish(&self, mut requests: Vec<PublishRequest>) -> Vec<Option<u64>> {
+        let mut positions = Vec::with_capacity(requests.len());
         while !requests.is_empty() {
             let rest = requests.split_off(requests.len().min(BATCH));
             for answer in self.backend.publish_batch(requests).await {
-                if let Err(err) = answer {
-                    record(&self.metrics, &err, "Mercure subscription event not stored");
-                }
+                positions.push(match answer {
+                    Ok(ack) if ack.stream.is_none() => Some(ack.seq),
+                    Ok(_) => None,
+                    Err(err) => {
+                        record(&self.metrics, &err, "Mercure subscription event not stored");
+                        None
+                    }
+                });
             }
             requests = rest;
         }
+        positions
     }
 
-    /// The message storing `doc`'s event.
-    fn event(&self, doc: &Subscription, node: &str) -> PublishRequest {
+    /// The message storing `doc`'s event; an end names the start it ends, stored at `start`.
+    fn event(&self, doc: &Subscription, node: &str, start: Option<u64>) -> PublishRequest {
         let stored = self.scheme.encode(&doc.to_update());
         let mut headers = Headers::new();
         for (name, value) in stored.headers {
@@ -203,7 +313,7 @@ impl Announcer {
         if !doc.active {
             // The subject's topic hash names the subscription.
             let hash = stored.subject.split('.').rev().nth(1).unwrap_or_default();
-            headers.append(NATS_MSG_ID, format!("{END_MSG_ID_PREFIX}{hash}"));
+            headers.append(NATS_MSG_ID, end_msg_id(hash, start));
         }
         PublishRequest {
             subject: stored.subject,
@@ -215,7 +325,7 @@ impl Announcer {
     /// Renews this node's lease if it serves any subscription (a node serving none needs
     /// none: nothing of it is listed).
     pub async fn renew_lease(&self) {
-        if self.serving.load(Ordering::Acquire) == 0 {
+        if self.served().is_empty() {
             return;
         }
         let request = PublishRequest {

@@ -23,7 +23,11 @@ pub async fn headers(State(hub): State<Arc<Hub>>, request: Request, next: Next) 
     let origin = request.headers().get(header::ORIGIN).cloned();
     let mut response = next.run(request).await;
     let out = response.headers_mut();
-    out.append(header::LINK, link());
+    // An answer with a `rel="mercure"` link of its own (the 1.0 draft's subscriptions API,
+    // which adds the cursor to it) keeps it alone.
+    if !out.contains_key(header::LINK) {
+        out.append(header::LINK, link());
+    }
     allow(out, origin.as_ref(), origins);
     response
 }

@@ -7,7 +7,9 @@
 //! renewal of its own, and taken for dead once `mercure.subscriptions_lease` passes without
 //! one: its subscriptions are dropped and their ends published. On the embedded store the
 //! process is the only node, so once the history is read every other node's subscriptions
-//! (a previous process's, killed before it could end them) are ended at once.
+//! (a previous process's, killed before it could end them) are ended at once. An end of one
+//! of this node's own subscriptions that it still serves was published by a node that took it
+//! for dead: the announcer announces that subscription again.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -18,7 +20,7 @@ use sluice_mercure::subscription::Subscription;
 use tokio::sync::watch;
 
 use super::active::{Started, Table};
-use super::announce::{Announcer, HEADER_NODE};
+use super::announce::{Announcer, HEADER_NODE, ended_start};
 use crate::backend::{Backend, BackendError, BackendMessage, Delivery};
 use crate::fanout::record;
 use crate::metrics::Metrics;
@@ -185,7 +187,7 @@ impl Presence {
             .decode(&message.subject, headers, &message.payload)
             .map_err(|err| err.to_string())
             .and_then(|update| {
-                serde_json::from_str::<Subscription>(&update.data).map_err(|err| err.to_string())
+                Subscription::from_document(&update.data).map_err(|err| err.to_string())
             });
         let (doc, node) = match (doc, message.headers.get(HEADER_NODE)) {
             (Ok(doc), Some(node)) => (doc, node),
@@ -209,8 +211,17 @@ impl Presence {
                 return;
             }
         };
+        if doc.active {
+            self.start(node, doc, message.seq, now);
+        } else {
+            self.end(node, &doc, ended_start(&message.headers), now);
+        }
+    }
+
+    /// A start event at `seq` of `node`'s subscription `doc`.
+    fn start(&self, node: &str, doc: Subscription, seq: u64, now: Instant) {
         let subscriber = doc.subscriber.clone();
-        if self.table().apply(node, doc, now) == Started::Full {
+        if self.table().start(node, doc, seq, now) == Started::Full {
             self.skipped("table_full");
             tracing::warn!(
                 subscriber,
@@ -218,6 +229,14 @@ impl Presence {
                 max = super::active::MAX_LISTED,
                 "Mercure active subscriptions table full: subscription not listed"
             );
+        }
+    }
+
+    /// An end event of `node`'s subscription `doc`, of the start at `ends` when it names one.
+    fn end(&self, node: &str, doc: &Subscription, ends: Option<u64>, now: Instant) {
+        self.table().end(node, &doc.id(), ends, now);
+        if let Some(start) = ends.filter(|_| node == self.announcer.node()) {
+            self.announcer.ended_elsewhere(&doc.subscriber, start);
         }
     }
 }
