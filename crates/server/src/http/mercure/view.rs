@@ -25,7 +25,7 @@ pub struct MercureView {
     key: String,
     scheme: Arc<Scheme>,
     set: SelectorSet,
-    grants: Grants,
+    grants: Arc<Grants>,
     gaps: bool,
     incarnation: u64,
     max_event_size: usize,
@@ -37,7 +37,7 @@ impl MercureView {
     pub fn new(
         scheme: Arc<Scheme>,
         set: SelectorSet,
-        grants: Grants,
+        grants: Arc<Grants>,
         gaps: bool,
         incarnation: u64,
         max_event_size: usize,
@@ -48,11 +48,11 @@ impl MercureView {
                 .map(|(kind, text)| (format!("{kind:?}"), text.to_owned()))
                 .collect()
         };
+        // The selectors are distinct and in key order: their pairs are the set's key.
         let selectors = kinds(
-            set.key()
-                .entries()
+            set.selectors()
                 .iter()
-                .map(|(kind, text)| (*kind, text.as_str()))
+                .map(|s| (s.kind(), s.as_str()))
                 .collect(),
         );
         // JSON keeps the parts apart whatever the selectors hold.
