@@ -37,10 +37,12 @@ pub enum SetError {
 }
 
 /// A subscription's selectors, compiled, distinct and in key order.
+///
+/// The set lives as long as its feed, so it holds only the compiled selectors: its key is made
+/// from them when asked for, not kept as a second copy of their texts.
 #[derive(Debug)]
 pub struct SelectorSet {
     selectors: Vec<Selector>,
-    key: SetKey,
 }
 
 impl SelectorSet {
@@ -61,13 +63,7 @@ impl SelectorSet {
         selectors.dedup_by(|a, b| a.kind() == b.kind() && a.as_str() == b.as_str());
         // A set lives as long as its feed: keep no spare room from the query's parsing.
         selectors.shrink_to_fit();
-        let key = SetKey(
-            selectors
-                .iter()
-                .map(|s| (s.kind(), s.as_str().to_owned()))
-                .collect(),
-        );
-        Ok(SelectorSet { selectors, key })
+        Ok(SelectorSet { selectors })
     }
 
     /// The set a subscription's query parameters ask for: every selector parameter (see
@@ -89,9 +85,14 @@ impl SelectorSet {
         Self::new(selectors)
     }
 
-    /// The set's normalised key.
-    pub fn key(&self) -> &SetKey {
-        &self.key
+    /// The set's normalised key (made on each call: the selectors are already in key order).
+    pub fn key(&self) -> SetKey {
+        SetKey(
+            self.selectors
+                .iter()
+                .map(|s| (s.kind(), s.as_str().to_owned()))
+                .collect(),
+        )
     }
 
     /// The selectors, distinct and in key order.

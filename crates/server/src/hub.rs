@@ -42,8 +42,12 @@ impl Hub {
     /// A hub over `backend`. `config` must be validated; the authorization keys are read
     /// here, so a missing or bad key file is an error before any socket opens.
     pub fn new(config: Config, backend: Arc<dyn Backend>) -> Result<Arc<Self>, AuthConfigError> {
-        let auth = Arc::new(Authenticator::new(&config.auth)?);
         let metrics = Arc::new(Metrics::for_backend(&*backend));
+        let lookups = metrics.token_cache_lookups.clone();
+        let auth = Arc::new(Authenticator::counting_cache_lookups(
+            &config.auth,
+            lookups,
+        )?);
         let mercure = Mercure::new(&config.mercure, &backend, &metrics)?;
         let fanout = Fanout::new(
             backend.clone(),

@@ -66,6 +66,9 @@ pub struct Metrics {
     pub mercure_reannounced: Counters,
     /// Admin API requests refused, by reason.
     pub admin_refusals: Counters,
+    /// Lookups in the caches of verified tokens, by result (`hit`: no signature verified;
+    /// `miss`: verified).
+    pub token_cache_lookups: Counters,
     /// Request body bytes held now, all requests together (bounded by the body budget).
     pub body_bytes: Gauge,
     /// `POST /publish` from the body read in full to the answer, per shape of body.
@@ -109,6 +112,7 @@ impl Metrics {
             mercure_events_skipped: Counters::default(),
             mercure_reannounced: Counters::default(),
             admin_refusals: Counters::default(),
+            token_cache_lookups: Counters::default(),
             body_bytes: Gauge::default(),
             publish_latency: PublishLatency::default(),
             delivery_latency: Latency::default(),
@@ -200,6 +204,11 @@ impl Metrics {
             "sluice_admin_refusals",
             "Admin API requests refused, by reason",
             metrics.admin_refusals.clone(),
+        );
+        r.register(
+            "sluice_token_cache_lookups",
+            "Lookups in the caches of verified tokens, by result (hit, miss)",
+            metrics.token_cache_lookups.clone(),
         );
         r.register(
             "sluice_mercure_subscription_events_skipped",

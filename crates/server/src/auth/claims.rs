@@ -10,6 +10,9 @@ pub struct TokenClaims {
     /// a fraction.
     #[serde(default)]
     pub exp: Option<f64>,
+    /// Not before, seconds since the Unix epoch (already checked by the verifier).
+    #[serde(default)]
+    pub nbf: Option<f64>,
     /// Who the token was issued to; used in logs only.
     #[serde(default)]
     pub sub: Option<String>,

@@ -10,6 +10,7 @@
 //! ([`Authenticator::reload_on_change`]). The configuration and claim format are described in
 //! docs/AUTH.md.
 
+pub(crate) mod cache;
 mod claims;
 pub(crate) mod config;
 mod error;
@@ -20,6 +21,7 @@ mod reload;
 pub(crate) mod token;
 
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::SystemTime;
 
 use axum::http::HeaderMap;
 use sluice_protocol::subject::FilterSet;
@@ -29,6 +31,8 @@ pub use error::AuthError;
 pub use extract::{FoundToken, TokenPlaces, TokenSource, extract_token};
 pub use grant::{Direction, Grant};
 
+use crate::metrics::Counters;
+use cache::TokenCache;
 use keys::KeySet;
 use token::TokenRules;
 
@@ -45,15 +49,36 @@ struct DirectionAuth {
     config: DirectionConfig,
     rules: TokenRules,
     anonymous: FilterSet,
-    keys: RwLock<Arc<KeySet>>,
+    keys: RwLock<Arc<Keyed>>,
+    /// Where the tokens' cache counts its lookups.
+    cache_lookups: Counters,
+}
+
+/// A direction's keys and the tokens verified with them: a reload replaces both at once, so
+/// no token verified with a removed key outlives it (a request still verifying with the old
+/// keys stores into the old cache, which nothing reads any more).
+struct Keyed {
+    keys: KeySet,
+    verified: TokenCache<Grant>,
 }
 
 impl Authenticator {
     /// Validates the configuration and reads every key file.
     pub fn new(config: &AuthConfig) -> Result<Self, AuthConfigError> {
+        Self::counting_cache_lookups(config, Counters::default())
+    }
+
+    /// As [`Authenticator::new`], counting the verified-token cache's hits and misses in
+    /// `lookups` (the hub's `sluice_token_cache_lookups_total`).
+    pub(crate) fn counting_cache_lookups(
+        config: &AuthConfig,
+        lookups: Counters,
+    ) -> Result<Self, AuthConfigError> {
         config.validate()?;
         let load = |name: &str, d: &Option<DirectionConfig>| {
-            d.as_ref().map(|d| DirectionAuth::new(name, d)).transpose()
+            d.as_ref()
+                .map(|d| DirectionAuth::new(name, d, lookups.clone()))
+                .transpose()
         };
         Ok(Self {
             subscribe: load("subscribe", &config.subscribe)?,
@@ -87,10 +112,7 @@ impl Authenticator {
             query_param: auth.config.query_param.as_deref(),
         };
         match extract_token(headers, query, places)? {
-            Some(found) => {
-                let keys = Arc::clone(&auth.keys.read().unwrap_or_else(PoisonError::into_inner));
-                auth.rules.verify(found.token, &keys, direction)
-            }
+            Some(found) => auth.verify(found.token, direction),
             None if auth.anonymous.is_empty() => Err(AuthError::MissingToken),
             None => Ok(Grant::limited(
                 direction,
@@ -104,7 +126,9 @@ impl Authenticator {
     /// Re-reads every key (inline secrets, PEM files, JWKS files) of every direction.
     ///
     /// All or nothing: when any key fails to load, the error is returned and the keys in use
-    /// stay as they were. Requests in flight keep the keys they started with.
+    /// stay as they were. Requests in flight keep the keys they started with. A successful
+    /// reload empties the cache of verified tokens: every token is verified again with the
+    /// new keys.
     pub fn reload(&self) -> Result<(), AuthConfigError> {
         let directions: Vec<&DirectionAuth> = self.configured().collect();
         let fresh = directions
@@ -113,10 +137,11 @@ impl Authenticator {
             .collect::<Result<Vec<_>, _>>()?;
         for (direction, keys) in directions.into_iter().zip(fresh) {
             tracing::info!(direction = %direction.prefix, keys = keys.keys.len(), "auth keys reloaded");
+            let keyed = direction.keyed(keys);
             *direction
                 .keys
                 .write()
-                .unwrap_or_else(PoisonError::into_inner) = Arc::new(keys);
+                .unwrap_or_else(PoisonError::into_inner) = Arc::new(keyed);
         }
         Ok(())
     }
@@ -138,18 +163,44 @@ impl Authenticator {
 }
 
 impl DirectionAuth {
-    fn new(name: &str, config: &DirectionConfig) -> Result<Self, AuthConfigError> {
+    fn new(
+        name: &str,
+        config: &DirectionConfig,
+        cache_lookups: Counters,
+    ) -> Result<Self, AuthConfigError> {
         let prefix = format!("auth.{name}");
         let keys = KeySet::load(&prefix, &config.keys)?;
         let anonymous = FilterSet::new(config.anonymous.iter().cloned()).map_err(|e| {
             AuthConfigError::invalid(format!("{prefix}.anonymous"), "(list)", e.to_string())
         })?;
+        let keyed = Keyed {
+            keys,
+            verified: TokenCache::new(cache_lookups.clone()),
+        };
         Ok(Self {
             rules: TokenRules::new(config),
             anonymous,
-            keys: RwLock::new(Arc::new(keys)),
+            keys: RwLock::new(Arc::new(keyed)),
+            cache_lookups,
             config: config.clone(),
             prefix,
+        })
+    }
+
+    /// `keys` with an empty cache of verified tokens.
+    fn keyed(&self, keys: KeySet) -> Keyed {
+        Keyed {
+            keys,
+            verified: TokenCache::new(self.cache_lookups.clone()),
+        }
+    }
+
+    /// The grant of `token` for `direction`: verified once, then taken from the cache while
+    /// its `exp` and `nbf` still hold.
+    fn verify(&self, token: &str, direction: Direction) -> Result<Grant, AuthError> {
+        let keyed = Arc::clone(&self.keys.read().unwrap_or_else(PoisonError::into_inner));
+        keyed.verified.get_or_verify(token, SystemTime::now(), || {
+            self.rules.verify(token, &keyed.keys, direction)
         })
     }
 }

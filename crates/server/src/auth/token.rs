@@ -6,6 +6,7 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Validation, decode, decode_header};
 use sluice_protocol::subject::FilterSet;
 
+use super::cache::TimeWindow;
 use super::claims::TokenClaims;
 use super::config::DirectionConfig;
 use super::error::AuthError;
@@ -54,15 +55,22 @@ impl TokenRules {
         }
     }
 
-    /// Verifies `token` against `keys` and turns its `sluice` claim into a grant for `direction`.
+    /// Verifies `token` against `keys` and turns its `sluice` claim into a grant for
+    /// `direction`, with the time window the grant may be used in.
     pub fn verify(
         &self,
         token: &str,
         keys: &KeySet,
         direction: Direction,
-    ) -> Result<Grant, AuthError> {
+    ) -> Result<(Grant, TimeWindow), AuthError> {
         let claims = self.verify_claims::<TokenClaims>(token, keys)?;
-        self.grant(claims, direction)
+        let window = self.window(claims.exp, claims.nbf);
+        Ok((self.grant(claims, direction)?, window))
+    }
+
+    /// When a verified token with these `exp` and `nbf` claims passes these rules' time checks.
+    pub fn window(&self, exp: Option<f64>, nbf: Option<f64>) -> TimeWindow {
+        TimeWindow::new(exp, nbf, self.leeway)
     }
 
     /// Verifies `token` against `keys` (size, algorithm, signature, time, audience, issuer)
@@ -204,7 +212,9 @@ mod tests {
     }
 
     fn verify(rules: &TokenRules, token: &str) -> Result<Grant, AuthError> {
-        rules.verify(token, &hmac_keys(), Direction::Subscribe)
+        rules
+            .verify(token, &hmac_keys(), Direction::Subscribe)
+            .map(|(grant, _)| grant)
     }
 
     #[test]

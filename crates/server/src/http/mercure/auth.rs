@@ -9,7 +9,11 @@
 //! An access token of the 1.0 draft (JOSE `typ` `at+jwt`, RFC 9068) must also carry `exp`,
 //! name `mercure.audience` in `aud` and have `mercure.issuer` as `iss` (when configured); a
 //! subscription made with one ends when it expires.
+//!
+//! A token is verified once: what it grants is kept in the verifier's cache of verified tokens
+//! (`auth::cache`) and served from there while its `exp` and `nbf` still hold.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use axum::http::HeaderMap;
@@ -18,12 +22,14 @@ use serde::Deserialize;
 use sluice_mercure::claims::is_access_token_type;
 use sluice_mercure::{Claims, Grants};
 
+use crate::auth::cache::{TimeWindow, TokenCache};
 use crate::auth::config::{DEFAULT_LEEWAY, DEFAULT_MAX_FILTERS, DEFAULT_MAX_TOKEN_BYTES};
 use crate::auth::keys::{KeySet, VerifyingKey};
 use crate::auth::token::TokenRules;
 use crate::auth::{
     AuthConfigError, AuthError, DirectionConfig, Secret, TokenPlaces, extract_token,
 };
+use crate::metrics::Counters;
 
 /// One direction's key and rules.
 pub struct Verifier {
@@ -31,15 +37,26 @@ pub struct Verifier {
     keys: Option<KeySet>,
     audience: Option<String>,
     issuer: Option<String>,
+    /// Tokens verified with `keys`. The key changes only with the configuration (a new hub),
+    /// and every caller passes the hub's one base URL, so a token's grants never go stale.
+    verified: TokenCache<Accepted>,
 }
 
 /// What a verified token grants, and for how long.
 #[derive(Debug)]
 pub struct Verified {
-    /// The grants.
-    pub grants: Grants,
+    /// The grants, shared by every request with the same token.
+    pub grants: Arc<Grants>,
     /// When an access token expires (none for other tokens).
     pub expires_in: Option<Duration>,
+}
+
+/// What the cache keeps of a verified token.
+#[derive(Clone)]
+struct Accepted {
+    grants: Arc<Grants>,
+    /// An access token's `exp`, since the Unix epoch.
+    access_token_exp: Option<Duration>,
 }
 
 /// The claims read from a Mercure token.
@@ -49,6 +66,8 @@ struct TokenClaims {
     claims: Claims,
     #[serde(default)]
     exp: Option<f64>,
+    #[serde(default)]
+    nbf: Option<f64>,
 }
 
 impl std::fmt::Debug for Verifier {
@@ -61,13 +80,15 @@ impl std::fmt::Debug for Verifier {
 
 impl Verifier {
     /// The verifier of `<name>_key` and `<name>_alg` (no key: every token is refused), with
-    /// the audience and issuer access tokens must name.
+    /// the audience and issuer access tokens must name; its token cache counts its lookups in
+    /// `cache_lookups`.
     pub fn new(
         name: &str,
         key: Option<&Secret>,
         alg: &str,
         audience: Option<&str>,
         issuer: Option<&str>,
+        cache_lookups: Counters,
     ) -> Result<Self, AuthConfigError> {
         let invalid = |err: crate::config::ConfigError| {
             AuthConfigError::invalid(format!("{name}_key"), "(hidden)", err.to_string())
@@ -99,6 +120,7 @@ impl Verifier {
             keys,
             audience: audience.map(str::to_owned),
             issuer: issuer.map(str::to_owned),
+            verified: TokenCache::new(cache_lookups),
         })
     }
 
@@ -130,10 +152,34 @@ impl Verifier {
             return Ok(None);
         };
         let keys = self.keys.as_ref().ok_or(AuthError::WrongAlgorithm)?;
+        let now = SystemTime::now();
+        let accepted = self
+            .verified
+            .get_or_verify(token, now, || self.verify(token, keys, base))?;
+        let since_epoch = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        // `exp` itself was checked by the verifier (with its leeway), and again by the cache.
+        let expires_in = accepted
+            .access_token_exp
+            .map(|exp| exp.saturating_sub(since_epoch).max(Duration::from_secs(1)));
+        Ok(Some(Verified {
+            grants: accepted.grants,
+            expires_in,
+        }))
+    }
+
+    /// Verifies `token` with `keys` and compiles its grants; the window it may be used in.
+    fn verify(
+        &self,
+        token: &str,
+        keys: &KeySet,
+        base: &str,
+    ) -> Result<(Accepted, TimeWindow), AuthError> {
         let token_claims: TokenClaims = self.rules.verify_claims(token, keys)?;
         // The signature verified, so the header decodes.
         let typ = decode_header(token).ok().and_then(|header| header.typ);
-        let expires_in = if is_access_token_type(typ.as_deref()) {
+        let access_token_exp = if is_access_token_type(typ.as_deref()) {
             Some(self.check_access_token(&token_claims)?)
         } else {
             None
@@ -142,10 +188,17 @@ impl Verifier {
             tracing::info!(error = %err, "Mercure claims refused");
             AuthError::InvalidToken("the mercure claim or authorization_details are malformed")
         })?;
-        Ok(Some(Verified { grants, expires_in }))
+        let accepted = Accepted {
+            grants: Arc::new(grants),
+            access_token_exp,
+        };
+        Ok((
+            accepted,
+            self.rules.window(token_claims.exp, token_claims.nbf),
+        ))
     }
 
-    /// The RFC 9068 checks of an access token; how long it stays valid.
+    /// The RFC 9068 checks of an access token; its `exp`, since the Unix epoch.
     fn check_access_token(&self, token: &TokenClaims) -> Result<Duration, AuthError> {
         let claims = &token.claims;
         let Some(audience) = &self.audience else {
@@ -163,12 +216,6 @@ impl Verifier {
         let exp = token
             .exp
             .ok_or(AuthError::InvalidToken("an access token needs exp"))?;
-        let exp = Duration::try_from_secs_f64(exp)
-            .map_err(|_| AuthError::InvalidToken("exp is not a time"))?;
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
-        // `exp` itself was checked by the verifier (with its leeway).
-        Ok(exp.saturating_sub(now).max(Duration::from_secs(1)))
+        Duration::try_from_secs_f64(exp).map_err(|_| AuthError::InvalidToken("exp is not a time"))
     }
 }

@@ -84,9 +84,17 @@ impl Mercure {
             &config.publisher_jwt_alg,
             audience,
             issuer,
+            metrics.token_cache_lookups.clone(),
         )?;
         let (key, alg) = config.subscriber_key();
-        let subscriber = Verifier::new("mercure.subscriber_jwt", key, alg, audience, issuer)?;
+        let subscriber = Verifier::new(
+            "mercure.subscriber_jwt",
+            key,
+            alg,
+            audience,
+            issuer,
+            metrics.token_cache_lookups.clone(),
+        )?;
         let scheme = Arc::new(scheme);
         let presence = config.subscriptions.then(|| {
             Arc::new(Presence::new(

@@ -12,7 +12,7 @@
 //! `sluice_gaps`) share one feed: the match, the grant check and the frame are made once per
 //! update for all of them ([`super::view`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -79,7 +79,7 @@ pub async fn subscribe(
     );
     let (grants, expires_in) = match grants {
         Ok(Some(verified)) => (verified.grants, verified.expires_in),
-        Ok(None) if config.anonymous => (Grants::none(), None),
+        Ok(None) if config.anonymous => (anonymous_grants(), None),
         Ok(None) => return unauthorized(&hub, AuthError::MissingToken),
         Err(err) => return unauthorized(&hub, err),
     };
@@ -185,6 +185,13 @@ pub async fn subscribe(
         None => Body::from_stream(session.into_stream()),
     };
     stream_response(body, &last_event_id)
+}
+
+/// The grants of a subscriber without a token: one value shared by all of them, so that a
+/// feed of anonymous subscribers holds no grants of its own.
+fn anonymous_grants() -> Arc<Grants> {
+    static NONE: LazyLock<Arc<Grants>> = LazyLock::new(|| Arc::new(Grants::none()));
+    NONE.clone()
 }
 
 /// The resume id a request asks for: the `Last-Event-ID` header wins over the `lastEventID`

@@ -25,7 +25,7 @@ pub struct MercureView {
     key: String,
     scheme: Arc<Scheme>,
     set: SelectorSet,
-    grants: Grants,
+    grants: Arc<Grants>,
     gaps: bool,
     incarnation: u64,
     max_event_size: usize,
@@ -37,26 +37,29 @@ impl MercureView {
     pub fn new(
         scheme: Arc<Scheme>,
         set: SelectorSet,
-        grants: Grants,
+        grants: Arc<Grants>,
         gaps: bool,
         incarnation: u64,
         max_event_size: usize,
     ) -> Self {
-        let kinds = |pairs: Vec<(sluice_mercure::SelectorKind, &str)>| -> Vec<(String, String)> {
+        // Each selector as `[kind, text]`, the kind as its number: the key lives as long as
+        // the feed (and the fan-out holds a copy), so it is kept short.
+        let pairs = |pairs: Vec<(sluice_mercure::SelectorKind, &str)>| -> Vec<(u8, String)> {
             pairs
                 .into_iter()
-                .map(|(kind, text)| (format!("{kind:?}"), text.to_owned()))
+                .map(|(kind, text)| (kind as u8, text.to_owned()))
                 .collect()
         };
-        let selectors = kinds(
-            set.key()
-                .entries()
+        // The selectors are distinct and in key order: their pairs are the set's key.
+        let selectors = pairs(
+            set.selectors()
                 .iter()
-                .map(|(kind, text)| (*kind, text.as_str()))
+                .map(|s| (s.kind(), s.as_str()))
                 .collect(),
         );
         // JSON keeps the parts apart whatever the selectors hold.
-        let key = serde_json::json!([gaps, selectors, kinds(grants.receive_key())]).to_string();
+        let key =
+            serde_json::json!([u8::from(gaps), selectors, pairs(grants.receive_key())]).to_string();
         Self {
             key,
             scheme,
