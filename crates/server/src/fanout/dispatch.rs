@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use sluice_protocol::subject::FilterSet;
 use sluice_protocol::subject_index::SubjectIndex;
-use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
@@ -68,15 +67,9 @@ impl Drop for Dispatch {
 }
 
 impl Dispatch {
-    /// Starts reading `filters` at `start` for the topic sets attached later, on `runtime`
-    /// (none: the current one).
-    pub fn spawn(
-        runtime: Option<Handle>,
-        reading: Arc<Reading>,
-        filters: FilterSet,
-        start: u64,
-        ring_size: usize,
-    ) -> Self {
+    /// Starts reading `filters` at `start` for the topic sets attached later, on the current
+    /// runtime.
+    pub fn spawn(reading: Arc<Reading>, filters: FilterSet, start: u64, ring_size: usize) -> Self {
         let core = Arc::new(DispatchCore {
             reading,
             filters,
@@ -90,8 +83,7 @@ impl Dispatch {
             }),
             progress: watch::Sender::new(start),
         });
-        let runtime = runtime.unwrap_or_else(Handle::current);
-        let task = runtime.spawn(run(core.clone(), start)).abort_handle();
+        let task = tokio::spawn(run(core.clone(), start)).abort_handle();
         Self { core, task }
     }
 

@@ -138,6 +138,11 @@ impl FeedCore {
         self.ring.read().map_or(u64::MAX, |ring| ring.low())
     }
 
+    /// How many readers follow the feed.
+    pub fn readers(&self) -> usize {
+        self.position.receiver_count()
+    }
+
     /// A receiver notified whenever the ring changes or the feed closes.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.position.subscribe()

@@ -36,7 +36,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use sluice_protocol::subject::FilterSet;
-use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
 
 pub use cursor::Cursor;
@@ -67,11 +66,10 @@ pub struct Fanout {
     ring_size: usize,
     /// Turns to read behind a ring (`fanout.max_catch_up_reads`).
     catch_ups: Arc<Semaphore>,
-    /// The dispatch of the current incarnation, while any topic set is read.
+    /// The dispatch of the current incarnation, while any topic set is read. It runs on the
+    /// runtime that starts it: the hub's request runtime, where publishes are stored, so a
+    /// stored message wakes it on the publisher's thread.
     dispatch: Mutex<Weak<Dispatch>>,
-    /// Where dispatches run: the streams' runtime while the hub serves (the sessions they
-    /// wake run there), else the runtime that starts them.
-    dispatch_runtime: Mutex<Option<Handle>>,
     feeds: Arc<FeedMap>,
     /// A filter the dispatch reads besides the topic prefix's (the Mercure prefix's).
     also_read: Option<String>,
@@ -93,7 +91,6 @@ impl Fanout {
             ring_size: settings.ring_size,
             catch_ups: Arc::new(Semaphore::new(settings.max_catch_up_reads)),
             dispatch: Mutex::default(),
-            dispatch_runtime: Mutex::default(),
             feeds: Arc::default(),
             also_read: None,
         }
@@ -179,13 +176,7 @@ impl Fanout {
             self.metrics.clone(),
             self.catch_ups.clone(),
         );
-        let runtime = self
-            .dispatch_runtime
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
         let dispatch = Arc::new(Dispatch::spawn(
-            runtime,
             Arc::new(reading),
             self.wide_filters(),
             state.last_seq.saturating_add(1),
@@ -193,16 +184,6 @@ impl Fanout {
         ));
         *current = Arc::downgrade(&dispatch);
         dispatch
-    }
-
-    /// Runs the dispatches started from now on on `runtime`: the one the event streams run
-    /// on, so that a message wakes its session on the thread that routed it (no hand-off
-    /// between runtimes per message).
-    pub fn run_dispatch_on(&self, runtime: Handle) {
-        *self
-            .dispatch_runtime
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(runtime);
     }
 
     /// Every subject a topic can name: the topic prefix's, or all; and the filter the

@@ -21,7 +21,7 @@ use tower_service::Service;
 use super::addresses::{AddressCounts, AddressSlot};
 use super::head::{self, Head, HeadError};
 use super::rewind::Rewind;
-use super::runtime::StreamRuntime;
+use super::runtime::{self, StreamRuntime};
 use super::stream::{MovedSocket, Socket, stream_head, write_stream};
 use super::upstream::{self, Protocol};
 use super::{Listener, TimedIo, handshake};
@@ -40,7 +40,6 @@ pub(super) async fn accept_until(
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let streams = StreamRuntime::start()?;
-    hub.fanout.run_dispatch_on(streams.handle().clone());
     let shared = Shared {
         router: crate::http::router(hub.clone()),
         over_address_limit: over_address_limit(hub.clone()),
@@ -249,8 +248,9 @@ impl Connection {
         upstream::serve(self, Rewind::new(already_read, io), protocol, info).await;
     }
 
-    /// Runs `head` through the router; an event stream then gets a task of its own on the
-    /// streams' runtime ([`write_stream`]), any other answer is written at once.
+    /// Runs `head` through the router; an event stream then gets a task of its own
+    /// ([`write_stream`], on the runtime [`runtime::for_session`] picks), any other answer is
+    /// written at once.
     async fn stream(self, mut socket: Socket, head: Head, info: ConnInfo) {
         let mut request = head.request;
         let handoff = StreamHandoff::default();
@@ -262,7 +262,7 @@ impl Connection {
         };
         let head = stream_head(&response);
         drop(response);
-        // Move the socket to the streams' runtime (its reactor then watches it).
+        // Move the socket to the stream's runtime (its reactor then watches it).
         let Socket {
             stream,
             write_timeout,
@@ -280,10 +280,10 @@ impl Connection {
             write_timeout,
             state,
         };
-        let streams = self.streams.clone();
+        let runtime = runtime::for_session(&self.streams, &session);
         // The connection is held until the stream ends: the address's place and the drain
         // count.
-        streams.spawn(write_stream(self, moved, head, session));
+        runtime.spawn(write_stream(self, moved, head, session));
     }
 
     async fn refuse(

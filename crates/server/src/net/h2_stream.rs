@@ -1,5 +1,5 @@
-//! Event streams over HTTP/2: the session runs in a task of its own on the streams' runtime
-//! and hands its batches of frames to the response body one at a time, so the write-stall
+//! Event streams over HTTP/2: the session runs in a task of its own (on the runtime
+//! [`runtime::for_session`] picks) and hands its batches of frames to the response body one at a time, so the write-stall
 //! rule holds per stream.
 //!
 //! hyper takes a body's next batch only once the stream's flow-control window has room for
@@ -27,6 +27,7 @@ use bytes::Bytes;
 use hyper::body::Frame;
 use tokio::runtime::Handle;
 
+use super::runtime;
 use crate::conn::ConnState;
 use crate::session::Session;
 
@@ -42,7 +43,7 @@ pub struct StallRule {
 }
 
 /// `response` (the handler's head) with `session` as its body: the session is started on
-/// `streams`.
+/// `streams`, or beside the request when its feed has few readers.
 pub fn respond(
     response: Response,
     session: Session,
@@ -56,7 +57,7 @@ pub fn respond(
         batches: Taker(slot),
         stream: rule.stream.clone(),
     };
-    streams.spawn(pump(session, batches, rule));
+    runtime::for_session(streams, &session).spawn(pump(session, batches, rule));
     let (mut parts, _) = response.into_parts();
     // The handler's head was made for an empty body (its length 0); this one is endless.
     parts.headers.remove(header::CONTENT_LENGTH);

@@ -174,8 +174,8 @@ impl Socket {
     }
 }
 
-/// A socket on its way to the streams' runtime, whose reactor [`write_stream`] registers
-/// it with.
+/// A socket on its way to the runtime of its stream, whose reactor [`write_stream`]
+/// registers it with.
 pub struct MovedSocket {
     /// The TCP stream, out of the runtime that accepted it.
     pub stream: std::net::TcpStream,

@@ -76,6 +76,11 @@ pub struct Session {
 }
 
 impl Session {
+    /// How many readers the session's feed has now, this one included.
+    pub fn feed_readers(&self) -> usize {
+        self.cursor.feed().core.readers()
+    }
+
     /// A session following `plan` on `feed`; `preamble` (the `connected` frame and any resume
     /// gap) is sent first.
     pub fn new(
