@@ -1,7 +1,5 @@
 //! The JetStream backend against a real nats-server started per test on a free loopback port.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
@@ -12,8 +10,7 @@ use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig, Serve
 use sluice_server::backend::{
     ApiError, Backend, BackendError, Health, MessageStream, PublishRequest,
 };
-use sluice_test_support::{NatsServer, eventually_async};
-use tokio::net::{TcpListener, TcpStream};
+use sluice_test_support::{NatsServer, TcpProxy, eventually_async};
 use tokio::time::Instant;
 
 /// How long any single expected event may take before the test fails.
@@ -348,85 +345,14 @@ async fn a_server_restart_mid_feed_resumes_without_gap_or_duplicate() {
     assert!(backend.stats().consumers_lost >= 1, "{:?}", backend.stats());
 }
 
-/// A loopback TCP proxy in front of the server whose connections can be cut, as a network
-/// failure would, while the server keeps running (and keeps the consumer).
-struct Proxy {
-    port: u16,
-    accept: tokio::task::JoinHandle<()>,
-    connections: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
-    /// While false, new connections are closed at once (the network stays down).
-    relaying: Arc<AtomicBool>,
-}
-
-impl Proxy {
-    async fn start(upstream: u16) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy binds");
-        let port = listener.local_addr().expect("proxy address").port();
-        let connections = Arc::new(Mutex::new(Vec::new()));
-        let relaying = Arc::new(AtomicBool::new(true));
-        let accept = tokio::spawn({
-            let (connections, relaying) = (connections.clone(), relaying.clone());
-            async move {
-                while let Ok((mut inbound, _)) = listener.accept().await {
-                    if !relaying.load(Ordering::SeqCst) {
-                        continue;
-                    }
-                    let relay = tokio::spawn(async move {
-                        if let Ok(mut outbound) = TcpStream::connect(("127.0.0.1", upstream)).await
-                        {
-                            let _ =
-                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                        }
-                    });
-                    connections.lock().expect("lock").push(relay);
-                }
-            }
-        });
-        Self {
-            port,
-            accept,
-            connections,
-            relaying,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-
-    /// Drops every relayed connection; new ones are accepted again.
-    fn cut(&self) {
-        for relay in self.connections.lock().expect("lock").drain(..) {
-            relay.abort();
-        }
-    }
-
-    /// Drops every relayed connection and refuses new ones until [`Proxy::resume`].
-    fn cut_and_hold(&self) {
-        self.relaying.store(false, Ordering::SeqCst);
-        self.cut();
-    }
-
-    fn resume(&self) {
-        self.relaying.store(true, Ordering::SeqCst);
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.accept.abort();
-        self.cut();
-    }
-}
-
 #[tokio::test]
 async fn a_dropped_connection_mid_feed_resumes_without_gap_or_duplicate() {
     let server = start_server().await;
     let js = operator(&server).await;
     create_stream(&js, events_stream()).await;
-    let proxy = Proxy::start(server.port()).await;
+    let proxy = TcpProxy::start(server.port()).await;
     let mut config = backend_config(&server, "EVENTS");
-    config.urls = vec![proxy.url()];
+    config.urls = vec![proxy.nats_url()];
     let backend = JetStreamBackend::connect(&config)
         .await
         .expect("connects through the proxy");
@@ -469,9 +395,9 @@ async fn messages_removed_while_a_feed_recovers_end_the_feed_instead_of_a_silent
         },
     )
     .await;
-    let proxy = Proxy::start(server.port()).await;
+    let proxy = TcpProxy::start(server.port()).await;
     let mut config = backend_config(&server, "EVENTS");
-    config.urls = vec![proxy.url()];
+    config.urls = vec![proxy.nats_url()];
     let backend = JetStreamBackend::connect(&config)
         .await
         .expect("connects through the proxy");

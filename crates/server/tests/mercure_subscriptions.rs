@@ -12,8 +12,6 @@ mod common;
 #[path = "mercure/harness.rs"]
 mod harness;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backends::{Kind, on_both_backends};
@@ -23,9 +21,8 @@ use harness::{
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
-use sluice_test_support::{HttpResponse, SseClient, eventually_async, http};
+use sluice_test_support::{HttpResponse, SseClient, TcpProxy, eventually_async, http};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 const BOOK: &str = "https://example.com/books/1";
 const SHELF: &str = "https://example.com/shelves/{id}";
@@ -183,17 +180,7 @@ async fn subscription_events_announce_starts_and_ends_with_payloads_to_granted_s
     let mut outsider = hub
         .subscribed(&form(&[("topic", "*")]), &[("authorization", &elsewhere)])
         .await;
-    let alice = token(
-        SUBSCRIBER_KEY,
-        json!({ "subscribe": [], "payload": { "name": "alice" } }),
-    );
-    let alice = bearer(&alice);
-    let client = hub
-        .subscribed(
-            &form(&[("topic", BOOK), ("topic", SHELF)]),
-            &[("authorization", &alice)],
-        )
-        .await;
+    let client = subscribed_as_alice(&hub, &[("topic", BOOK), ("topic", SHELF)]).await;
 
     let start = next_event_of(&mut watcher, BOOK).await;
     let id = start["subscriber"].as_str().unwrap().to_owned();
@@ -499,15 +486,8 @@ async fn a_dead_nodes_subscriptions_end_when_its_lease_runs_out() {
         tokio::task::spawn_blocking(move || handle.block_on(start_node(config, jetstream)))
             .await
             .unwrap();
-    let url = doomed.url(&format!("{HUB}?{}", form(&[("topic", SHELF)])));
-    let mut client = SseClient::connect(&url).await.unwrap();
-    client.next_frame().await.unwrap();
-    let start = next_event_of(&mut watcher, SHELF).await;
     let first = hub.hub();
-    eventually_async("the doomed node's subscriber listed", async || {
-        subscribers_of(first, SHELF).await.len() == 1
-    })
-    .await;
+    let (client, start) = subscribe_listed(&doomed, &mut watcher, first).await;
 
     runtime.shutdown_background();
     let end = next_event_of(&mut watcher, SHELF).await;
@@ -593,17 +573,11 @@ async fn draft_subscription_events_announce_starts_and_ends_in_the_drafts_shape(
     let hub = Harness::start(kind, config("anonymous = true\nsubscriptions = true")).await;
     let mut drafts = draft_watcher(&hub, None).await;
     let mut legacy = watcher(&hub, None).await;
-    let alice = token(
-        SUBSCRIBER_KEY,
-        json!({ "subscribe": [], "payload": { "name": "alice" } }),
-    );
-    let alice = bearer(&alice);
-    let client = hub
-        .subscribed(
-            &form(&[("match", BOOK), ("match_urlpattern", SHELF_PATTERN)]),
-            &[("authorization", &alice)],
-        )
-        .await;
+    let client = subscribed_as_alice(
+        &hub,
+        &[("match", BOOK), ("match_urlpattern", SHELF_PATTERN)],
+    )
+    .await;
 
     let (start, event) = next_draft_event_of(&mut drafts, BOOK).await;
     assert_eq!(event.as_deref(), Some("mercure"), "the draft's event type");
@@ -756,70 +730,40 @@ async fn the_api_answers_the_drafts_paths_in_its_shape_with_the_cursor_in_the_li
     .await;
 }
 
-/// A loopback TCP proxy in front of the nats-server whose connections can be cut, as a network
-/// failure would, and kept down (new connections closed at once) until resumed.
-struct Proxy {
-    port: u16,
-    accept: tokio::task::JoinHandle<()>,
-    connections: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
-    relaying: Arc<AtomicBool>,
+/// Subscribes to `SHELF` on `node`; returns the client and its start event (read by
+/// `watcher`) once `first` lists the subscriber.
+async fn subscribe_listed(
+    node: &TestHub,
+    watcher: &mut SseClient,
+    first: &TestHub,
+) -> (SseClient, Value) {
+    let url = node.url(&format!("{HUB}?{}", form(&[("topic", SHELF)])));
+    let mut client = SseClient::connect(&url).await.unwrap();
+    client.next_frame().await.unwrap();
+    let start = next_event_of(watcher, SHELF).await;
+    eventually_async("the subscriber listed", async || {
+        subscribers_of(first, SHELF).await.len() == 1
+    })
+    .await;
+    (client, start)
 }
 
-impl Proxy {
-    async fn start(upstream: &str) -> Self {
-        let upstream = upstream.trim_start_matches("nats://").to_owned();
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy binds");
-        let port = listener.local_addr().expect("proxy address").port();
-        let connections = Arc::new(Mutex::new(Vec::new()));
-        let relaying = Arc::new(AtomicBool::new(true));
-        let accept = tokio::spawn({
-            let (connections, relaying) = (connections.clone(), relaying.clone());
-            async move {
-                while let Ok((mut inbound, _)) = listener.accept().await {
-                    if !relaying.load(Ordering::SeqCst) {
-                        continue;
-                    }
-                    let upstream = upstream.clone();
-                    let relay = tokio::spawn(async move {
-                        if let Ok(mut outbound) = TcpStream::connect(upstream).await {
-                            let _ =
-                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                        }
-                    });
-                    connections.lock().unwrap().push(relay);
-                }
-            }
-        });
-        Self {
-            port,
-            accept,
-            connections,
-            relaying,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-
-    /// Drops every relayed connection and refuses new ones until [`Proxy::resume`].
-    fn cut(&self) {
-        self.relaying.store(false, Ordering::SeqCst);
-        for relay in self.connections.lock().unwrap().drain(..) {
-            relay.abort();
-        }
-    }
-
-    fn resume(&self) {
-        self.relaying.store(true, Ordering::SeqCst);
-    }
+/// A subscription to `query` whose token's payload names alice (and grants no selector).
+async fn subscribed_as_alice(hub: &Harness, query: &[(&str, &str)]) -> SseClient {
+    let alice = token(
+        SUBSCRIBER_KEY,
+        json!({ "subscribe": [], "payload": { "name": "alice" } }),
+    );
+    hub.subscribed(&form(query), &[("authorization", &bearer(&alice))])
+        .await
 }
 
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.accept.abort();
-        self.cut();
-    }
+/// The port of a `nats://host:port` URL.
+fn nats_port(url: &str) -> u16 {
+    url.rsplit(':')
+        .next()
+        .and_then(|port| port.parse().ok())
+        .expect("a NATS URL with a port")
 }
 
 /// A node cut off from the stream for longer than its lease is taken for dead: the other
@@ -836,21 +780,14 @@ async fn a_node_taken_for_dead_while_cut_off_announces_its_subscriptions_again()
     .await;
     let mut watcher = watcher(&hub, None).await;
     let (mut config, mut jetstream) = hub.node_config();
-    let proxy = Proxy::start(&jetstream.urls[0]).await;
-    jetstream.urls = vec![proxy.url()];
+    let proxy = TcpProxy::start(nats_port(&jetstream.urls[0])).await;
+    jetstream.urls = vec![proxy.nats_url()];
     config.jetstream = Some(jetstream.clone());
     let cut_off = start_node(config, jetstream).await;
-    let url = cut_off.url(&format!("{HUB}?{}", form(&[("topic", SHELF)])));
-    let mut client = SseClient::connect(&url).await.unwrap();
-    client.next_frame().await.unwrap();
-    let start = next_event_of(&mut watcher, SHELF).await;
     let first = hub.hub();
-    eventually_async("the subscriber listed", async || {
-        subscribers_of(first, SHELF).await.len() == 1
-    })
-    .await;
+    let (mut client, start) = subscribe_listed(&cut_off, &mut watcher, first).await;
 
-    proxy.cut();
+    proxy.cut_and_hold();
     let end = next_event_of(&mut watcher, SHELF).await;
     assert_eq!(
         (&end["subscriber"], &end["active"]),

@@ -85,6 +85,19 @@ async fn publish(hub: &TestHub, token: &str) -> HttpResponse {
 }
 
 /// Asserts that `answer` is the 401 of `error_description` `detail`.
+/// The first answer of `post` that is not a 200, polled until `what` happens (bounded).
+async fn first_refusal(what: &str, mut post: impl AsyncFnMut() -> HttpResponse) -> HttpResponse {
+    let mut refusal = None;
+    eventually_async(what, async || {
+        let answer = post().await;
+        let refused = answer.status != 200;
+        refusal = Some(answer);
+        refused
+    })
+    .await;
+    refusal.expect("an answer")
+}
+
 fn assert_refused(answer: &HttpResponse, detail: &str) {
     assert_eq!(answer.status, 401, "{}", answer.text());
     let challenge = answer.header("www-authenticate").expect("a challenge");
@@ -121,16 +134,12 @@ async fn a_cached_token_is_refused_once_it_expires() {
         assert_eq!(answer.status, 200, "{}", answer.text());
     }
     assert_eq!(hub.metric(HIT), 1, "the second use came from the cache");
-    let mut refusal = None;
-    eventually_async("the cached token to expire", async || {
-        let answer = publish(&hub, &token).await;
-        let refused = answer.status != 200;
-        refusal = Some(answer);
-        refused
+    let refusal = first_refusal("the cached token to expire", async || {
+        publish(&hub, &token).await
     })
     .await;
     // Refused exactly as an expired token that was never cached: status, reason and metric.
-    assert_refused(&refusal.expect("an answer"), "the token has expired");
+    assert_refused(&refusal, "the token has expired");
     assert_eq!(
         hub.metric("sluice_publishes_total{result=\"unauthorized\"}"),
         1
@@ -218,15 +227,11 @@ async fn a_cached_mercure_token_is_refused_once_it_expires() {
         1,
         "the second use came from the cache"
     );
-    let mut refusal = None;
-    eventually_async("the cached Mercure token to expire", async || {
-        let answer = hub.post(&body, Some(&token)).await;
-        let refused = answer.status != 200;
-        refusal = Some(answer);
-        refused
+    let refusal = first_refusal("the cached Mercure token to expire", async || {
+        hub.post(&body, Some(&token)).await
     })
     .await;
-    assert_refused(&refusal.expect("an answer"), "the token has expired");
+    assert_refused(&refusal, "the token has expired");
     assert_eq!(
         hub.hub()
             .metric("sluice_publish_refusals_total{reason=\"expired\"}"),

@@ -6,23 +6,25 @@
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use sluice_store::{Headers, Store, StoreOptions, StreamConfig, SyncPolicy};
+use sluice_store::{Headers, Store, StoreOptions, StreamConfig, StreamHandle, SyncPolicy};
 
-fn open(dir: &std::path::Path, sync: SyncPolicy) -> Store {
+/// A fresh store with `sync`, its directory, and its one stream `S` (subjects `s.>`).
+fn stream(sync: SyncPolicy) -> (tempfile::TempDir, Store, StreamHandle) {
+    let dir = tempfile::tempdir().unwrap();
     let options = StoreOptions {
         sync,
         ..StoreOptions::default()
     };
-    Store::open(dir, options).unwrap().0
+    let store = Store::open(dir.path(), options).unwrap().0;
+    let s = store
+        .create_stream(StreamConfig::new("S", ["s.>"]))
+        .unwrap();
+    (dir, store, s)
 }
 
 #[test]
 fn with_sync_never_a_free_writer_stores_the_message_before_publish_returns() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path(), SyncPolicy::Never);
-    let s = store
-        .create_stream(StreamConfig::new("S", ["s.>"]))
-        .unwrap();
+    let (_dir, store, s) = stream(SyncPolicy::Never);
     for expected in 1..=3u64 {
         // No hand-off to the writer thread: the answer is there when `publish` returns.
         let ack = s
@@ -41,11 +43,7 @@ fn publishers_on_many_threads_get_distinct_sequences_in_each_ones_order() {
     const THREADS: u64 = 4;
     const EACH: u64 = 2_000;
     for sync in [SyncPolicy::Never, SyncPolicy::Always] {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(dir.path(), sync);
-        let s = store
-            .create_stream(StreamConfig::new("S", ["s.>"]))
-            .unwrap();
+        let (_dir, store, s) = stream(sync);
         let threads: Vec<_> = (0..THREADS)
             .map(|t| {
                 let s = s.clone();
@@ -86,11 +84,7 @@ fn publishers_on_many_threads_get_distinct_sequences_in_each_ones_order() {
 #[test]
 fn a_publish_after_close_is_refused_whoever_would_apply_it() {
     for sync in [SyncPolicy::Never, SyncPolicy::Always] {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open(dir.path(), sync);
-        let s = store
-            .create_stream(StreamConfig::new("S", ["s.>"]))
-            .unwrap();
+        let (_dir, store, s) = stream(sync);
         futures::executor::block_on(s.publish("s.a", Headers::new(), "m")).unwrap();
         store.close();
         let refused = futures::executor::block_on(s.publish("s.a", Headers::new(), "m"));
@@ -103,11 +97,7 @@ fn a_publish_after_close_is_refused_whoever_would_apply_it() {
 
 #[test]
 fn with_sync_interval_publishes_stored_by_their_callers_are_still_fsynced() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path(), SyncPolicy::Interval(Duration::from_secs(1)));
-    let s = store
-        .create_stream(StreamConfig::new("S", ["s.>"]))
-        .unwrap();
+    let (_dir, store, s) = stream(SyncPolicy::Interval(Duration::from_secs(1)));
     s.publish("s.a", Headers::new(), "m")
         .now_or_never()
         .expect("answered at once")

@@ -10,6 +10,7 @@ pub mod browser;
 mod child;
 pub mod http;
 mod nats;
+mod proxy;
 mod sluice;
 mod sse;
 mod tls;
@@ -22,6 +23,7 @@ pub use browser::{Browser, Page, chromium_binary};
 pub use child::StartError;
 pub use http::HttpResponse;
 pub use nats::{NatsOptions, NatsServer, debian_nats_server_binary, nats_server_binary};
+pub use proxy::TcpProxy;
 /// Re-exported so test crates can build JSON bodies without depending on it themselves.
 pub use serde_json;
 pub use sluice::SluiceProcess;
