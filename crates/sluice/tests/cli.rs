@@ -288,7 +288,18 @@ impl Sub {
             .await
             .expect("sluice sub exits")
             .expect("wait for sluice sub");
-        (status, self.drain_errors().join("\n"))
+        // The process is gone, so its stderr ends: read it to the end, not only the lines
+        // the reader has passed on so far.
+        let errors = &mut self.errors;
+        let stderr = &mut self.stderr;
+        tokio::time::timeout(SUB_WAIT, async {
+            while let Some(line) = stderr.recv().await {
+                errors.push(line);
+            }
+        })
+        .await
+        .expect("sluice sub's stderr ends");
+        (status, self.errors.join("\n"))
     }
 
     fn drain_errors(&mut self) -> Vec<String> {
