@@ -519,6 +519,7 @@ fn spawn_writer(state: State, opts: &StoreOptions) -> Result<StreamHandle> {
         sourcing: Mutex::new(BTreeMap::new()),
         writer: Mutex::new(Writer::new(rx, opts.flush_interval)),
         thread: OnceLock::new(),
+        wanted: Default::default(),
     });
     let thread_shared = shared.clone();
     let thread = std::thread::Builder::new()

@@ -13,6 +13,7 @@
 
 use std::fs::File;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::Thread;
@@ -73,6 +74,9 @@ pub struct Shared {
     pub writer: Mutex<Writer>,
     /// The writer thread, to wake when a request is queued.
     pub thread: OnceLock<Thread>,
+    /// Set with each wake-up of the writer thread that asks for a pass (a request queued, a
+    /// stop); taken by the thread when it wakes.
+    pub wanted: AtomicBool,
 }
 
 impl Shared {
@@ -187,6 +191,7 @@ impl Shared {
 
     /// Wakes the writer thread (a request was queued, or a stop asked for).
     pub fn wake_writer(&self) {
+        self.wanted.store(true, Ordering::Release);
         if let Some(thread) = self.thread.get() {
             thread.unpark();
         }
@@ -211,7 +216,7 @@ pub fn apply_now(shared: &Shared, turn: &mut Writer, op: Op) {
 /// Runs the writer thread until a stop is asked for or every handle is gone.
 pub fn run(shared: Arc<Shared>) {
     loop {
-        std::thread::park_timeout(next_wake(&shared));
+        wait_for_work(&shared);
         let mut turn = shared.turn();
         let ops = take_batch(&shared, &mut turn);
         let stop = turn.stop.or(turn.orphaned.then_some(true));
@@ -225,6 +230,21 @@ pub fn run(shared: Arc<Shared>) {
             return;
         }
         batch(&shared, &mut turn, ops, Place::Thread, None);
+    }
+}
+
+/// Sleeps until a request is queued (or a stop asked for), or until the next housekeeping is
+/// due as it stands now. A wake-up nobody asked for (a stale unpark, or a spurious one) does
+/// not end the sleep early: the writer runs a pass when there is work or a pass is due, as a
+/// thread blocked on its queue did.
+fn wait_for_work(shared: &Shared) {
+    let deadline = Instant::now() + next_wake(shared);
+    while !shared.wanted.swap(false, Ordering::AcqRel) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::park_timeout(left);
     }
 }
 
