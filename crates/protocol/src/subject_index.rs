@@ -10,13 +10,17 @@
 //!
 //! - **literal filters** (no wildcard, the common case: one topic per user, `user.42`) sit in one
 //!   hash map keyed by the whole filter, so a subject costs one hash lookup however many there are;
-//! - **wildcard filters** sit in a token trie: per level a map of literal children, one `*` child,
+//! - **filters whose only wildcard is a last `*`** (`doc.9f3.*`: one document's kinds) sit in a
+//!   second hash map keyed by the literal part before it, looked up with the subject less its
+//!   last token: also one lookup, and no trie nodes per filter;
+//! - **other wildcard filters** sit in a token trie: per level a map of literal children, one `*` child,
 //!   the keys of filters ending there and the keys of filters ending with `>` there.
 //!
 //! # Costs
 //!
 //! [`matches`](SubjectIndex::matches) costs one lookup of the subject among the literal filters,
-//! then, only when there are wildcard filters, a walk of the trie along the subject's tokens (at
+//! one of its prefix among the filters ending in `*` (only when there are such filters), then,
+//! only when there are other wildcard filters, a walk of the trie along the subject's tokens (at
 //! each level the literal child and the `*` child), plus the keys it appends: O(matching keys +
 //! subject tokens), never O(all keys). It allocates nothing beyond `out` growing, with one
 //! exception: a key is reported once even when several of its filters match, and that
@@ -73,6 +77,8 @@ use crate::subject::{FULL_WILDCARD, SINGLE_WILDCARD, is_literal};
 pub struct SubjectIndex<K> {
     /// Filters without a wildcard, by the one subject each matches.
     literal: HashMap<Box<str>, Keys<K>>,
+    /// Filters `<literal>.*`, by their literal part.
+    last_any: HashMap<Box<str>, Keys<K>>,
     /// Filters with a wildcard, token by token; the root stands for the empty prefix.
     wildcard: Node<K>,
     /// How many filters each key has, to know whether a match can name a key twice.
@@ -87,6 +93,7 @@ impl<K> Default for SubjectIndex<K> {
     fn default() -> Self {
         Self {
             literal: HashMap::new(),
+            last_any: HashMap::new(),
             wildcard: Node::default(),
             filters_per_key: HashMap::new(),
             keys_with_several_filters: 0,
@@ -104,16 +111,10 @@ impl<K: Copy + Eq + Hash> SubjectIndex<K> {
     /// Adds `filter` (already validated with `validate_filter`) for `key`. The same (filter, key)
     /// added twice is kept once.
     pub fn insert(&mut self, filter: &str, key: K) {
-        let added = if is_literal(filter) {
-            match self.literal.get_mut(filter) {
-                Some(keys) => keys.insert(key),
-                None => {
-                    self.literal.insert(filter.into(), Keys::One(key));
-                    true
-                }
-            }
-        } else {
-            self.wildcard.insert(filter, key)
+        let added = match Class::of(filter) {
+            Class::Literal => insert_keyed(&mut self.literal, filter, key),
+            Class::LastAny(prefix) => insert_keyed(&mut self.last_any, prefix, key),
+            Class::Wildcard => self.wildcard.insert(filter, key),
         };
         if added {
             self.count_added(key);
@@ -123,20 +124,10 @@ impl<K: Copy + Eq + Hash> SubjectIndex<K> {
     /// Removes `filter` for `key`; true if it was there. Nodes left empty are freed, so the index
     /// holds no memory for filters no longer present.
     pub fn remove(&mut self, filter: &str, key: K) -> bool {
-        let removed = if is_literal(filter) {
-            match self.literal.get_mut(filter) {
-                Some(keys) => {
-                    let removed = keys.remove(key);
-                    if keys.is_empty() {
-                        self.literal.remove(filter);
-                        shrink_if_sparse(&mut self.literal);
-                    }
-                    removed
-                }
-                None => false,
-            }
-        } else {
-            self.wildcard.remove(filter, key)
+        let removed = match Class::of(filter) {
+            Class::Literal => remove_keyed(&mut self.literal, filter, key),
+            Class::LastAny(prefix) => remove_keyed(&mut self.last_any, prefix, key),
+            Class::Wildcard => self.wildcard.remove(filter, key),
         };
         if removed {
             self.count_removed(key);
@@ -152,6 +143,12 @@ impl<K: Copy + Eq + Hash> SubjectIndex<K> {
         // when it sits in two of them.
         let mut sets = 0;
         if let Some(keys) = self.literal.get(subject) {
+            sets += usize::from(keys.append_to(out));
+        }
+        if !self.last_any.is_empty()
+            && let Some((prefix, _last)) = subject.rsplit_once('.')
+            && let Some(keys) = self.last_any.get(prefix)
+        {
             sets += usize::from(keys.append_to(out));
         }
         if !self.wildcard.is_empty() {
@@ -195,6 +192,61 @@ impl<K: Copy + Eq + Hash> SubjectIndex<K> {
         }
         self.len -= 1;
     }
+}
+
+/// Where a filter is kept.
+enum Class<'a> {
+    /// No wildcard: in the literal map.
+    Literal,
+    /// `<literal>.*`: in the map of filters ending in `*`, under the literal part.
+    LastAny(&'a str),
+    /// Any other: in the trie.
+    Wildcard,
+}
+
+impl<'a> Class<'a> {
+    fn of(filter: &'a str) -> Self {
+        if is_literal(filter) {
+            return Class::Literal;
+        }
+        match filter.strip_suffix(".*") {
+            Some(prefix) if is_literal(prefix) => Class::LastAny(prefix),
+            _ => Class::Wildcard,
+        }
+    }
+}
+
+/// Adds `key` under `name` in `map`; false when it was already there.
+fn insert_keyed<K: Copy + Eq + Hash>(
+    map: &mut HashMap<Box<str>, Keys<K>>,
+    name: &str,
+    key: K,
+) -> bool {
+    match map.get_mut(name) {
+        Some(keys) => keys.insert(key),
+        None => {
+            map.insert(name.into(), Keys::One(key));
+            true
+        }
+    }
+}
+
+/// Removes `key` under `name` from `map`, and the entry once it has no key; true if it was
+/// there.
+fn remove_keyed<K: Copy + Eq + Hash>(
+    map: &mut HashMap<Box<str>, Keys<K>>,
+    name: &str,
+    key: K,
+) -> bool {
+    let Some(keys) = map.get_mut(name) else {
+        return false;
+    };
+    let removed = keys.remove(key);
+    if keys.is_empty() {
+        map.remove(name);
+        shrink_if_sparse(map);
+    }
+    removed
 }
 
 /// One level of the wildcard trie: the filters whose tokens so far lead here.
@@ -506,6 +558,7 @@ mod tests {
             self.node_count() == 0
                 && self.wildcard.is_empty()
                 && self.literal.capacity() == 0
+                && self.last_any.capacity() == 0
                 && self.filters_per_key.capacity() == 0
                 && self.keys_with_several_filters == 0
                 && self.len == 0
@@ -630,17 +683,34 @@ mod tests {
 
     #[test]
     fn removal_frees_the_nodes_left_empty_and_keeps_the_rest() {
-        let mut index = index_of(&[("a.*.c.d", 1), ("a.*", 2), ("a.x.>", 3)]);
+        let mut index = index_of(&[("a.*.c.d", 1), ("a.*.>", 2), ("a.x.>", 3)]);
         // a, a.*, a.*.c, a.*.c.d, a.x
         assert_eq!(index.node_count(), 5);
         assert!(index.remove("a.*.c.d", 1));
         assert_eq!(index.node_count(), 3);
-        assert_eq!(found(&index, "a.q"), [2]);
-        assert_eq!(found(&index, "a.x.y"), [3]);
-        assert!(index.remove("a.*", 2));
+        assert_eq!(found(&index, "a.q.r"), [2]);
+        assert_eq!(found(&index, "a.x.y"), [2, 3]);
+        assert!(index.remove("a.*.>", 2));
         assert_eq!(index.node_count(), 2);
         assert_eq!(found(&index, "a.x.y"), [3]);
         assert!(index.remove("a.x.>", 3));
+        assert!(index.holds_nothing());
+    }
+
+    #[test]
+    fn a_filter_whose_only_wildcard_is_a_last_star_takes_no_trie_node() {
+        let mut index = index_of(&[("doc.9f3.*", 1), ("doc.9f3", 2), ("doc.*.x", 3)]);
+        // Only `doc.*.x` is in the trie: doc, doc.*, doc.*.x.
+        assert_eq!(index.node_count(), 3);
+        assert_eq!(found(&index, "doc.9f3.x"), [1, 3]);
+        assert_eq!(found(&index, "doc.9f3.y"), [1]);
+        assert_eq!(found(&index, "doc.9f3"), [2]);
+        assert!(found(&index, "doc.9f3.y.z").is_empty());
+        assert!(found(&index, "doc.9f4.y").is_empty());
+        assert!(index.remove("doc.9f3.*", 1));
+        assert!(found(&index, "doc.9f3.y").is_empty());
+        assert!(index.remove("doc.9f3", 2));
+        assert!(index.remove("doc.*.x", 3));
         assert!(index.holds_nothing());
     }
 
