@@ -15,6 +15,7 @@
 //! treating a `*` token as any one token and a `>` token as the rest (one or more tokens).
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::quote::shown;
 
@@ -277,7 +278,9 @@ pub fn filters_overlap(a: &str, b: &str) -> bool {
 /// partially (`a.*` and `*.b`). An empty set matches nothing.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FilterSet {
-    filters: Vec<String>,
+    /// Shared: a set is cloned into every place that names a feed (its map key, the dispatch,
+    /// the feed), and a clone costs a reference count, not a copy of the filters.
+    filters: Arc<[String]>,
 }
 
 impl FilterSet {
@@ -295,12 +298,14 @@ impl FilterSet {
         }
         all.sort();
         all.dedup();
-        let canonical = all
+        let canonical: Vec<String> = all
             .iter()
             .filter(|f| !all.iter().any(|o| o != *f && filter_is_subset(f, o)))
             .cloned()
             .collect();
-        Ok(Self { filters: canonical })
+        Ok(Self {
+            filters: canonical.into(),
+        })
     }
 
     /// True when some filter of the set matches `subject`.
