@@ -1,6 +1,6 @@
 //! Event streams over HTTP/2: the session runs in a task of its own (on the runtime
-//! [`runtime::for_session`] picks) and hands its batches of frames to the response body one at a time, so the write-stall
-//! rule holds per stream.
+//! [`runtime::for_session`] picks) and hands its batches of frames to the response body one
+//! at a time, so the write-stall rule holds per stream.
 //!
 //! hyper takes a body's next batch only once the stream's flow-control window has room for
 //! it; a stream whose client accepts nothing (its window stays shut) leaves its batch untaken.
