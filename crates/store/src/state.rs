@@ -1,7 +1,9 @@
 //! A stream's mutable state and its write primitives: append a message, remove messages
 //! (recorded as purge markers or tombstones), forget empty blocks, read a message.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -348,8 +350,8 @@ impl State {
         (self.table.first_seq().min(last + 1), last)
     }
 
-    /// Info about the stream. The first message's time may need its block read; a block that
-    /// cannot be read leaves it out (the error is logged).
+    /// Info about the stream as readers see it. The first message's time may need its block
+    /// read; a block that cannot be read leaves it out (the error is logged).
     pub fn info(&mut self, subjects: Option<&FilterSet>) -> StreamInfo {
         let (first, last) = self.visible_range();
         let first_time = if first <= last {
@@ -360,27 +362,76 @@ impl State {
         } else {
             None
         };
+        let unseen = self.unseen_appends(last);
         let t = &self.table;
+        let mut subject_counts = subjects.map(|f| t.subject_counts(Some(f)));
+        let mut num_subjects = t.num_subjects();
+        for (subject, n) in &unseen.per_subject {
+            if t.subject_count(subject) == *n {
+                num_subjects -= 1;
+            }
+            if let Some(counts) = subject_counts.as_mut()
+                && let Some(count) = counts.get_mut(&**subject)
+            {
+                *count -= n;
+                if *count == 0 {
+                    counts.remove(&**subject);
+                }
+            }
+        }
+        let msgs = t.count() - unseen.msgs;
+        let last_ts = unseen.last_ts.unwrap_or(t.last_ts);
         StreamInfo {
             config: self.config.clone(),
             created: self.created,
             incarnation: self.incarnation,
             state: StreamState {
-                msgs: t.count(),
-                bytes: t.bytes(),
+                msgs,
+                bytes: t.bytes() - unseen.bytes,
                 first_seq: first,
                 expired_below: t.expired_below.min(first),
                 first_time: first_time.map(timestamp),
                 last_seq: last,
-                last_time: (t.last_ts > 0).then(|| timestamp(t.last_ts)),
-                num_deleted: (last + 1 - first).saturating_sub(t.count()),
-                num_subjects: t.num_subjects(),
-                subjects: subjects.map(|f| t.subject_counts(Some(f))),
+                last_time: (last_ts > 0).then(|| timestamp(last_ts)),
+                num_deleted: (last + 1 - first).saturating_sub(msgs),
+                num_subjects,
+                subjects: subject_counts,
                 lost: t.lost_state(),
             },
             stats: self.stats,
         }
     }
+
+    /// The messages above `last_visible`: a batch being made durable, counted in the table
+    /// but not readable until its fsync returns. Only the writer's open block holds them, so
+    /// nothing is read from disk.
+    fn unseen_appends(&mut self, last_visible: u64) -> Unseen {
+        let mut unseen = Unseen::default();
+        if last_visible >= self.table.last_seq {
+            return unseen;
+        }
+        if let Ok(Some(m)) = self.table.get(last_visible) {
+            unseen.last_ts = Some(m.ts);
+        }
+        for seq in last_visible + 1..=self.table.last_seq {
+            if let Ok(Some(m)) = self.table.get(seq) {
+                unseen.msgs += 1;
+                unseen.bytes += u64::from(m.loc.len);
+                *unseen.per_subject.entry(m.subject.clone()).or_default() += 1;
+            }
+        }
+        unseen
+    }
+}
+
+/// Messages the table counts that readers cannot see yet ([`State::unseen_appends`]).
+#[derive(Default)]
+struct Unseen {
+    msgs: u64,
+    bytes: u64,
+    per_subject: BTreeMap<Arc<str>, u64>,
+    /// The last visible message's time, when there are unseen messages and it is live.
+    last_ts: Option<i64>,
 }
 
 /// What a reader meets next.

@@ -296,91 +296,90 @@ fn batch(shared: &Shared, turn: &mut Writer, ops: Vec<Op>, place: Place, stop: O
     }
     let mut replies = Vec::with_capacity(ops.len());
     let mut flush_now = false;
-    let mut unsynced: Vec<(PathBuf, Arc<File>)>;
-    let write_result;
-    let start;
-    let writes;
-    {
-        let mut st = shared.lock();
-        start = BatchStart::of(&st);
-        for op in ops {
-            if st.closed {
-                fail_op(op, &shared.name);
-                continue;
+    let mut st = shared.lock();
+    let start = BatchStart::of(&st);
+    for op in ops {
+        if st.closed {
+            fail_op(op, &shared.name);
+            continue;
+        }
+        match op {
+            Op::Publish(p, tx) => replies.push(Reply::Ack(tx, rules::publish(&mut st, &p))),
+            Op::PublishBatch(batch, tx) => {
+                let acks = batch.iter().map(|p| rules::publish(&mut st, p)).collect();
+                replies.push(Reply::Batch(tx, acks));
             }
-            match op {
-                Op::Publish(p, tx) => replies.push(Reply::Ack(tx, rules::publish(&mut st, &p))),
-                Op::PublishBatch(batch, tx) => {
-                    let acks = batch.iter().map(|p| rules::publish(&mut st, p)).collect();
-                    replies.push(Reply::Batch(tx, acks));
-                }
-                Op::Delete(seq, tx) => {
-                    replies.push(Reply::Delete(tx, purge::delete_msg(&mut st, seq)))
-                }
-                Op::Purge(req, tx) => replies.push(Reply::Purge(tx, purge::purge(&mut st, &req))),
-                Op::Update(cfg, tx) => replies.push(Reply::Unit(tx, update(&mut st, *cfg))),
-                Op::Flush(tx) => {
-                    flush_now = true;
-                    replies.push(Reply::Unit(tx, Ok(())));
-                }
+            Op::Delete(seq, tx) => {
+                replies.push(Reply::Delete(tx, purge::delete_msg(&mut st, seq)))
+            }
+            Op::Purge(req, tx) => replies.push(Reply::Purge(tx, purge::purge(&mut st, &req))),
+            Op::Update(cfg, tx) => replies.push(Reply::Unit(tx, update(&mut st, *cfg))),
+            Op::Flush(tx) => {
+                flush_now = true;
+                replies.push(Reply::Unit(tx, Ok(())));
             }
         }
-        if !st.closed {
-            housekeeping(&mut st);
-        }
-        writes = st.has_unwritten();
-        write_result = st.flush();
-        st.stats.batches += u64::from(!replies.is_empty());
-        let sync_due = place == Place::Thread
-            && match shared.sync {
-                SyncPolicy::Always => true,
-                SyncPolicy::Interval(every) => turn.last_sync.elapsed() >= every,
-                SyncPolicy::Never => false,
-            };
-        unsynced = if sync_due || stop.is_some() {
-            st.blocks.take_unsynced()
-        } else {
-            Vec::new()
-        };
     }
+    if !st.closed {
+        housekeeping(&mut st);
+    }
+    let writes = st.has_unwritten();
+    let write_result = st.flush();
+    st.stats.batches += u64::from(!replies.is_empty());
+    let sync_due = place == Place::Thread
+        && match shared.sync {
+            SyncPolicy::Always => true,
+            SyncPolicy::Interval(every) => turn.last_sync.elapsed() >= every,
+            SyncPolicy::Never => false,
+        };
+    let unsynced: Vec<(PathBuf, Arc<File>)> = if sync_due || stop.is_some() {
+        st.blocks.take_unsynced()
+    } else {
+        Vec::new()
+    };
     let mut result = write_result;
+    // IMPORTANT: the lock is let go only for an fsync. Without one the batch is made visible
+    // under the lock that applied it, so no reader meets counts that include messages it
+    // cannot read yet.
     if result.is_ok() && !unsynced.is_empty() {
+        drop(st);
         let started = Instant::now();
-        for (path, f) in unsynced.drain(..) {
+        let mut fsyncs = 0;
+        for (path, f) in unsynced {
             if let Err(e) = f.sync_data() {
                 result = Err(StoreError::WriteFailed { path, source: e });
                 break;
             }
-            shared.lock().stats.fsyncs += 1;
+            fsyncs += 1;
         }
         turn.last_sync = Instant::now();
         turn.last_fsync = started.elapsed();
+        st = shared.lock();
+        st.stats.fsyncs += fsyncs;
     }
-    let visible = {
-        let mut st = shared.lock();
-        match &result {
-            Ok(()) => commit(&mut st, writes),
-            Err(e) => {
-                replies = replies.into_iter().map(|r| r.fail(e)).collect();
-                abandon(&mut st, start, e, stop.is_none());
-            }
+    match &result {
+        Ok(()) => commit(&mut st, writes),
+        Err(e) => {
+            replies = replies.into_iter().map(|r| r.fail(e)).collect();
+            abandon(&mut st, start, e, stop.is_none());
         }
-        let retry_due =
-            st.health.blocks.failing().is_some() && turn.last_flush.elapsed() >= RETRY_INTERVAL;
-        let snapshot_due = flush_now
-            || (place == Place::Thread
-                && ((st.dirty && turn.last_flush.elapsed() >= turn.flush_every) || retry_due))
-            || (stop == Some(true) && st.dirty);
-        // A failed batch left the state as it was only once rebuilt: not when stopping.
-        if snapshot_due && !st.closed && (result.is_ok() || stop.is_none()) {
-            write_snapshots(&mut st);
-            turn.last_flush = Instant::now();
-        }
-        if stop.is_some() {
-            st.closed = true;
-        }
-        st.visible
-    };
+    }
+    let retry_due =
+        st.health.blocks.failing().is_some() && turn.last_flush.elapsed() >= RETRY_INTERVAL;
+    let snapshot_due = flush_now
+        || (place == Place::Thread
+            && ((st.dirty && turn.last_flush.elapsed() >= turn.flush_every) || retry_due))
+        || (stop == Some(true) && st.dirty);
+    // A failed batch left the state as it was only once rebuilt: not when stopping.
+    if snapshot_due && !st.closed && (result.is_ok() || stop.is_none()) {
+        write_snapshots(&mut st);
+        turn.last_flush = Instant::now();
+    }
+    if stop.is_some() {
+        st.closed = true;
+    }
+    let visible = st.visible;
+    drop(st);
     shared.visible.send_replace(visible);
     replies.into_iter().for_each(Reply::send);
 }
