@@ -309,9 +309,7 @@ fn batch(shared: &Shared, turn: &mut Writer, ops: Vec<Op>, place: Place, stop: O
                 let acks = batch.iter().map(|p| rules::publish(&mut st, p)).collect();
                 replies.push(Reply::Batch(tx, acks));
             }
-            Op::Delete(seq, tx) => {
-                replies.push(Reply::Delete(tx, purge::delete_msg(&mut st, seq)))
-            }
+            Op::Delete(seq, tx) => replies.push(Reply::Delete(tx, purge::delete_msg(&mut st, seq))),
             Op::Purge(req, tx) => replies.push(Reply::Purge(tx, purge::purge(&mut st, &req))),
             Op::Update(cfg, tx) => replies.push(Reply::Unit(tx, update(&mut st, *cfg))),
             Op::Flush(tx) => {

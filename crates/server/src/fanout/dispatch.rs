@@ -418,8 +418,8 @@ mod tests {
     struct EvenOnly;
 
     impl crate::fanout::View for EvenOnly {
-        fn key(&self) -> &str {
-            "even"
+        fn key(&self) -> Box<str> {
+            "even".into()
         }
 
         fn entry(&self, routed: &Routed) -> Option<Entry> {

@@ -124,7 +124,7 @@ impl FeedCore {
 
     /// The feed's name in the fan-out: its filters and its view's key.
     pub(super) fn name(&self) -> FeedName {
-        let view = self.view.as_ref().map(|view| view.key().into());
+        let view = self.view.as_ref().map(|view| view.key());
         (self.filters.clone(), view)
     }
 

@@ -126,7 +126,7 @@ impl Fanout {
         state: &StreamState,
         from: u64,
     ) -> Arc<Feed> {
-        let name: FeedName = (filters.clone(), view.as_ref().map(|v| v.key().into()));
+        let name: FeedName = (filters.clone(), view.as_ref().map(|v| v.key()));
         let existing = self
             .feeds
             .lock()

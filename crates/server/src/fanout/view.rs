@@ -14,8 +14,9 @@ use crate::frames::Gap;
 /// the dispatch, or for a reader catching up), never once per connection.
 pub trait View: Send + Sync + std::fmt::Debug {
     /// What tells this view apart from others over the same filters: feeds are shared by
-    /// connections with equal filters and equal view keys.
-    fn key(&self) -> &str;
+    /// connections with equal filters and equal view keys. Made on demand: the fan-out keeps
+    /// the one copy.
+    fn key(&self) -> Box<str>;
 
     /// The entry this feed's readers get for `routed` (a message its filters match, or
     /// positions the stream cannot deliver), or `None` when it is not for them.

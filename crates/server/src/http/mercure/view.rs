@@ -22,7 +22,6 @@ use crate::frames::{Gap, GapReason};
 /// A Mercure feed's selection and encoding.
 #[derive(Debug)]
 pub struct MercureView {
-    key: String,
     scheme: Arc<Scheme>,
     set: SelectorSet,
     grants: Arc<Grants>,
@@ -42,26 +41,7 @@ impl MercureView {
         incarnation: u64,
         max_event_size: usize,
     ) -> Self {
-        // Each selector as `[kind, text]`, the kind as its number: the key lives as long as
-        // the feed (and the fan-out holds a copy), so it is kept short.
-        let pairs = |pairs: Vec<(sluice_mercure::SelectorKind, &str)>| -> Vec<(u8, String)> {
-            pairs
-                .into_iter()
-                .map(|(kind, text)| (kind as u8, text.to_owned()))
-                .collect()
-        };
-        // The selectors are distinct and in key order: their pairs are the set's key.
-        let selectors = pairs(
-            set.selectors()
-                .iter()
-                .map(|s| (s.kind(), s.as_str()))
-                .collect(),
-        );
-        // JSON keeps the parts apart whatever the selectors hold.
-        let key =
-            serde_json::json!([u8::from(gaps), selectors, pairs(grants.receive_key())]).to_string();
         Self {
-            key,
             scheme,
             set,
             grants,
@@ -128,8 +108,31 @@ impl MercureView {
 }
 
 impl View for MercureView {
-    fn key(&self) -> &str {
-        &self.key
+    fn key(&self) -> Box<str> {
+        // Each selector as `[kind, text]`, the kind as its number: the fan-out keeps the key
+        // as long as the feed lives, so it is kept short (and this view keeps no copy).
+        let pairs = |pairs: Vec<(sluice_mercure::SelectorKind, &str)>| -> Vec<(u8, String)> {
+            pairs
+                .into_iter()
+                .map(|(kind, text)| (kind as u8, text.to_owned()))
+                .collect()
+        };
+        // The selectors are distinct and in key order: their pairs are the set's key.
+        let selectors = pairs(
+            self.set
+                .selectors()
+                .iter()
+                .map(|s| (s.kind(), s.as_str()))
+                .collect(),
+        );
+        // JSON keeps the parts apart whatever the selectors hold.
+        serde_json::json!([
+            u8::from(self.gaps),
+            selectors,
+            pairs(self.grants.receive_key())
+        ])
+        .to_string()
+        .into_boxed_str()
     }
 
     fn entry(&self, routed: &Routed) -> Option<Entry> {
