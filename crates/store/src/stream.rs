@@ -312,6 +312,14 @@ impl StreamHandle {
         self.shared.lock().incarnation
     }
 
+    /// The configured subjects, and whether the stream sources others (its messages may then
+    /// carry more: [`crate::Store::reachable_subjects`]), without building
+    /// [`StreamHandle::info`].
+    pub fn own_subjects(&self) -> (Vec<String>, bool) {
+        let st = self.shared.lock();
+        (st.config.subjects.clone(), !st.config.sources.is_empty())
+    }
+
     /// Whether `subject` belongs to this stream (a client publish of it would be accepted).
     pub fn captures(&self, subject: &str) -> bool {
         self.shared.lock().config.captures(subject)

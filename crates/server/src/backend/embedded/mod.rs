@@ -139,6 +139,15 @@ impl EmbeddedBackend {
         admin::stream(&store, name)
     }
 
+    /// The subjects the served stream's messages may carry: its own, and when it sources
+    /// other streams (`sourcing`), what they bring in.
+    fn reachable(&self, own: Vec<String>, sourcing: bool) -> Vec<String> {
+        match self.store() {
+            Some(store) if sourcing => store.reachable_subjects(&self.stream).unwrap_or(own),
+            _ => own,
+        }
+    }
+
     fn handle(&self) -> Result<StreamHandle, BackendError> {
         let store = self.store().ok_or(Unavailable::StoreClosed)?;
         store
@@ -293,15 +302,16 @@ impl Backend for EmbeddedBackend {
         answers
     }
 
+    async fn subjects(&self) -> Result<Vec<String>, BackendError> {
+        // Asked on every publish: the configuration's subjects alone, not the whole info.
+        let (own, sourcing) = self.handle()?.own_subjects();
+        Ok(self.reachable(own, sourcing))
+    }
+
     async fn stream_state(&self) -> Result<StreamState, BackendError> {
         let info = self.handle()?.info(None);
-        // A stream that sources others also holds what its sources bring in.
-        let subjects = match self.store() {
-            Some(store) if !info.config.sources.is_empty() => store
-                .reachable_subjects(&self.stream)
-                .unwrap_or(info.config.subjects),
-            _ => info.config.subjects,
-        };
+        let sourcing = !info.config.sources.is_empty();
+        let subjects = self.reachable(info.config.subjects, sourcing);
         Ok(StreamState {
             first_seq: info.state.first_seq,
             expired_below: info.state.expired_below,
