@@ -101,6 +101,32 @@ pub struct Blocks {
     /// The first write of this batch that failed: the batch can no longer be completed, so
     /// every later flush fails with it until [`Blocks::undo_since`].
     failed: Option<(PathBuf, std::io::Error)>,
+    /// The last batch written to a block file (at most [`KEPT_BATCH`] bytes; empty when none).
+    kept: KeptBatch,
+}
+
+/// The largest batch kept in memory after its write.
+const KEPT_BATCH: usize = 64 * 1024;
+
+/// A copy of the batch last written to a block file: the records live readers ask for next
+/// (the fan-out reads each new message right after it is stored), which this answers without
+/// a read from the file.
+#[derive(Default)]
+struct KeptBatch {
+    block: u32,
+    offset: u64,
+    bytes: Vec<u8>,
+}
+
+impl KeptBatch {
+    /// The bytes of the record at `loc`, when this batch holds all of it.
+    fn record(&self, loc: Loc) -> Option<&[u8]> {
+        if self.bytes.is_empty() || loc.block != self.block {
+            return None;
+        }
+        let start = (loc.offset as u64).checked_sub(self.offset)? as usize;
+        self.bytes.get(start..start.checked_add(loc.len as usize)?)
+    }
 }
 
 /// Where the block files ended when a batch began: what [`Blocks::undo_since`] goes back to.
@@ -174,6 +200,7 @@ impl Blocks {
             dir: None,
             blocks: BTreeMap::new(),
             pending: Vec::new(),
+            kept: KeptBatch::default(),
             max_size,
             last_sum: 0,
             failed: None,
@@ -199,6 +226,7 @@ impl Blocks {
             dir: Some(msgs_dir),
             blocks,
             pending: Vec::new(),
+            kept: KeptBatch::default(),
             max_size,
             last_sum: 0,
             failed: None,
@@ -316,8 +344,17 @@ impl Blocks {
         self.write_pending(id)
             .inspect_err(|e| self.note_failure(e))?;
         let block = self.blocks.get_mut(&id).expect("active block exists");
+        let offset = block.size;
         block.size += self.pending.len() as u64;
         block.dirty = true;
+        if matches!(block.body, Body::File(_)) && self.pending.len() <= KEPT_BATCH {
+            // The batch becomes the kept one; the buffer of the one before is reused.
+            std::mem::swap(&mut self.kept.bytes, &mut self.pending);
+            self.kept.block = id;
+            self.kept.offset = offset;
+        } else {
+            self.kept.bytes.clear();
+        }
         self.pending.clear();
         Ok(())
     }
@@ -361,6 +398,7 @@ impl Blocks {
     /// written where the last durable one ended.
     pub fn undo_since(&mut self, end: BlocksEnd) -> Result<()> {
         self.pending.clear();
+        self.kept.bytes.clear();
         self.failed = None;
         let started: Vec<u32> = self
             .blocks
@@ -456,6 +494,9 @@ impl Blocks {
                     .unwrap_or_default()
                     .to_vec(),
             ),
+            Body::File(_) if let Some(record) = self.kept.record(loc) => {
+                RecordSource::Bytes(record.to_vec())
+            }
             Body::File(cell) => RecordSource::File {
                 file: handle(
                     self.dir.as_deref().unwrap_or(Path::new("")),
@@ -478,6 +519,9 @@ impl Blocks {
 
     /// Stops using a block; its file stays until [`Self::remove_stray_files`].
     pub fn forget(&mut self, id: u32) {
+        if self.kept.block == id {
+            self.kept.bytes.clear();
+        }
         self.blocks.remove(&id);
     }
 
@@ -494,5 +538,91 @@ impl Blocks {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::FileExt;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::record::{Kind, RecordRef};
+
+    fn message(seq: u64, payload: &[u8]) -> RecordRef<'_> {
+        RecordRef {
+            kind: Kind::Msg,
+            flags: 0,
+            seq,
+            ts: 1,
+            subject: b"s",
+            headers: b"",
+            payload,
+        }
+    }
+
+    /// What the block file holds at `loc`.
+    fn on_disk(dir: &Path, loc: Loc) -> Vec<u8> {
+        let mut buf = vec![0; loc.len as usize];
+        let file = File::open(block_path(dir, loc.block)).unwrap();
+        file.read_exact_at(&mut buf, u64::from(loc.offset)).unwrap();
+        buf
+    }
+
+    #[test]
+    fn the_last_batch_written_is_read_from_memory_the_ones_before_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut blocks = Blocks::file(dir.path().to_path_buf(), 1 << 20, &[]).unwrap();
+        let first = blocks.append(&message(1, b"first"), 0, 1).unwrap().0;
+        blocks.flush().unwrap();
+        let second = blocks.append(&message(2, b"second"), 1, 1).unwrap().0;
+        blocks.flush().unwrap();
+        let written = [on_disk(dir.path(), first), on_disk(dir.path(), second)];
+        // Both records changed on disk behind the store's back.
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .open(block_path(dir.path(), first.block))
+            .unwrap();
+        for loc in [first, second] {
+            file.write_all_at(&vec![0xff; loc.len as usize], u64::from(loc.offset))
+                .unwrap();
+        }
+        assert_eq!(blocks.read(second).unwrap(), written[1], "kept in memory");
+        assert_eq!(blocks.read(first).unwrap(), vec![0xff; first.len as usize]);
+        // Once undone, the batch is no longer kept.
+        blocks
+            .undo_since(BlocksEnd {
+                active: Some(first.block),
+                size: u64::from(second.offset),
+            })
+            .unwrap();
+        assert!(blocks.kept.record(second).is_none());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// Batches of any size, across block rolls: every record reads as the file holds it.
+        #[test]
+        fn every_record_reads_as_the_file_holds_it(
+            batches in prop::collection::vec(prop::collection::vec(0usize..40_000, 1..6), 1..12),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut blocks = Blocks::file(dir.path().to_path_buf(), 100_000, &[]).unwrap();
+            let mut locs = Vec::new();
+            let mut seq = 0;
+            for batch in batches {
+                for size in batch {
+                    seq += 1;
+                    let payload = vec![(seq % 251) as u8; size];
+                    locs.push(blocks.append(&message(seq, &payload), seq - 1, 1).unwrap().0);
+                }
+                blocks.flush().unwrap();
+                for loc in &locs {
+                    prop_assert_eq!(blocks.read(*loc).unwrap(), on_disk(dir.path(), *loc));
+                }
+            }
+        }
     }
 }
