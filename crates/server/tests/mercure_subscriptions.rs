@@ -821,3 +821,73 @@ async fn a_node_taken_for_dead_while_cut_off_announces_its_subscriptions_again()
     .await;
     cut_off.stop().await;
 }
+
+/// The `type` of the whole collection `hub` answers with `extra` headers: `Subscriptions`
+/// (0.x) or `subscriptions` (the 1.0 draft).
+async fn collection_type(hub: &TestHub, extra: &[(&str, &str)]) -> String {
+    let token = subscriber(&[DRAFT_API]);
+    let answer = get_with(hub, SUBSCRIPTIONS, Some(&token), extra).await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    answer.json().unwrap()["type"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_collections_shape_may_be_fixed_whatever_the_request_accepts() {
+    let any = [("accept", "*/*")];
+    let json_only = [("accept", "application/json")];
+    let by_accept = Harness::start(
+        Kind::Embedded,
+        config("anonymous = true\nsubscriptions = true"),
+    )
+    .await;
+    assert_eq!(
+        collection_type(by_accept.hub(), &any).await,
+        "Subscriptions"
+    );
+    assert_eq!(
+        collection_type(by_accept.hub(), &json_only).await,
+        "subscriptions"
+    );
+    drop(by_accept);
+    for (shape, expected) in [("draft", "subscriptions"), ("0.x", "Subscriptions")] {
+        let hub = Harness::start(
+            Kind::Embedded,
+            config(&format!(
+                "anonymous = true\nsubscriptions = true\nsubscriptions_collection = \"{shape}\""
+            )),
+        )
+        .await;
+        for extra in [&any[..], &json_only[..], &[]] {
+            assert_eq!(
+                collection_type(hub.hub(), extra).await,
+                expected,
+                "{shape}, {extra:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_collections_shape_is_one_of_three_and_may_come_from_the_environment() {
+    let load = |text: &str, env: &[(&str, &str)]| {
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        sluice_server::config::load_str(text, "test", env.collect::<Vec<_>>(), &Default::default())
+    };
+    let base = "topic_prefix = \"app\"\n[mercure]\nenabled = true\npublisher_jwt_key = \"k\"\n";
+    let err = load(&format!("{base}subscriptions_collection = \"1.0\""), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("mercure.subscriptions_collection") && err.contains("1.0"),
+        "{err}"
+    );
+    let (config, _) = load(
+        base,
+        &[("SLUICE_MERCURE_SUBSCRIPTIONS_COLLECTION", "draft")],
+    )
+    .unwrap();
+    assert_eq!(
+        config.mercure.subscriptions_collection,
+        sluice_server::config::CollectionShape::Draft
+    );
+}

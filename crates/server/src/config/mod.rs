@@ -19,7 +19,7 @@ use crate::auth::AuthConfig;
 pub use crate::backend::embedded::{DEFAULT_STREAM, EmbeddedConfig, StreamDecl};
 use crate::backend::jetstream::{JetStreamConfig, JetStreamConfigError};
 use crate::duration;
-pub use crate::http::mercure::MercureConfig;
+pub use crate::http::mercure::{CollectionShape, MercureConfig};
 pub use crate::tls::TlsConfig;
 
 pub use layers::{Overrides, load, load_str};

@@ -64,6 +64,40 @@ pub struct MercureConfig {
     /// of life they read from it in the stream (a node renews it every third of this).
     #[serde(with = "duration")]
     pub subscriptions_lease: Duration,
+    /// The protocol whose shape the whole collection `GET /.well-known/mercure/subscriptions`
+    /// is answered in: `accept` (the 1.0 draft's when `Accept` names `application/json` and
+    /// not `application/ld+json`, else 0.x), `0.x` or `draft`.
+    pub subscriptions_collection: CollectionShape,
+}
+
+/// Which shape the whole subscriptions collection is answered in ([`MercureConfig`]): its path
+/// is the same in both protocols, so nothing in the request itself tells them apart.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub enum CollectionShape {
+    /// The 1.0 draft's when the request accepts `application/json` and not
+    /// `application/ld+json`, else 0.x.
+    #[default]
+    #[serde(rename = "accept")]
+    ByAccept,
+    /// Always 0.x (JSON-LD).
+    #[serde(rename = "0.x")]
+    Legacy,
+    /// Always the 1.0 draft's (JSON).
+    #[serde(rename = "draft")]
+    Draft,
+}
+
+impl<'de> Deserialize<'de> for CollectionShape {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        crate::config::validate::choice(
+            deserializer,
+            &[
+                ("accept", Self::ByAccept),
+                ("0.x", Self::Legacy),
+                ("draft", Self::Draft),
+            ],
+        )
+    }
 }
 
 /// Secrets are shown as their size only (see [`Secret`]).
@@ -86,6 +120,7 @@ impl std::fmt::Debug for MercureConfig {
             .field("issuer", &self.issuer)
             .field("subscriptions", &self.subscriptions)
             .field("subscriptions_lease", &self.subscriptions_lease)
+            .field("subscriptions_collection", &self.subscriptions_collection)
             .finish()
     }
 }
@@ -109,6 +144,7 @@ impl Default for MercureConfig {
             issuer: None,
             subscriptions: false,
             subscriptions_lease: Duration::from_secs(30),
+            subscriptions_collection: CollectionShape::ByAccept,
         }
     }
 }

@@ -36,7 +36,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sluice_mercure::Scheme;
 
-pub use config::MercureConfig;
+pub use config::{CollectionShape, MercureConfig};
 
 use crate::auth::{AuthConfigError, AuthError};
 use crate::backend::Backend;

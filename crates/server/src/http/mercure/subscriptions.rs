@@ -10,7 +10,7 @@
 //!   matcher type's name (`exact`, `urlpattern`) is a 1.0 draft path;
 //! - `…/subscriptions` (every active subscription, each in its own shape) is a 1.0 draft
 //!   collection when the request accepts `application/json` and not `application/ld+json`,
-//!   else a 0.x one.
+//!   else a 0.x one; `mercure.subscriptions_collection` may fix the shape instead.
 //!
 //! Order: the path (404 for a shape the API does not have, 400 for a segment that is not
 //! UTF-8 once decoded), the subscriber's token (401: none or not valid, found where a
@@ -34,6 +34,7 @@ use sluice_mercure::subscription::{
     Framing, SUBSCRIPTIONS_PATH, Selection, Shape, collection, subscription_topic,
 };
 
+use super::config::CollectionShape;
 use crate::auth::AuthError;
 use crate::event_id::EventId;
 use crate::hub::Hub;
@@ -152,7 +153,12 @@ pub async fn subscriptions(
     else {
         return StatusCode::NOT_FOUND.into_response();
     };
-    let asked = match Asked::parse(uri.path(), accepts_draft(&headers)) {
+    let draft = match hub.config.mercure.subscriptions_collection {
+        CollectionShape::ByAccept => accepts_draft(&headers),
+        CollectionShape::Legacy => false,
+        CollectionShape::Draft => true,
+    };
+    let asked = match Asked::parse(uri.path(), draft) {
         Ok(asked) => asked,
         Err((status, reason)) => {
             let detail = "no such subscriptions resource";
