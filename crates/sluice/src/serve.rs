@@ -86,13 +86,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         auth.reload_on_sighup()
             .context("cannot listen for SIGHUP")?;
     }
-    let main = bind(listen).await?;
+    let main = bind(listen)?;
     let listeners = match (&certificates, tls_listen) {
         (None, _) => vec![Listener::plain(main)],
         (Some(certificates), None) => vec![Listener::tls(main, certificates.clone())],
         (Some(certificates), Some(tls_listen)) => vec![
             Listener::plain(main),
-            Listener::tls(bind(tls_listen).await?, certificates.clone()),
+            Listener::tls(bind(tls_listen)?, certificates.clone()),
         ],
     };
     if let Some(certificates) = &certificates {
@@ -113,10 +113,25 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))
+/// Connections the kernel completes for a listener before the hub accepts them. The standard
+/// library's 128 overflowed when thousands of clients connected at once (the handshakes the
+/// kernel then drops are retried by the clients a second or more later); the kernel caps this
+/// at `net.core.somaxconn`.
+const LISTEN_BACKLOG: u32 = 4096;
+
+fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    let listen = || -> std::io::Result<tokio::net::TcpListener> {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        // As the standard library's bind does: a restarted hub gets its port back at once.
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(LISTEN_BACKLOG)
+    };
+    listen().with_context(|| format!("cannot listen on {addr}"))
 }
 
 async fn open_backend(config: &Config) -> anyhow::Result<Arc<dyn Backend>> {

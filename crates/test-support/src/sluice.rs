@@ -6,6 +6,8 @@ use std::path::Path;
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
+use rustix::process::{Pid, Signal, kill_process};
+
 use crate::child::{ManagedChild, StartError};
 
 /// How long the binary may take to print its listening line.
@@ -182,6 +184,32 @@ impl SluiceProcess {
     /// When the process cannot be killed or waited for.
     pub fn kill(&mut self) -> std::io::Result<Option<ExitStatus>> {
         self.process.kill()
+    }
+
+    /// Freezes it (SIGSTOP), as a process the system stopped scheduling: the kernel still
+    /// completes connections to its listener, and nothing accepts them. [`Self::resume`] lets
+    /// it go on; dropping it kills it either way.
+    ///
+    /// # Errors
+    /// When it is not running or cannot be signalled.
+    pub fn suspend(&self) -> std::io::Result<()> {
+        self.signal(Signal::STOP)
+    }
+
+    /// Lets a [`Self::suspend`]ed process go on (SIGCONT).
+    ///
+    /// # Errors
+    /// When it is not running or cannot be signalled.
+    pub fn resume(&self) -> std::io::Result<()> {
+        self.signal(Signal::CONT)
+    }
+
+    fn signal(&self, signal: Signal) -> std::io::Result<()> {
+        let pid = self
+            .pid()
+            .and_then(|pid| Pid::from_raw(i32::try_from(pid).ok()?))
+            .ok_or_else(|| std::io::Error::other("the process is not running"))?;
+        kill_process(pid, signal).map_err(std::io::Error::from)
     }
 
     /// Its exit status if it has exited on its own, without waiting.
