@@ -499,13 +499,22 @@ async fn a_dead_nodes_subscriptions_end_when_its_lease_runs_out() {
     drop((client, doomed));
 }
 
+/// A configuration with Mercure on, to which a test appends keys of `[mercure]`.
+const MERCURE_BASE: &str =
+    "topic_prefix = \"app\"\n[mercure]\nenabled = true\npublisher_jwt_key = \"k\"\n";
+
+/// The configuration `text` with the environment `env`, as the binary loads it.
+fn load(
+    text: &str,
+    env: &[(&str, &str)],
+) -> Result<(sluice_server::config::Config, Vec<String>), sluice_server::config::ConfigError> {
+    let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+    sluice_server::config::load_str(text, "test", env.collect::<Vec<_>>(), &Default::default())
+}
+
 #[test]
 fn the_lease_is_between_a_second_and_an_hour_and_may_come_from_the_environment() {
-    let load = |text: &str, env: &[(&str, &str)]| {
-        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
-        sluice_server::config::load_str(text, "test", env.collect::<Vec<_>>(), &Default::default())
-    };
-    let base = "topic_prefix = \"app\"\n[mercure]\nenabled = true\npublisher_jwt_key = \"k\"\n";
+    let base = MERCURE_BASE;
     for lease in ["0s", "500ms", "2h"] {
         let err = load(&format!("{base}subscriptions_lease = \"{lease}\""), &[])
             .unwrap_err()
@@ -869,11 +878,7 @@ async fn the_whole_collections_shape_may_be_fixed_whatever_the_request_accepts()
 
 #[test]
 fn the_collections_shape_is_one_of_three_and_may_come_from_the_environment() {
-    let load = |text: &str, env: &[(&str, &str)]| {
-        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string()));
-        sluice_server::config::load_str(text, "test", env.collect::<Vec<_>>(), &Default::default())
-    };
-    let base = "topic_prefix = \"app\"\n[mercure]\nenabled = true\npublisher_jwt_key = \"k\"\n";
+    let base = MERCURE_BASE;
     let err = load(&format!("{base}subscriptions_collection = \"1.0\""), &[])
         .unwrap_err()
         .to_string();

@@ -1,12 +1,16 @@
 //! Who applies a publish: with `sync` other than `always` a publisher that finds the writer
 //! free stores its message on its own thread; under contention requests queue for the writer
-//! thread. Either way the order of each publisher's calls is the order of sequences, and the
-//! writer thread still does the periodic fsync.
+//! thread. Either way the order of each publisher's calls is the order of sequences, the
+//! writer thread still does the periodic fsync, and a stream's info counts only what readers
+//! can read.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use sluice_store::{Headers, Store, StoreOptions, StreamConfig, StreamHandle, SyncPolicy};
+use sluice_store::{
+    FilterSet, Headers, Store, StoreOptions, StreamConfig, StreamHandle, SyncPolicy,
+};
 
 /// A fresh store with `sync`, its directory, and its one stream `S` (subjects `s.>`).
 fn stream(sync: SyncPolicy) -> (tempfile::TempDir, Store, StreamHandle) {
@@ -110,4 +114,51 @@ fn with_sync_interval_publishes_stored_by_their_callers_are_still_fsynced() {
         std::thread::yield_now();
     }
     store.close();
+}
+
+/// A stream's info tells what readers can read, also while a batch is being written or
+/// made durable: every message it counts can be fetched, and it counts no subject whose
+/// messages cannot be.
+#[test]
+fn info_counts_only_messages_that_can_be_read() {
+    // Published while the reader checks, each on a subject of its own.
+    const MESSAGES: u64 = 300;
+    let all = FilterSet::new([">"]).unwrap();
+    for sync in [SyncPolicy::Never, SyncPolicy::Always] {
+        let (_dir, store, s) = stream(sync);
+        let done = AtomicBool::new(false);
+        let checks = std::thread::scope(|scope| {
+            let (publisher, done) = (s.clone(), &done);
+            scope.spawn(move || {
+                for i in 0..MESSAGES {
+                    futures::executor::block_on(publisher.publish(
+                        format!("s.{i}"),
+                        Headers::new(),
+                        "m",
+                    ))
+                    .unwrap();
+                }
+                done.store(true, Ordering::Release);
+            });
+            let mut checks = 0u64;
+            while !done.load(Ordering::Acquire) {
+                let st = s.info(Some(&all)).state;
+                let subjects = st.subjects.map_or(0, |s| s.len() as u64);
+                // Nothing is deleted: sequences 1..=last_seq are exactly the messages.
+                assert_eq!(
+                    (st.msgs, st.num_subjects, subjects),
+                    (st.last_seq, st.last_seq, st.last_seq),
+                    "{sync:?}: (msgs, subjects, subjects listed) against last_seq"
+                );
+                if st.last_seq > 0 {
+                    assert!(s.get(st.last_seq).unwrap().is_some(), "{sync:?}");
+                }
+                checks += 1;
+            }
+            checks
+        });
+        assert!(checks > 0, "{sync:?}: the reader never checked");
+        assert_eq!(s.info(None).state.msgs, MESSAGES);
+        store.close();
+    }
 }
