@@ -13,7 +13,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process_group};
+use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -130,6 +130,15 @@ impl ManagedChild {
     /// The process id, while the process is running.
     pub(crate) fn id(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends `signal` to the process alone, not its group.
+    pub(crate) fn signal(&self, signal: Signal) -> std::io::Result<()> {
+        let child = self
+            .child
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("the process is not running"))?;
+        kill_process(Pid::from_child(child), signal).map_err(std::io::Error::from)
     }
 
     /// Waits until a line of output (printed since the start) makes `find` return a value.

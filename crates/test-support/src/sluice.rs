@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process};
+use rustix::process::Signal;
 
 use crate::child::{ManagedChild, StartError};
 
@@ -193,7 +193,7 @@ impl SluiceProcess {
     /// # Errors
     /// When it is not running or cannot be signalled.
     pub fn suspend(&self) -> std::io::Result<()> {
-        self.signal(Signal::STOP)
+        self.process.signal(Signal::STOP)
     }
 
     /// Lets a [`Self::suspend`]ed process go on (SIGCONT).
@@ -201,15 +201,7 @@ impl SluiceProcess {
     /// # Errors
     /// When it is not running or cannot be signalled.
     pub fn resume(&self) -> std::io::Result<()> {
-        self.signal(Signal::CONT)
-    }
-
-    fn signal(&self, signal: Signal) -> std::io::Result<()> {
-        let pid = self
-            .pid()
-            .and_then(|pid| Pid::from_raw(i32::try_from(pid).ok()?))
-            .ok_or_else(|| std::io::Error::other("the process is not running"))?;
-        kill_process(pid, signal).map_err(std::io::Error::from)
+        self.process.signal(Signal::CONT)
     }
 
     /// Its exit status if it has exited on its own, without waiting.
