@@ -20,6 +20,7 @@ use tower_service::Service;
 
 use super::addresses::{AddressCounts, AddressSlot};
 use super::head::{self, Head, HeadError};
+use super::repoll::Repoll;
 use super::rewind::Rewind;
 use super::runtime::{self, StreamRuntime};
 use super::stream::{MovedSocket, Socket, stream_head, write_stream};
@@ -124,8 +125,12 @@ async fn accept_loop(
             _open: open.clone(),
         };
         match &tls {
-            Some(tls) => tokio::spawn(handshake::serve(connection, stream, tls.clone())),
-            None => tokio::spawn(connection.run(stream)),
+            Some(tls) => tokio::spawn(Repoll::new(handshake::serve(
+                connection,
+                stream,
+                tls.clone(),
+            ))),
+            None => tokio::spawn(Repoll::new(connection.run(stream))),
         };
     }
 }

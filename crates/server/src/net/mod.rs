@@ -25,6 +25,7 @@
 //! | `upstream.rs`   | handing a connection to hyper (HTTP/1.1 or HTTP/2)                |
 //! | `handshake.rs`  | a TLS listener's connections: handshake, then ALPN's protocol     |
 //! | `h2_stream.rs`  | event streams over HTTP/2, with the stall rule per stream         |
+//! | `repoll.rs`     | a connection that wakes itself is polled again, not rescheduled   |
 //! | `rewind.rs`     | replaying bytes already read to hyper                             |
 //! | `runtime.rs`    | the event streams' own worker threads                             |
 //! | `stall.rs`      | the write-stall rule (`slow_client`), and hyper connections under it |
@@ -34,6 +35,7 @@ mod addresses;
 mod h2_stream;
 mod handshake;
 pub mod head;
+mod repoll;
 mod rewind;
 mod runtime;
 mod stall;
