@@ -366,8 +366,9 @@ impl Blocks {
         match &mut block.body {
             Body::File(cell) => {
                 let file = handle(dir, id, cell).map_err(StoreError::into_write_failure)?;
+                // The path is made only for the error: this runs on every batch.
                 file.write_all_at(&self.pending, block.size)
-                    .map_err(StoreError::write_failed(block_path(dir, id)))
+                    .map_err(|e| StoreError::write_failed(block_path(dir, id))(e))
             }
             Body::Memory(v) => {
                 v.extend_from_slice(&self.pending);
