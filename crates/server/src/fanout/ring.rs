@@ -117,8 +117,23 @@ impl<T: Positioned> Ring<T> {
 
     /// The items at or after `from`, in order.
     pub fn from(&self, from: u64) -> impl Iterator<Item = &T> {
-        let index = self.entries.partition_point(|e| e.seq() < from);
-        self.entries.range(index..)
+        self.entries.range(self.index_of(from)..)
+    }
+
+    /// Where the items at or after `from` begin. A reader is mostly at the live end, past
+    /// every item or at the newest one: both are found without a search of the whole ring
+    /// (a full ring is thousands of items, and a session reads after every delivery).
+    fn index_of(&self, from: u64) -> usize {
+        let len = self.entries.len();
+        match self.entries.back() {
+            None => return 0,
+            Some(newest) if newest.seq() < from => return len,
+            Some(_) => {}
+        }
+        if len < 2 || self.entries[len - 2].seq() < from {
+            return len - 1;
+        }
+        self.entries.partition_point(|e| e.seq() < from)
     }
 }
 
@@ -172,6 +187,7 @@ mod tests {
             gaps in proptest::collection::vec(1u64..4, 1..60),
             capacity in 1usize..20,
             from_offset in 0u64..100,
+            seen_beyond in 0u64..3,
         ) {
             let mut ring = Ring::new(capacity, 1);
             let mut seq = 0;
@@ -181,6 +197,8 @@ mod tests {
                 ring.push(entry(seq));
                 pushed.push(seq);
             }
+            // Positions after the newest entry that held nothing for this ring.
+            ring.advance(seq + 1 + seen_beyond);
             let from = ring.low() + from_offset % (ring.high() - ring.low() + 1);
             let mut next = from;
             let mut seen = Vec::new();
