@@ -351,6 +351,17 @@ impl Table {
             .map(|(id, _)| *id)
     }
 
+    /// True when `seq` falls in the newest block, or after every block.
+    fn in_newest_block(&self, seq: u64) -> bool {
+        let Some((&newest, _)) = self.blocks.last_key_value() else {
+            return true;
+        };
+        self.starts
+            .range(..=seq)
+            .next_back()
+            .is_some_and(|(_, &id)| id >= newest)
+    }
+
     /// The last block with an id in `ids` that may hold live messages at or below `upto`.
     fn prev_block(&self, ids: (u32, u32), upto: u64) -> Option<u32> {
         let (_, &containing) = self.starts.range(..=upto).next_back()?;
@@ -525,8 +536,9 @@ impl Table {
             Some((0, u32::MAX))
         } else if let Some(subject) = proto::literal(filter) {
             self.subject_blocks(subject)
-        } else if self.subjects.len() > NARROW_WILDCARD_MAX_SUBJECTS {
-            // Every read of a wildcard would match every subject: walk the blocks instead.
+        } else if self.subjects.len() > NARROW_WILDCARD_MAX_SUBJECTS || self.in_newest_block(from) {
+            // Every read of a wildcard would match every subject, or no later block is left to
+            // skip to (a reader following the stream live): walk the blocks instead.
             Some((0, u32::MAX))
         } else {
             self.subjects
@@ -623,9 +635,9 @@ impl Table {
     }
 }
 
-/// Up to this many subjects, a wildcard read first narrows the blocks to those its matching
-/// subjects may be in (one pass over the subjects, every read); with more, that pass would
-/// cost more than walking the blocks in range.
+/// Up to this many subjects, a wildcard read that starts before the newest block first narrows
+/// the blocks to those its matching subjects may be in (one pass over the subjects, every
+/// read); with more, that pass would cost more than walking the blocks in range.
 const NARROW_WILDCARD_MAX_SUBJECTS: usize = 256;
 
 /// The first sequence in `[from, upto]` of a loaded block whose subject matches `filter`:
