@@ -136,13 +136,17 @@ mod tests {
         future.poll(&mut Context::from_waker(&waker))
     }
 
+    fn waking_itself(self_wakes: usize) -> Repoll<WakesItself> {
+        Repoll::new(WakesItself {
+            self_wakes,
+            polls: 0,
+        })
+    }
+
     #[test]
     fn a_wake_during_the_poll_is_one_more_poll_not_a_wake_of_the_task() {
         let counter = Arc::new(Counter(AtomicUsize::new(0)));
-        let mut future = std::pin::pin!(Repoll::new(WakesItself {
-            self_wakes: 1,
-            polls: 0,
-        }));
+        let mut future = std::pin::pin!(waking_itself(1));
         assert_eq!(poll_once(future.as_mut(), &counter), Poll::Ready(2));
         assert_eq!(counter.0.load(Ordering::SeqCst), 0);
     }
@@ -150,10 +154,7 @@ mod tests {
     #[test]
     fn a_future_that_keeps_waking_itself_still_gives_way() {
         let counter = Arc::new(Counter(AtomicUsize::new(0)));
-        let mut future = std::pin::pin!(Repoll::new(WakesItself {
-            self_wakes: 5,
-            polls: 0,
-        }));
+        let mut future = std::pin::pin!(waking_itself(5));
         assert!(poll_once(future.as_mut(), &counter).is_pending());
         assert_eq!(
             counter.0.load(Ordering::SeqCst),
