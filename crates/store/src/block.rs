@@ -368,7 +368,10 @@ impl Blocks {
                 let file = handle(dir, id, cell).map_err(StoreError::into_write_failure)?;
                 // The path is made only for the error: this runs on every batch.
                 file.write_all_at(&self.pending, block.size)
-                    .map_err(|e| StoreError::write_failed(block_path(dir, id))(e))
+                    .map_err(|source| StoreError::WriteFailed {
+                        path: block_path(dir, id),
+                        source,
+                    })
             }
             Body::Memory(v) => {
                 v.extend_from_slice(&self.pending);
