@@ -550,6 +550,9 @@ pub async fn steady_slow_reader_gets_everything(f: &dyn HubFactory, reused: bool
         .write_all(b"GET /events?topic=t HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
         .await
         .unwrap();
+    // The stream starts at the live end when it is opened: what is published before the
+    // `connected` frame is not the client's.
+    read_through_connected_frame(&mut socket).await;
     // Published while the client reads: a client that read nothing meanwhile would overrun its
     // receive buffer, and the kernel's retransmission backoff would stall the connection itself.
     let published = std::sync::atomic::AtomicBool::new(false);
@@ -565,6 +568,25 @@ pub async fn steady_slow_reader_gets_everything(f: &dyn HubFactory, reused: bool
     tokio::join!(publish, read);
     assert_eq!(hub.metric("sluice_slow_client_disconnects_total"), 0);
     hub.stop().await;
+}
+
+/// Reads the response head and the `connected` frame from the raw event stream on `socket`,
+/// byte by byte, so nothing after them is taken.
+async fn read_through_connected_frame(socket: &mut tokio::net::TcpStream) {
+    const FRAME_END: &[u8] = b"\n\n";
+    let mut read = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        let frame = read
+            .windows(b"event: connected\n".len())
+            .position(|w| w == b"event: connected\n");
+        if frame.is_some_and(|at| read[at..].ends_with(FRAME_END)) {
+            return;
+        }
+        let n = socket.read(&mut byte).await.unwrap();
+        assert_eq!(n, 1, "closed before the connected frame: {read:?}");
+        read.push(byte[0]);
+    }
 }
 
 /// Reads `messages` message events from the raw event stream on `socket`: 4 KiB every 40 ms
