@@ -101,31 +101,55 @@ pub struct Blocks {
     /// The first write of this batch that failed: the batch can no longer be completed, so
     /// every later flush fails with it until [`Blocks::undo_since`].
     failed: Option<(PathBuf, std::io::Error)>,
-    /// The last batch written to a block file (at most [`KEPT_BATCH`] bytes; empty when none).
-    kept: KeptBatch,
+    /// The end of the active block file as last written (at most [`KEPT_TAIL`] bytes; empty
+    /// when none).
+    kept: KeptTail,
 }
 
-/// The largest batch kept in memory after its write.
-const KEPT_BATCH: usize = 64 * 1024;
+/// The most bytes of the active block's end kept in memory after their write.
+const KEPT_TAIL: usize = 64 * 1024;
 
-/// A copy of the batch last written to a block file: the records live readers ask for next
-/// (the fan-out reads each new message right after it is stored), which this answers without
-/// a read from the file.
+/// A copy of the last bytes written to the active block file: the records live readers ask for
+/// next (the fan-out reads each new message right after it is stored, a batch or two behind
+/// the writer when publishers come at once), which this answers without a read from the file.
 #[derive(Default)]
-struct KeptBatch {
+struct KeptTail {
     block: u32,
     offset: u64,
     bytes: Vec<u8>,
 }
 
-impl KeptBatch {
-    /// The bytes of the record at `loc`, when this batch holds all of it.
+impl KeptTail {
+    /// The bytes of the record at `loc`, when the copy holds all of it.
     fn record(&self, loc: Loc) -> Option<&[u8]> {
         if self.bytes.is_empty() || loc.block != self.block {
             return None;
         }
         let start = (loc.offset as u64).checked_sub(self.offset)? as usize;
         self.bytes.get(start..start.checked_add(loc.len as usize)?)
+    }
+
+    /// Adds `batch`, just written at `offset` of `block`, dropping what no longer fits from the
+    /// front (half the copy at a time, so the bytes kept are moved rarely).
+    fn extend(&mut self, block: u32, offset: u64, batch: &[u8]) {
+        let follows = self.block == block && self.offset + self.bytes.len() as u64 == offset;
+        if !follows || batch.len() > KEPT_TAIL {
+            self.bytes.clear();
+        }
+        if self.bytes.is_empty() {
+            self.block = block;
+            self.offset = offset;
+        }
+        if batch.len() > KEPT_TAIL {
+            return;
+        }
+        if self.bytes.len() + batch.len() > KEPT_TAIL {
+            let dropped = (self.bytes.len() + batch.len() - KEPT_TAIL).max(KEPT_TAIL / 2);
+            let dropped = dropped.min(self.bytes.len());
+            self.bytes.drain(..dropped);
+            self.offset += dropped as u64;
+        }
+        self.bytes.extend_from_slice(batch);
     }
 }
 
@@ -200,7 +224,7 @@ impl Blocks {
             dir: None,
             blocks: BTreeMap::new(),
             pending: Vec::new(),
-            kept: KeptBatch::default(),
+            kept: KeptTail::default(),
             max_size,
             last_sum: 0,
             failed: None,
@@ -226,7 +250,7 @@ impl Blocks {
             dir: Some(msgs_dir),
             blocks,
             pending: Vec::new(),
-            kept: KeptBatch::default(),
+            kept: KeptTail::default(),
             max_size,
             last_sum: 0,
             failed: None,
@@ -347,13 +371,8 @@ impl Blocks {
         let offset = block.size;
         block.size += self.pending.len() as u64;
         block.dirty = true;
-        if matches!(block.body, Body::File(_)) && self.pending.len() <= KEPT_BATCH {
-            // The batch becomes the kept one; the buffer of the one before is reused.
-            std::mem::swap(&mut self.kept.bytes, &mut self.pending);
-            self.kept.block = id;
-            self.kept.offset = offset;
-        } else {
-            self.kept.bytes.clear();
+        if matches!(block.body, Body::File(_)) {
+            self.kept.extend(id, offset, &self.pending);
         }
         self.pending.clear();
         Ok(())
@@ -575,33 +594,55 @@ mod tests {
     }
 
     #[test]
-    fn the_last_batch_written_is_read_from_memory_the_ones_before_from_the_file() {
+    fn the_end_of_the_active_block_is_read_from_memory_older_records_from_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let mut blocks = Blocks::file(dir.path().to_path_buf(), 1 << 20, &[]).unwrap();
-        let first = blocks.append(&message(1, b"first"), 0, 1).unwrap().0;
-        blocks.flush().unwrap();
-        let second = blocks.append(&message(2, b"second"), 1, 1).unwrap().0;
-        blocks.flush().unwrap();
-        let written = [on_disk(dir.path(), first), on_disk(dir.path(), second)];
-        // Both records changed on disk behind the store's back.
+        // One batch each: the oldest falls out of the kept end once ~64 KiB follow it.
+        let payloads = [
+            vec![1u8; 100],
+            vec![2; 40_000],
+            vec![3; 30_000],
+            vec![4; 100],
+        ];
+        let mut locs = Vec::new();
+        for (n, payload) in payloads.iter().enumerate() {
+            let seq = n as u64 + 1;
+            locs.push(blocks.append(&message(seq, payload), seq - 1, 1).unwrap().0);
+            blocks.flush().unwrap();
+        }
+        let written: Vec<Vec<u8>> = locs.iter().map(|loc| on_disk(dir.path(), *loc)).collect();
+        // Every record changed on disk behind the store's back.
         let file = fs::OpenOptions::new()
             .write(true)
-            .open(block_path(dir.path(), first.block))
+            .open(block_path(dir.path(), locs[0].block))
             .unwrap();
-        for loc in [first, second] {
+        for loc in &locs {
             file.write_all_at(&vec![0xff; loc.len as usize], u64::from(loc.offset))
                 .unwrap();
         }
-        assert_eq!(blocks.read(second).unwrap(), written[1], "kept in memory");
-        assert_eq!(blocks.read(first).unwrap(), vec![0xff; first.len as usize]);
-        // Once undone, the batch is no longer kept.
+        for n in [2, 3] {
+            assert_eq!(
+                blocks.read(locs[n]).unwrap(),
+                written[n],
+                "{n}: kept in memory"
+            );
+        }
+        for n in [0, 1] {
+            let from_file = vec![0xff; locs[n].len as usize];
+            assert_eq!(
+                blocks.read(locs[n]).unwrap(),
+                from_file,
+                "{n}: read from the file"
+            );
+        }
+        // Once undone, nothing written is kept.
         blocks
             .undo_since(BlocksEnd {
-                active: Some(first.block),
-                size: u64::from(second.offset),
+                active: Some(locs[3].block),
+                size: u64::from(locs[3].offset),
             })
             .unwrap();
-        assert!(blocks.kept.record(second).is_none());
+        assert!(blocks.kept.record(locs[2]).is_none());
     }
 
     proptest! {
