@@ -36,6 +36,7 @@
 pub mod claims;
 pub mod form;
 pub mod mapping;
+pub mod pattern;
 pub mod selector;
 pub mod set;
 pub mod subscription;

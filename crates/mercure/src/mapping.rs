@@ -10,8 +10,10 @@
 //!   lower-case hex digits; `id` is the hash of the custom id the same way, or `_` when the hub
 //!   makes the id.
 //! - **Headers**: [`HEADER_UPDATE`] (the envelope's format version, [`FORMAT_VERSION`]), and for
-//!   a custom id `Nats-Msg-Id: mercure:<id, form-encoded>`, so that both backends deduplicate a
-//!   repeated custom id within their duplicate window.
+//!   a custom id `Nats-Msg-Id: mercure:<kind>.<topic>:<id, form-encoded>`, so that both backends
+//!   deduplicate the same update sent again within their duplicate window — and only that: the
+//!   same id on an update of another topic is another update, stored and delivered (a
+//!   publisher cannot make the hub drop another publisher's update by using its id first).
 //! - **Payload**: one line of `application/x-www-form-urlencoded` metadata (`topic` repeated in
 //!   order, then `private=1`, `id`, `type`, `retry` when set), a line feed, then the data byte
 //!   for byte. The metadata line never holds a raw line feed, so the first one ends it.
@@ -187,17 +189,11 @@ impl Scheme {
 
     /// The subject `update` is stored under.
     pub fn subject(&self, update: &Update) -> String {
-        let canonical = update.topics.first().map_or("", String::as_str);
-        let kind = if update.topics.len() > 1 {
-            "m"
-        } else {
-            topic_kind(canonical)
-        };
         let id = update
             .id
             .as_deref()
             .map_or_else(|| HUB_ID_TOKEN.to_owned(), token);
-        format!("{}.{kind}.{}.{id}", self.prefix, token(canonical))
+        format!("{}.{}.{id}", self.prefix, kind_and_topic(update))
     }
 
     /// The message that stores `update`.
@@ -225,7 +221,8 @@ impl Scheme {
         let mut headers = vec![(HEADER_UPDATE, FORMAT_VERSION.to_owned())];
         if let Some(id) = &update.id {
             let encoded: String = form_urlencoded::byte_serialize(id.as_bytes()).collect();
-            headers.push((HEADER_MSG_ID, format!("{MSG_ID_PREFIX}{encoded}")));
+            let scope = kind_and_topic(update);
+            headers.push((HEADER_MSG_ID, format!("{MSG_ID_PREFIX}{scope}:{encoded}")));
         }
         StoredForm {
             subject: self.subject(update),
@@ -308,6 +305,17 @@ impl Scheme {
     pub fn id_filter(&self, id: &str) -> String {
         format!("{}.*.*.{}", self.prefix, token(id))
     }
+}
+
+/// The `<kind>.<topic>` tokens of `update`'s subject.
+fn kind_and_topic(update: &Update) -> String {
+    let canonical = update.topics.first().map_or("", String::as_str);
+    let kind = if update.topics.len() > 1 {
+        "m"
+    } else {
+        topic_kind(canonical)
+    };
+    format!("{kind}.{}", token(canonical))
 }
 
 /// The kind token of a single-topic update on `topic`: `s` for a subscription event's topic,

@@ -18,9 +18,10 @@
 
 use std::fmt;
 
+use urlpattern::UrlPatternMatchInput;
 use urlpattern::quirks::{self, StringOrInit};
-use urlpattern::{UrlPattern, UrlPatternMatchInput, UrlPatternOptions};
 
+use crate::pattern::{self, BoundedPattern};
 use crate::template::{self, Template};
 use crate::text::{NOT_PROTOCOL_STRING, is_protocol_string, shown};
 
@@ -123,7 +124,7 @@ enum Matcher {
 
 /// A URL pattern and the base its relative topics resolve against.
 struct CompiledPattern {
-    pattern: UrlPattern,
+    pattern: BoundedPattern,
     base: String,
 }
 
@@ -244,16 +245,10 @@ impl Selector {
         if closes_an_unopened_bracket(value) {
             return Err(invalid(param, value, "a `]` closes no `[`"));
         }
-        let compiled = std::panic::catch_unwind(|| {
-            let init = quirks::process_construct_pattern_input(
-                StringOrInit::String(value.into()),
-                Some(base),
-            )?;
-            UrlPattern::parse(init, UrlPatternOptions::default())
-        });
+        let compiled = std::panic::catch_unwind(|| pattern::compile(value, base));
         let pattern = match compiled {
             Ok(Ok(pattern)) => pattern,
-            Ok(Err(e)) => return Err(invalid(param, value, format!("not a URL pattern: {e}"))),
+            Ok(Err(e)) => return Err(invalid(param, value, e.to_string())),
             Err(_) => return Err(invalid(param, value, "not a URL pattern".to_owned())),
         };
         Ok(Selector {
@@ -302,6 +297,15 @@ impl Selector {
         self.match_type
     }
 
+    /// The bytes of compiled automata the selector holds (URL patterns; 0 for the others,
+    /// whose compiled form is about as large as their text).
+    pub fn compiled_bytes(&self) -> usize {
+        match &self.matcher {
+            Matcher::UrlPattern(compiled) => compiled.pattern.bytes,
+            _ => 0,
+        }
+    }
+
     /// What kind of selector it is.
     pub fn kind(&self) -> SelectorKind {
         match self.matcher {
@@ -345,7 +349,7 @@ impl CompiledPattern {
     fn test(&self, input: &Option<UrlPatternMatchInput>) -> bool {
         input
             .as_ref()
-            .is_some_and(|input| self.pattern.test(input.clone()).unwrap_or(false))
+            .is_some_and(|input| self.pattern.pattern.test(input.clone()).unwrap_or(false))
     }
 }
 
@@ -534,9 +538,78 @@ mod tests {
         );
     }
 
+    /// The outside audit's selector: a thousand wildcards, whose matching cost grew with
+    /// pattern × topic for every update. Refused when compiled, naming the limit.
+    #[test]
+    fn a_pattern_with_more_groups_than_allowed_is_refused() {
+        let value = format!("https://ex.com/{}", "*".repeat(1000));
+        let error = Selector::from_query("match_urlpattern", &value, BASE).unwrap_err();
+        let text = error.to_string();
+        assert!(text.contains("match_urlpattern"), "{text}");
+        assert!(text.contains(" groups, more than the 32 allowed"), "{text}");
+
+        // Components the pattern leaves out are wildcards, which count too.
+        let many = format!("https://ex.com/{}", "*".repeat(20));
+        let selector = Selector::url_pattern(&many, BASE).unwrap();
+        assert!(selector.matches(&format!("https://ex.com/{}", "a".repeat(4000))));
+        assert!(!selector.matches("https://ex.net/a"));
+    }
+
+    /// The outside audit's other selector: counted repetitions that expand to a program of
+    /// megabytes. Refused when compiled, before its automaton grows past the limit.
+    #[test]
+    fn a_pattern_whose_automaton_is_too_large_is_refused() {
+        let value = "https://ex.com/:a(a{1,100}{1,100}b)";
+        let error = Selector::from_query("match_urlpattern", value, BASE).unwrap_err();
+        assert!(
+            error.to_string().contains("too complex to match"),
+            "{error}"
+        );
+
+        let ordinary = Selector::url_pattern("https://example.com/books/:id(\\d+)", BASE).unwrap();
+        assert!(ordinary.matches("https://example.com/books/12"));
+        assert!(!ordinary.matches("https://example.com/books/x"));
+        assert!(
+            ordinary.compiled_bytes() < crate::pattern::MAX_PATTERN_BYTES / 4,
+            "{} bytes",
+            ordinary.compiled_bytes()
+        );
+    }
+
+    #[test]
+    fn ignore_case_and_optional_groups_match_as_url_patterns_do() {
+        let optional = Selector::url_pattern("https://example.com/books/:id?", BASE).unwrap();
+        assert!(optional.matches("https://example.com/books"));
+        assert!(optional.matches("https://example.com/books/1"));
+        assert!(!optional.matches("https://example.com/books/1/2"));
+        let many = Selector::url_pattern("https://example.com/*/reviews/:n", BASE).unwrap();
+        assert!(many.matches("https://example.com/a/b/reviews/3"));
+        assert!(!many.matches("https://example.com/a/b/reviews/3/x"));
+    }
+
     use proptest::prelude::*;
 
     proptest! {
+        #[test]
+        fn url_patterns_match_as_the_url_pattern_crates_own_engine_does(
+            pattern in "https://ex\\.com/([a-c/]|:[a-c]|\\*|\\([a-c|]{1,3}\\)[?+*]?|\\{[a-c/]{0,2}\\}[?+*]?){0,6}",
+            path in "[a-c/]{0,10}",
+        ) {
+            let topic = format!("https://ex.com/{path}");
+            let oracle = quirks::process_construct_pattern_input(
+                StringOrInit::String(pattern.as_str().into()),
+                Some(BASE),
+            )
+            .and_then(|init| {
+                <urlpattern::UrlPattern>::parse(init, Default::default())
+            });
+            if let Ok(oracle) = oracle {
+                let selector = Selector::url_pattern(&pattern, BASE).unwrap();
+                let input = parse_input(&topic, BASE).unwrap();
+                prop_assert_eq!(selector.matches(&topic), oracle.test(input).unwrap(), "{}", pattern);
+            }
+        }
+
         #[test]
         fn any_parameter_is_a_selector_none_or_an_error_naming_it(
             key in prop::sample::select(vec!["topic", "match", "match_exact", "match_urlpattern", "match_x", "other"]),

@@ -7,6 +7,10 @@ use crate::selector::{Selector, SelectorError, SelectorKind, TopicInput};
 /// The most selectors one subscription may have (Mercure's limit).
 pub const MAX_SELECTORS: usize = 100;
 
+/// The most bytes of compiled URL patterns one subscription may hold, all its selectors
+/// together (each is also bounded by [`crate::pattern::MAX_PATTERN_BYTES`]).
+pub const MAX_SET_PATTERN_BYTES: usize = 1024 * 1024;
+
 /// A set's identity: its distinct `(kind, selector)` pairs, sorted. Two sets with equal keys
 /// select exactly the same topics; a set holding `*` is keyed as `*` alone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -28,6 +32,16 @@ pub enum SetError {
     /// More than [`MAX_SELECTORS`] selectors.
     #[error("more than {max} selectors")]
     TooMany {
+        /// The limit.
+        max: usize,
+    },
+    /// Its URL patterns together compile to more than [`MAX_SET_PATTERN_BYTES`].
+    #[error(
+        "the URL patterns compile to {bytes} bytes together, more than the {max} one subscription may hold"
+    )]
+    TooLarge {
+        /// Their compiled size, in bytes.
+        bytes: usize,
         /// The limit.
         max: usize,
     },
@@ -54,6 +68,13 @@ impl SelectorSet {
         if selectors.len() > MAX_SELECTORS {
             return Err(SetError::TooMany { max: MAX_SELECTORS });
         }
+        let bytes: usize = selectors.iter().map(Selector::compiled_bytes).sum();
+        if bytes > MAX_SET_PATTERN_BYTES {
+            return Err(SetError::TooLarge {
+                bytes,
+                max: MAX_SET_PATTERN_BYTES,
+            });
+        }
         let mut selectors = selectors;
         if let Some(any) = selectors.iter().position(|s| s.kind() == SelectorKind::Any) {
             selectors.swap(0, any);
@@ -74,10 +95,19 @@ impl SelectorSet {
         base: &str,
     ) -> Result<SelectorSet, SetError> {
         let mut selectors = Vec::new();
+        let mut bytes = 0usize;
         for (key, value) in pairs {
             if let Some(selector) = Selector::from_query(key, value, base)? {
                 if selectors.len() == MAX_SELECTORS {
                     return Err(SetError::TooMany { max: MAX_SELECTORS });
+                }
+                // Refused as soon as the budget is spent, before the rest are compiled.
+                bytes += selector.compiled_bytes();
+                if bytes > MAX_SET_PATTERN_BYTES {
+                    return Err(SetError::TooLarge {
+                        bytes,
+                        max: MAX_SET_PATTERN_BYTES,
+                    });
                 }
                 selectors.push(selector);
             }

@@ -13,6 +13,7 @@ use crate::conn::ConnInfo;
 use crate::fanout::{Encoder, Fanout};
 use crate::http::mercure::Mercure;
 use crate::metrics::Metrics;
+use crate::net::StreamRuntime;
 use crate::session::{ConnectionGuard, SessionContext};
 
 /// One running hub: its configuration, backend, metrics, feeds and authorization, shared by
@@ -22,6 +23,11 @@ pub struct Hub {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) fanout: Fanout,
+    /// The fan-out of Mercure's feeds, whose views select and encode on a thread of their own
+    /// (`mercure_views`), when `[mercure]` is enabled.
+    pub(crate) mercure_fanout: Option<Fanout>,
+    /// The runtime of `mercure_fanout`'s dispatch, held for as long as the hub lives.
+    _mercure_views: Option<StreamRuntime>,
     pub(crate) auth: Arc<Authenticator>,
     /// The Mercure hub's state, when `[mercure]` is enabled.
     pub(crate) mercure: Option<Mercure>,
@@ -44,35 +50,42 @@ impl Hub {
     pub fn new(config: Config, backend: Arc<dyn Backend>) -> Result<Arc<Self>, AuthConfigError> {
         let metrics = Arc::new(Metrics::for_backend(&*backend));
         let lookups = metrics.token_cache_lookups.clone();
-        let auth = Arc::new(Authenticator::counting_cache_lookups(
-            &config.auth,
-            lookups,
-        )?);
-        let mercure = Mercure::new(&config.mercure, &backend, &metrics)?;
-        let fanout = Fanout::new(
-            backend.clone(),
-            metrics.clone(),
-            Encoder {
-                incarnation: 0,
-                topic_prefix: config.topic_prefix.clone(),
-                max_event_size: config.sse.max_event_size,
-                event_type: config.sse.event_type.clone(),
-                view_prefix: config
-                    .mercure
-                    .enabled
-                    .then(|| config.mercure.subject_prefix.clone()),
-            },
-            &config.fanout,
+        let auth = Arc::new(
+            Authenticator::counting_cache_lookups(&config.auth, lookups)?
+                .with_cookie_origins(&config.cors.allowed_origins),
         );
-        let fanout = match &mercure {
-            Some(mercure) => fanout.also_reading(mercure.wide_filter()),
-            None => fanout,
+        let mercure = Mercure::new(&config.mercure, &backend, &metrics)?;
+        let encoder = Encoder {
+            incarnation: 0,
+            topic_prefix: config.topic_prefix.clone(),
+            max_event_size: config.sse.max_event_size,
+            event_type: config.sse.event_type.clone(),
+            view_prefix: config
+                .mercure
+                .enabled
+                .then(|| config.mercure.subject_prefix.clone()),
         };
+        let fanout =
+            |encoder| Fanout::new(backend.clone(), metrics.clone(), encoder, &config.fanout);
+        let mercure_views = mercure.as_ref().and_then(|_| {
+            StreamRuntime::start_named(1, "sluice-mercure-views")
+                .inspect_err(|e| {
+                    tracing::error!(error = %e, "cannot start the Mercure views' thread; Mercure feeds are selected on the request threads")
+                })
+                .ok()
+        });
+        let mercure_fanout = mercure.as_ref().map(|mercure| {
+            let runtime = mercure_views.as_ref().map(|r| r.handle().clone());
+            fanout(encoder.clone()).for_views(mercure.wide_filter(), runtime)
+        });
+        let fanout = fanout(encoder);
         Ok(Arc::new(Self {
             config: Arc::new(config),
             backend,
             metrics,
             fanout,
+            mercure_fanout,
+            _mercure_views: mercure_views,
             auth,
             mercure,
             slots: Arc::default(),
@@ -94,7 +107,13 @@ impl Hub {
 
     /// The shared backend feeds open now: one per distinct topic set being streamed.
     pub fn feed_count(&self) -> usize {
-        self.fanout.feed_count()
+        self.fanout.feed_count() + self.mercure_fanout.as_ref().map_or(0, Fanout::feed_count)
+    }
+
+    /// How many sequences up to `last_seq` the feeds have not yet got (the slower fan-out's).
+    pub(crate) fn feed_lag(&self, last_seq: u64) -> u64 {
+        let mercure = self.mercure_fanout.as_ref().map_or(0, |f| f.lag(last_seq));
+        self.fanout.lag(last_seq).max(mercure)
     }
 
     /// Takes a connection slot for an event stream, if `limits.max_connections` allows.
@@ -125,6 +144,9 @@ impl Hub {
         // The flag first: a session woken by its feed then sees it.
         self.shutdown.send_replace(true);
         self.fanout.wake_all();
+        if let Some(fanout) = &self.mercure_fanout {
+            fanout.wake_all();
+        }
     }
 
     /// A receiver that turns true when shutdown begins.

@@ -9,6 +9,7 @@
 
 pub mod auth;
 pub mod backend;
+mod bounded_file;
 pub mod config;
 mod conn;
 mod duration;

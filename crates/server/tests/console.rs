@@ -417,3 +417,65 @@ async fn rows_are_capped_and_can_be_filtered_and_cleared() {
     .await;
     hub.stop().await;
 }
+
+/// The page is served with its security headers and still works under its own policy (its
+/// script runs and streams); on a 420-px-wide screen the events take the width of the screen;
+/// `newest first` puts new rows at the top.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_is_locked_down_fits_a_phone_and_can_show_newest_first() {
+    let hub = Embedded.start(Config::default()).await;
+    let answer = hub.get("/").await;
+    let policy = answer.header("content-security-policy").unwrap_or("");
+    for part in [
+        "default-src 'none'",
+        "script-src 'sha256-",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(policy.contains(part), "{part}: {policy}");
+    }
+    assert_eq!(answer.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(answer.header("referrer-policy"), Some("no-referrer"));
+    assert_eq!(answer.header("x-frame-options"), Some("DENY"));
+
+    let (_browser, page) = console(&hub, "/?topic=console.phone").await;
+    page.set_viewport(420, 800).await.expect("a narrow screen");
+    wait_state(&page, "streaming").await;
+    let width = run(
+        &page,
+        "document.getElementById('events').getBoundingClientRect().width",
+    )
+    .await;
+    assert!(
+        width.as_f64().unwrap_or(0.0) > 300.0,
+        "the events are {width} px wide"
+    );
+    assert!(
+        !page
+            .console()
+            .iter()
+            .any(|line| line.contains("Content Security Policy")),
+        "{:?}",
+        page.console()
+    );
+
+    press(&page, "#newest-first").await;
+    let mut ids = Vec::new();
+    for n in 1..=2 {
+        ids.push(hub.publish("console.phone", json!({ "n": n })).await["id"].clone());
+    }
+    wait(
+        &page,
+        "the second message",
+        &format!("window.sluiceEvents.some((e) => e.id === {})", ids[1]),
+    )
+    .await;
+    let shown: Vec<Value> = rows(&page).await.iter().map(|r| r["id"].clone()).collect();
+    assert_eq!(
+        shown[..2],
+        [ids[1].clone(), ids[0].clone()],
+        "newest on top: {shown:?}"
+    );
+    screenshot(&page, "phone").await;
+    hub.stop().await;
+}

@@ -24,6 +24,7 @@ on_both_backends!(
     an_update_reaches_subscribers_of_its_alternate_topics,
     private_updates_reach_only_subscribers_granted_one_of_their_topics,
     a_custom_id_is_echoed_and_a_repeated_one_is_stored_once,
+    a_custom_id_taken_on_another_topic_swallows_nothing_and_resumes_without_loss,
     subscribers_resume_by_hub_id_custom_id_and_earliest_after_a_restart,
     subscriptions_with_the_same_selectors_and_grants_share_one_feed,
 );
@@ -185,6 +186,73 @@ async fn a_custom_id_is_echoed_and_a_repeated_one_is_stored_once(kind: Kind) {
     );
 }
 
+/// A publisher allowed only its own topics uses another's id first: the other's update with
+/// that id (a private one) is still stored and delivered, and a subscriber resuming by the id
+/// resumes after the update it can receive — after the oldest when it receives both, so
+/// nothing is skipped.
+async fn a_custom_id_taken_on_another_topic_swallows_nothing_and_resumes_without_loss(kind: Kind) {
+    let hub = Harness::start(kind, config("anonymous = true")).await;
+    let order = "https://example.com/orders/77";
+    let mut buyer = hub
+        .subscribed(
+            &form(&[("topic", order)]),
+            &[("authorization", &format!("Bearer {}", subscriber(&[order])))],
+        )
+        .await;
+    let attacker = token(
+        PUBLISHER_KEY,
+        json!({ "publish": ["https://example.com/attacker/{x}"] }),
+    );
+    let first = form(&[
+        ("topic", "https://example.com/attacker/1"),
+        ("data", "squatted"),
+        ("id", "order-77"),
+    ]);
+    let answer = hub.post(&first, Some(&attacker)).await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let id = hub
+        .publish(&[
+            ("topic", order),
+            ("data", "paid"),
+            ("id", "order-77"),
+            ("private", "on"),
+        ])
+        .await;
+    assert_eq!(id, "order-77");
+    let event = buyer.next_event().await.unwrap();
+    assert_eq!(
+        (event.id.as_deref(), event.data.as_deref()),
+        (Some("order-77"), Some("paid")),
+        "stored and delivered, not taken for a duplicate"
+    );
+    hub.publish(&[("topic", order), ("data", "shipped"), ("private", "on")])
+        .await;
+    let bearer = format!("Bearer {}", subscriber(&[order]));
+    let mut resumed = hub
+        .subscribe(
+            &form(&[("topic", order)]),
+            &[("authorization", &bearer), ("last-event-id", "order-77")],
+        )
+        .await;
+    assert_eq!(
+        resumed.next_event().await.unwrap().data.as_deref(),
+        Some("shipped"),
+        "after its own update with the id"
+    );
+    let everyone = format!("Bearer {}", subscriber(&["*"]));
+    let mut both = hub
+        .subscribe(
+            &form(&[("topic", "*")]),
+            &[("authorization", &everyone), ("last-event-id", "order-77")],
+        )
+        .await;
+    assert_eq!(
+        both.next_event().await.unwrap().data.as_deref(),
+        Some("paid"),
+        "after the oldest update with the id it receives: a repeat, never a skip"
+    );
+}
+
 async fn subscribers_resume_by_hub_id_custom_id_and_earliest_after_a_restart(kind: Kind) {
     let mut hub = Harness::start(kind, config("anonymous = true")).await;
     hub.publish(&[("topic", BOOK), ("data", "a"), ("id", "custom-a")])
@@ -296,10 +364,20 @@ async fn refusals_say_what_is_wrong() {
     let client = hub.subscribe(&form(&[("topic", BOOK)]), &[]).await;
     assert_eq!(client.status(), 401);
     let bearer = format!("Bearer {}", subscriber(&[]));
+    let wildcards = format!("https://ex.com/{}", "*".repeat(1000));
     for (query, named) in [
         (form(&[("match_x", BOOK)]), "match_x"),
         (form(&[("match_urlpattern", "https://x/(")]), "https://x/("),
         (String::from("other=1"), "selector"),
+        // The outside audit's selectors: matching them stalled every subscriber.
+        (
+            form(&[("match_urlpattern", &wildcards)]),
+            "groups, more than the 32 allowed",
+        ),
+        (
+            form(&[("match_urlpattern", "https://ex.com/:a(a{1,100}{1,100}b)")]),
+            "too complex to match",
+        ),
     ] {
         let url = hub.hub().url(&format!("{HUB}?{query}"));
         let request = http::request("GET".parse().unwrap(), &url, &[("authorization", &bearer)])
@@ -324,6 +402,61 @@ async fn refusals_say_what_is_wrong() {
         hub.hub()
             .metric("sluice_publish_refusals_total{reason=\"mercure_forbidden_topic\"}")
             >= 1
+    );
+}
+
+/// As Mercure's hub: a publish authorised by the cookie (which a browser attaches to any
+/// site's form POST) is accepted only from an origin of `publish_origins`, or the hub's own;
+/// one authorised by the `Authorization` header is not checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_authorised_by_the_cookie_needs_a_publish_origin() {
+    let hub = Harness::start(
+        Kind::Embedded,
+        config("publish_origins = [\"https://app.example\"]"),
+    )
+    .await;
+    let cookie = format!("mercureAuthorization={}", publisher());
+    let bearer = format!("Bearer {}", publisher());
+    let own = format!("http://{}", hub.hub().addr);
+    let body = form(&[("topic", BOOK), ("data", "x")]);
+    for (origin, credentials, expected) in [
+        (Some("https://evil.example"), ("cookie", &cookie), 403),
+        (None, ("cookie", &cookie), 403),
+        (Some("https://app.example"), ("cookie", &cookie), 200),
+        (Some(own.as_str()), ("cookie", &cookie), 200),
+        (
+            Some("https://evil.example"),
+            ("authorization", &bearer),
+            200,
+        ),
+    ] {
+        let mut headers = vec![
+            ("content-type", "application/x-www-form-urlencoded"),
+            (credentials.0, credentials.1.as_str()),
+        ];
+        if let Some(origin) = origin {
+            headers.push(("origin", origin));
+        }
+        let request = http::request("POST".parse().unwrap(), &hub.hub().url(HUB), &headers)
+            .unwrap()
+            .body(body.clone().into())
+            .unwrap();
+        let answer = http::send(request).await.unwrap();
+        assert_eq!(
+            answer.status,
+            expected,
+            "{origin:?} {}: {}",
+            credentials.0,
+            answer.text()
+        );
+        if expected == 403 {
+            assert!(answer.text().contains("cookie"), "{}", answer.text());
+        }
+    }
+    assert_eq!(
+        hub.hub()
+            .metric("sluice_publish_refusals_total{reason=\"cross_site_cookie\"}"),
+        2
     );
 }
 

@@ -565,3 +565,110 @@ async fn oversized_bodies_are_a_json_413_and_counted() {
     assert_nothing_stored(&hub).await;
     hub.stop().await;
 }
+
+/// A browser sends a cookie with the requests other sites make, a `text/plain` form `POST`
+/// included: a token in a cookie publishes and administers only from the hub's own origin or
+/// a trusted one (`[cors] allowed_origins`), and a request that names no origin is refused.
+/// A token in the `Authorization` header is never sent by a browser on its own, so it is not
+/// checked; nothing refused is stored or purged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cookie_publishes_and_administers_only_from_the_hubs_own_or_a_trusted_origin() {
+    let text = format!(
+        "[cors]\nallowed_origins = [\"https://app.example\", \"*\"]\n\
+         [auth.publish]\nalgorithms = [\"HS256\"]\ncookie_name = \"pub\"\n\
+         keys = [{{ type = \"hmac\", secret = \"{PUBLISH_SECRET}\" }}]\n\
+         [auth.admin]\nalgorithms = [\"HS256\"]\ncookie_name = \"adm\"\n\
+         keys = [{{ type = \"hmac\", secret = \"{SUBSCRIBE_SECRET}\" }}]\n"
+    );
+    let config = load_str(&text, "cookie test", Vec::new(), &Default::default())
+        .expect("config")
+        .0;
+    let hub = Embedded.start(config).await;
+    let publisher = sign(
+        Algorithm::HS256,
+        PUBLISH_SECRET,
+        &json!({ "exp": now() + 600, "sluice": { "publish": [">"] } }),
+    );
+    let admin = sign(
+        Algorithm::HS256,
+        SUBSCRIBE_SECRET,
+        &json!({ "exp": now() + 600, "sluice": { "admin": true } }),
+    );
+    let own = format!("http://{}", hub.addr);
+    let publish = |from: &str, credentials: &str| {
+        let body = r#"{"topic":"t","payload":1}"#;
+        format!(
+            "POST /publish HTTP/1.1\r\nHost: {}\r\n{from}{credentials}\r\nContent-Type: text/plain\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            hub.addr,
+            body.len()
+        )
+    };
+    let cookie = format!("Cookie: pub={publisher}");
+    let bearer = format!("Authorization: Bearer {publisher}");
+    let mut stored = 0;
+    for (from, credentials, expected) in [
+        ("Origin: https://evil.example\r\n", &cookie, 403),
+        ("Referer: https://evil.example/form.html\r\n", &cookie, 403),
+        ("Origin: null\r\n", &cookie, 403),
+        ("", &cookie, 403),
+        // `*` in [cors] grants no credentials, so it trusts no origin for a cookie.
+        ("Origin: https://other.example\r\n", &cookie, 403),
+        ("Origin: https://app.example\r\n", &cookie, 200),
+        (&format!("Origin: {own}\r\n"), &cookie, 200),
+        ("Origin: https://evil.example\r\n", &bearer, 200),
+    ] {
+        let (status, body, answer) = exchange(&hub, &publish(from, credentials)).await;
+        if expected == 200 {
+            assert_eq!(status, 200, "{from}{credentials}: {answer}");
+            stored += 1;
+            assert_eq!(body["seq"], stored, "{answer}");
+        } else {
+            assert_json_error(status, &body, 403, from);
+            let description = body["description"].as_str().unwrap_or("");
+            assert!(description.contains("cookie"), "{description}");
+        }
+    }
+    let purge = |from: &str| {
+        format!(
+            "POST /admin/streams/sluice/purge HTTP/1.1\r\nHost: {}\r\n{from}Cookie: adm={admin}\r\n\
+             Content-Length: 0\r\nConnection: close\r\n\r\n",
+            hub.addr
+        )
+    };
+    let (status, body, _) = exchange(&hub, &purge("Origin: https://evil.example\r\n")).await;
+    assert_json_error(status, &body, 403, "a cross-site purge");
+    let (_, body, answer) = exchange(&hub, &publish("", &bearer)).await;
+    assert_eq!(body["seq"], stored + 1, "nothing purged: {answer}");
+    let (status, _, answer) = exchange(&hub, &purge(&format!("Origin: {own}\r\n"))).await;
+    assert_eq!(status, 200, "{answer}");
+}
+
+/// Every refusal of a token is the hub's JSON error, on each endpoint that checks one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_refusals_are_json_errors_everywhere() {
+    let hub = Embedded.start(auth_config()).await;
+    for request in [
+        "GET /events?topic=t HTTP/1.1\r\nAccept: text/event-stream\r\n",
+        "GET /stream?topic=t HTTP/1.1\r\n",
+        "POST /publish HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n",
+    ] {
+        let body = if request.starts_with("POST") {
+            "{}"
+        } else {
+            ""
+        };
+        let request = format!(
+            "{request}Host: {}\r\nConnection: close\r\n\r\n{body}",
+            hub.addr
+        );
+        let (status, body, answer) = exchange(&hub, &request).await;
+        assert_json_error(status, &body, 401, &request);
+        assert!(
+            answer
+                .to_ascii_lowercase()
+                .contains("content-type: application/json"),
+            "{answer}"
+        );
+    }
+}

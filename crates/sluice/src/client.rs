@@ -111,10 +111,17 @@ impl HubClient {
         };
         let name = ServerName::try_from(host.to_owned())
             .with_context(|| format!("{host:?} is no TLS server name"))?;
-        let stream = tls
-            .connect(name, tcp)
-            .await
-            .with_context(|| format!("TLS handshake with {host}:{port}"))?;
+        let stream = match tls.connect(name, tcp).await {
+            Ok(stream) => stream,
+            Err(err) => {
+                let err =
+                    anyhow::Error::from(err).context(format!("TLS handshake with {host}:{port}"));
+                return Err(match certificate_refusal(&err) {
+                    Some(refusal) => err.context(refusal),
+                    None => err,
+                });
+            }
+        };
         if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
             let (mut sender, connection) =
                 hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
@@ -125,6 +132,48 @@ impl HubClient {
             http1(stream, request).await
         }
     }
+}
+
+/// What to tell the user when `err` is a TLS handshake that failed on the hub's certificate:
+/// no retry changes that, so the caller stops. `None` for any other error.
+pub fn certificate_refusal(err: &anyhow::Error) -> Option<String> {
+    let rustls_error = err.chain().find_map(|cause| {
+        let io = cause.downcast_ref::<std::io::Error>()?;
+        io.get_ref()?.downcast_ref::<rustls::Error>()
+    });
+    let rustls::Error::InvalidCertificate(why) = rustls_error? else {
+        return None;
+    };
+    let unknown_issuer = "no trusted certificate authority issued it";
+    let cause = match why {
+        // webpki also says "unsupported signature algorithm for this key" when the only
+        // authority of the issuer's name it knows has another kind of key: not the issuer.
+        rustls::CertificateError::UnknownIssuer
+        | rustls::CertificateError::UnsupportedSignatureAlgorithmForPublicKeyContext { .. }
+        | rustls::CertificateError::UnsupportedSignatureAlgorithmContext { .. } => {
+            unknown_issuer.to_owned()
+        }
+        rustls::CertificateError::Other(other)
+            if format!("{other:?}").contains("CaUsedAsEndEntity") =>
+        {
+            "it is marked as a certificate authority, which cannot be the hub's own certificate \
+             (what `openssl req -x509` makes unless told `basicConstraints=critical,CA:FALSE`)"
+                .to_owned()
+        }
+        rustls::CertificateError::NotValidForName
+        | rustls::CertificateError::NotValidForNameContext { .. } => {
+            "it does not name the host in --hub".to_owned()
+        }
+        rustls::CertificateError::Expired | rustls::CertificateError::ExpiredContext { .. } => {
+            "it has expired".to_owned()
+        }
+        other => format!("{other:?}"),
+    };
+    Some(format!(
+        "the hub's certificate is not trusted: {cause}. Pass --ca-file with the PEM of the \
+         authority that issued it (a self-signed certificate is its own authority when it is \
+         not marked as a CA; docs/OPERATIONS.md shows how to make one)"
+    ))
 }
 
 /// Sends `request` over HTTP/1.1 on `io`: its target in origin form, with `Host`.

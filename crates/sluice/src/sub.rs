@@ -138,6 +138,10 @@ async fn connection(
     }
     let response = match client.send(request.body(Full::default())?).await {
         Ok(response) => response,
+        // A certificate the client does not trust stays untrusted however often it tries.
+        Err(err) if crate::client::certificate_refusal(&err).is_some() => {
+            bail!(crate::one_line(&err))
+        }
         Err(err) => return retry(crate::one_line(&err), false),
     };
     let status = response.status();

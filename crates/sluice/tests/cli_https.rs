@@ -108,18 +108,27 @@ async fn pub_and_sub_speak_https_beside_a_plain_listener() {
         "{text}"
     );
 
-    // Without the CA the hub's certificate is not trusted.
-    let untrusted = sluice(&["pub", "--hub", &https, "orders.eu", "3"]);
-    assert!(!untrusted.status.success());
-    let err = String::from_utf8_lossy(&untrusted.stderr);
-    assert!(
-        err.contains("TLS handshake") && err.contains("certificate"),
-        "{err}"
-    );
+    // Without the CA the hub's certificate is not trusted: both clients name the cause and
+    // the way out, and `sub` stops instead of retrying what no retry changes (`--max-wait`
+    // would otherwise end it only after an hour).
+    for command in [
+        vec!["pub", "--hub", &https, "orders.eu", "3"],
+        vec!["sub", "--hub", &https, "--max-wait", "1h", "orders.*"],
+    ] {
+        let untrusted = sluice(&command);
+        assert!(!untrusted.status.success());
+        let err = String::from_utf8_lossy(&untrusted.stderr);
+        assert!(
+            err.contains("certificate is not trusted: no trusted certificate authority issued it")
+                && err.contains("--ca-file")
+                && err.contains("TLS handshake"),
+            "{command:?}: {err}"
+        );
+    }
 }
 
-/// A key that is not the certificate's, a missing file, or a file that is not PEM stops
-/// `sluice serve` before it listens, naming the file.
+/// A key that is not the certificate's, a missing file, a file that is not PEM, or one that
+/// never ends (read only up to a bound) stops `sluice serve` before it listens, naming the file.
 #[test]
 fn serve_refuses_unusable_certificates_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -127,10 +136,13 @@ fn serve_refuses_unusable_certificates_naming_the_file() {
     let (cert, _) = ca.issue("one").write(dir.path(), "one");
     let (_, other_key) = ca.issue("two").write(dir.path(), "two");
     let missing = dir.path().join("missing.crt");
+    let endless = std::path::PathBuf::from("/dev/zero");
     let data = dir.path().join("data").display().to_string();
     for (cert, key, named) in [
         (&cert, &other_key, "two.key"),
         (&missing, &other_key, "missing.crt"),
+        (&endless, &other_key, "/dev/zero: larger than 1048576 bytes"),
+        (&cert, &endless, "/dev/zero: larger than 65536 bytes"),
     ] {
         let config = tls_config(dir.path(), cert, key, "");
         let out = Command::new(BIN)

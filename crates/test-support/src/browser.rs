@@ -242,10 +242,7 @@ impl Page {
     /// # Errors
     /// When Chromium does not resize the viewport or capture it.
     pub async fn screenshot(&self, width: u32, height: u32) -> anyhow::Result<Vec<u8>> {
-        let metrics =
-            json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false});
-        self.call("Emulation.setDeviceMetricsOverride", metrics)
-            .await?;
+        self.set_viewport(width, height).await?;
         let shot = self
             .call("Page.captureScreenshot", json!({"format": "png"}))
             .await?;
@@ -255,6 +252,19 @@ impl Page {
         base64::engine::general_purpose::STANDARD
             .decode(data)
             .context("Page.captureScreenshot: the data is not base64")
+    }
+
+    /// Lays the page out for a screen of `width` × `height` CSS pixels (as a desktop window,
+    /// not a phone's emulation).
+    ///
+    /// # Errors
+    /// When Chromium does not resize the viewport.
+    pub async fn set_viewport(&self, width: u32, height: u32) -> anyhow::Result<()> {
+        let metrics =
+            json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false});
+        self.call("Emulation.setDeviceMetricsOverride", metrics)
+            .await?;
+        Ok(())
     }
 
     /// Takes the page off the network (`true`: each request it starts fails at once, as without

@@ -48,6 +48,12 @@ pub enum AuthError {
     /// The token is valid for the admin API's keys but its `sluice` claim lacks `"admin": true`.
     #[error("the token does not grant stream administration")]
     NotAdmin,
+    /// A token sent in a cookie, on a state-changing request from an origin that is neither
+    /// the hub's own nor trusted (or that names no origin).
+    #[error(
+        "a token in a cookie publishes or administers only from the hub's own origin or a trusted one (its Origin or Referer must be listed)"
+    )]
+    CrossSiteCookie,
     /// The token is valid but does not grant this topic.
     #[error("topic {topic:?} is not granted")]
     ForbiddenTopic {
@@ -60,7 +66,9 @@ impl AuthError {
     /// 403 for a forbidden topic, 401 for everything else.
     pub fn status(&self) -> StatusCode {
         match self {
-            AuthError::ForbiddenTopic { .. } | AuthError::NotAdmin => StatusCode::FORBIDDEN,
+            AuthError::ForbiddenTopic { .. } | AuthError::NotAdmin | AuthError::CrossSiteCookie => {
+                StatusCode::FORBIDDEN
+            }
             _ => StatusCode::UNAUTHORIZED,
         }
     }
@@ -80,6 +88,7 @@ impl AuthError {
             AuthError::WrongIssuer => "wrong_issuer",
             AuthError::ForbiddenTopic { .. } => "forbidden_topic",
             AuthError::NotAdmin => "not_admin",
+            AuthError::CrossSiteCookie => "cross_site_cookie",
         }
     }
 
@@ -90,7 +99,7 @@ impl AuthError {
     pub fn www_authenticate(&self) -> HeaderValue {
         let challenge = match self {
             AuthError::MissingToken => format!("Bearer realm=\"{REALM}\""),
-            AuthError::ForbiddenTopic { .. } | AuthError::NotAdmin => {
+            AuthError::ForbiddenTopic { .. } | AuthError::NotAdmin | AuthError::CrossSiteCookie => {
                 format!("Bearer realm=\"{REALM}\", error=\"insufficient_scope\"")
             }
             AuthError::MalformedHeader => format!(
@@ -108,7 +117,12 @@ impl AuthError {
 
 impl IntoResponse for AuthError {
     fn into_response(self) -> Response {
-        let mut response = (self.status(), format!("{self}\n")).into_response();
+        // Every error the hub answers has the same shape (see `http::error_response`).
+        let body = serde_json::json!({
+            "code": self.status().as_u16(),
+            "description": self.to_string(),
+        });
+        let mut response = (self.status(), axum::Json(body)).into_response();
         response
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, self.www_authenticate());
@@ -181,9 +195,17 @@ mod tests {
                 "not_admin",
                 "Bearer realm=\"sluice\", error=\"insufficient_scope\"".to_owned(),
             ),
+            (
+                AuthError::CrossSiteCookie,
+                "cross_site_cookie",
+                "Bearer realm=\"sluice\", error=\"insufficient_scope\"".to_owned(),
+            ),
         ];
         for (err, reason, challenge) in cases {
-            let status = if matches!(reason, "forbidden_topic" | "not_admin") {
+            let status = if matches!(
+                reason,
+                "forbidden_topic" | "not_admin" | "cross_site_cookie"
+            ) {
                 StatusCode::FORBIDDEN
             } else {
                 StatusCode::UNAUTHORIZED
@@ -196,6 +218,11 @@ mod tests {
             assert_eq!(
                 response.headers()[header::WWW_AUTHENTICATE],
                 challenge.as_str()
+            );
+            assert_eq!(
+                response.headers()[header::CONTENT_TYPE],
+                "application/json",
+                "every error answer is JSON"
             );
         }
     }

@@ -1,7 +1,6 @@
 //! Loading verification keys from the configuration and its files.
 
-use std::fs::File;
-use std::io::Read;
+use crate::bounded_file::read_at_most;
 use std::path::Path;
 
 use jsonwebtoken::jwk::{JwkSet, PublicKeyUse};
@@ -205,19 +204,14 @@ fn read_bounded(key: &str, path: &Path, limit: u64) -> Result<Vec<u8>, AuthConfi
         path: path.to_owned(),
         source,
     };
-    let mut bytes = Vec::new();
-    File::open(path)
-        .and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
-        .map_err(read_error)?;
-    if bytes.len() as u64 > limit {
-        return Err(AuthConfigError::BadKey {
+    read_at_most(path, limit)
+        .map_err(read_error)?
+        .ok_or_else(|| AuthConfigError::BadKey {
             key: key.to_owned(),
             path: path.to_owned(),
             what: "key file",
             detail: format!("larger than {limit} bytes"),
-        });
-    }
-    Ok(bytes)
+        })
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ mod error;
 mod extract;
 mod grant;
 pub(crate) mod keys;
+mod origin;
 mod reload;
 pub(crate) mod token;
 
@@ -30,6 +31,7 @@ pub use config::{AuthConfig, AuthConfigError, DirectionConfig, KeyConfig, PemKey
 pub use error::AuthError;
 pub use extract::{FoundToken, TokenPlaces, TokenSource, extract_token};
 pub use grant::{Direction, Grant};
+pub use origin::{cookie_origin_allowed, request_origin};
 
 use crate::metrics::Counters;
 use cache::TokenCache;
@@ -41,6 +43,9 @@ pub struct Authenticator {
     subscribe: Option<DirectionAuth>,
     publish: Option<DirectionAuth>,
     admin: Option<DirectionAuth>,
+    /// Cross-site origins from which a token in a cookie may publish or administer (besides
+    /// the hub's own): `[cors] allowed_origins`, less `*`.
+    cookie_origins: Vec<String>,
 }
 
 /// One configured direction: fixed rules plus keys that [`Authenticator::reload`] swaps.
@@ -84,7 +89,15 @@ impl Authenticator {
             subscribe: load("subscribe", &config.subscribe)?,
             publish: load("publish", &config.publish)?,
             admin: load("admin", &config.admin)?,
+            cookie_origins: Vec::new(),
         })
+    }
+
+    /// The same, accepting a token sent in a cookie for publishing and administration from
+    /// `origins` too (exact origins; a `*` among them is ignored: it grants no credentials).
+    pub fn with_cookie_origins(mut self, origins: &[String]) -> Self {
+        self.cookie_origins = origins.iter().filter(|o| *o != "*").cloned().collect();
+        self
     }
 
     /// Whether `direction` requires authorization at all.
@@ -112,6 +125,15 @@ impl Authenticator {
             query_param: auth.config.query_param.as_deref(),
         };
         match extract_token(headers, query, places)? {
+            // A browser sends the cookie with any site's request: a state change it authorises
+            // must come from the hub's own page or a trusted origin.
+            Some(found)
+                if found.source == TokenSource::Cookie
+                    && direction != Direction::Subscribe
+                    && !cookie_origin_allowed(headers, &self.cookie_origins) =>
+            {
+                Err(AuthError::CrossSiteCookie)
+            }
             Some(found) => auth.verify(found.token, direction),
             None if auth.anonymous.is_empty() => Err(AuthError::MissingToken),
             None => Ok(Grant::limited(

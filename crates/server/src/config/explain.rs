@@ -26,6 +26,39 @@ pub fn holds_secret(key_path: &str) -> bool {
         .is_some_and(|last| SECRET_KEYS.contains(&last))
 }
 
+/// The dotted path of the first secret key of `table` whose value is a TOML date or time:
+/// serde would read one as text, so it is refused here, and, like every secret, never shown.
+pub fn datetime_secret(table: &Table) -> Option<String> {
+    fn walk(value: &Value, path: String) -> Option<String> {
+        match value {
+            Value::Datetime(_) if holds_secret(&path) => Some(path),
+            Value::Table(table) => table.iter().find_map(|(key, value)| {
+                let path = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                walk(value, path)
+            }),
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .find_map(|(i, value)| walk(value, format!("{path}[{i}]"))),
+            _ => None,
+        }
+    }
+    table
+        .iter()
+        .find_map(|(key, value)| walk(value, key.clone()))
+}
+
+/// The message for a secret at `key` given as something other than a string.
+pub fn secret_not_a_string(key: &str) -> String {
+    format!(
+        "invalid `{key}`: expected the secret as a string (the value of a secret key is never shown)"
+    )
+}
+
 /// The message for serde's `message` about the value at `key_path` of `table`.
 pub fn type_error(table: &Table, key_path: &str, message: &str) -> String {
     let key = &inside(table, key_path.trim_start_matches('.'), message);
@@ -33,11 +66,14 @@ pub fn type_error(table: &Table, key_path: &str, message: &str) -> String {
         return allowed_in(message);
     }
     if holds_secret(key) {
-        return format!(
-            "invalid `{key}`: expected the secret as a string (the value of a secret key is never shown)"
-        );
+        return secret_not_a_string(key);
     }
     if let Some(rest) = message.strip_prefix("unknown field `") {
+        // Inside an entry chosen by its `type` the path stops at the entry: name the key too.
+        let key = match rest.split_once('`') {
+            Some((field, _)) if !key.ends_with(&format!(".{field}")) => format!("{key}.{field}"),
+            _ => key.to_owned(),
+        };
         let known = rest
             .split_once("`, expected ")
             .map(|(_, known)| known.trim_start_matches("one of "));

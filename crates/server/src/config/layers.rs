@@ -126,6 +126,12 @@ pub fn load_str(
         )
     });
     layers.apply(overrides, &|flag| format!("flag --{flag}"));
+    if let Some(path) = explain::datetime_secret(&layers.table) {
+        return Err(ConfigError::Syntax {
+            origin: layers.given_by(&path).unwrap_or(origin).to_owned(),
+            message: explain::secret_not_a_string(&path),
+        });
+    }
     let config: Config = serde_path_to_error::deserialize(Value::Table(layers.table.clone()))
         .map_err(|err| {
             let path = err.path().to_string();
@@ -134,7 +140,9 @@ pub fn load_str(
                 message: explain::type_error(&layers.table, &path, err.inner().message()),
             }
         })?;
-    config.validate().map_err(|err| layers.attribute(err))?;
+    config
+        .validate()
+        .map_err(|err| layers.attribute(err, origin))?;
     Ok((config, warnings))
 }
 
@@ -174,19 +182,18 @@ impl Layers {
             .map(|(_, by)| by.as_str())
     }
 
-    /// A validation error about a key a variable or a flag set, prefixed with its name.
-    fn attribute(&self, err: ConfigError) -> ConfigError {
+    /// A validation error prefixed with where its value came from: the variable or the flag
+    /// that set its key, else `origin` (the file).
+    fn attribute(&self, err: ConfigError, origin: &str) -> ConfigError {
         let key = match &err {
-            ConfigError::Invalid { key, .. } => key,
-            ConfigError::JetStream(err) => &err.key,
-            _ => return err,
+            ConfigError::Invalid { key, .. } => Some(key),
+            ConfigError::JetStream(err) => Some(&err.key),
+            _ => None,
         };
-        match self.given_by(key) {
-            Some(by) => ConfigError::Given {
-                by: by.to_owned(),
-                error: Box::new(err),
-            },
-            None => err,
+        let by = key.and_then(|key| self.given_by(key)).unwrap_or(origin);
+        ConfigError::Given {
+            by: by.to_owned(),
+            error: Box::new(err),
         }
     }
 
@@ -224,6 +231,13 @@ impl Layers {
 /// may hold a secret (`secret = "…` left unterminated).
 fn syntax_message(text: &str, err: &toml::de::Error) -> String {
     let message = err.message().trim();
+    // The parser quotes an integer it cannot hold; the key is not known yet, so it may be a
+    // secret's.
+    let message = if message.starts_with("invalid type: integer") {
+        "an integer wider than 64 bits (the value is not shown)"
+    } else {
+        message
+    };
     let Some(span) = err.span() else {
         return message.to_owned();
     };

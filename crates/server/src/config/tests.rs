@@ -656,8 +656,67 @@ fn wrongly_typed_secrets_are_named_but_never_shown() {
         assert!(!message.contains("987654321"), "{message}");
     }
     let message = error_text(&format!("{HMAC_KEY}secrett = \"987654321\""));
-    assert_user_words(&message, &["auth.subscribe.keys[0]"], "unknown");
+    assert_user_words(&message, &["auth.subscribe.keys[0].secrett"], "unknown");
     assert!(!message.contains("987654321"), "{message}");
+}
+
+/// Every error about the file's values starts with the file's name, those found by the
+/// checks after the types too (origins, the auth section's keys).
+#[test]
+fn errors_about_the_files_values_name_the_file() {
+    for text in [
+        "[cors]\nallowed_origins = [\"https://a.example/\"]\n",
+        "[auth.subscribe]\nalgorithms = [\"HS256\"]\n",
+        "[sse]\nheartbeat = \"-5s\"\n",
+        "[sse]\nheartbeet = \"5s\"\n",
+    ] {
+        let message = error_text(text);
+        assert!(message.starts_with("test.toml: "), "{message}");
+    }
+}
+
+/// Integers wider than 64 bits fail in the TOML parser, before any key is known; dates and
+/// times are not strings. Neither is shown, nor accepted as a secret.
+#[test]
+fn secrets_that_are_wide_integers_or_datetimes_are_refused_unseen() {
+    const WIDE: &str = "98765432109876543210987654321";
+    const MERCURE: &str = "[mercure]\nenabled = true\n";
+    for line in [
+        format!("{HMAC_KEY}secret = {WIDE}"),
+        format!("{JETSTREAM}user = \"u\"\npassword = {WIDE}"),
+        format!("{JETSTREAM}token = -{WIDE}"),
+        format!("{MERCURE}publisher_jwt_key = {WIDE}"),
+        format!("{MERCURE}subscriber_jwt_key = 0x{WIDE}"),
+    ] {
+        let message = error_text(&line);
+        assert!(!message.contains("98765"), "{message}");
+        assert!(message.contains("line "), "{message}");
+    }
+    for (text, key) in [
+        (
+            format!("{HMAC_KEY}secret = 1979-05-27T07:32:00Z"),
+            "auth.subscribe.keys[0].secret",
+        ),
+        (
+            format!("{JETSTREAM}token = 1979-05-27T07:32:00Z"),
+            "jetstream.token",
+        ),
+        (
+            format!("{JETSTREAM}user = \"u\"\npassword = 07:32:00"),
+            "jetstream.password",
+        ),
+        (
+            format!("{MERCURE}publisher_jwt_key = 1979-05-27"),
+            "mercure.publisher_jwt_key",
+        ),
+    ] {
+        let message = error_text(&text);
+        assert_user_words(&message, &[key], "a string");
+        assert!(
+            !message.contains("1979") && !message.contains("07:32"),
+            "{message}"
+        );
+    }
 }
 
 /// The same kinds of mistakes in environment variables: the variable, the key and the value are

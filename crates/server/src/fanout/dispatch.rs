@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use sluice_protocol::subject::FilterSet;
 use sluice_protocol::subject_index::SubjectIndex;
+use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
@@ -67,9 +68,14 @@ impl Drop for Dispatch {
 }
 
 impl Dispatch {
-    /// Starts reading `filters` at `start` for the topic sets attached later, on the current
-    /// runtime.
-    pub fn spawn(reading: Arc<Reading>, filters: FilterSet, start: u64, ring_size: usize) -> Self {
+    /// Starts reading `filters` at `start` for the topic sets attached later, on `runtime`.
+    pub fn spawn(
+        reading: Arc<Reading>,
+        filters: FilterSet,
+        start: u64,
+        ring_size: usize,
+        runtime: &Handle,
+    ) -> Self {
         let core = Arc::new(DispatchCore {
             reading,
             filters,
@@ -83,7 +89,7 @@ impl Dispatch {
             }),
             progress: watch::Sender::new(start),
         });
-        let task = tokio::spawn(run(core.clone(), start)).abort_handle();
+        let task = runtime.spawn(run(core.clone(), start)).abort_handle();
         Self { core, task }
     }
 
@@ -458,6 +464,58 @@ mod tests {
         assert_eq!(&entries[0].frame[..], b"even\n\n");
         let mut plain = Cursor::new(plain, 1);
         assert_eq!(read(&mut plain, 2).await.len(), 2);
+    }
+
+    /// Records the thread each entry was selected on.
+    #[derive(Debug, Default)]
+    struct Threads(Mutex<Vec<Option<String>>>);
+
+    impl crate::fanout::View for Threads {
+        fn key(&self) -> Box<str> {
+            "threads".into()
+        }
+
+        fn entry(&self, routed: &Routed) -> Option<Entry> {
+            let name = std::thread::current().name().map(str::to_owned);
+            self.0.lock().unwrap().push(name);
+            Some(routed.entry.clone())
+        }
+
+        fn gap(&self, _: crate::event_id::EventId, _: &crate::frames::Gap) -> bytes::Bytes {
+            bytes::Bytes::new()
+        }
+    }
+
+    /// A fan-out for views on a runtime of its own runs its views there: never on the threads
+    /// that deliver other feeds' events (here, the test's own runtime).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_fanout_for_views_selects_on_its_own_runtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend: Arc<dyn Backend> = open_backend(dir.path()).await;
+        let views = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("views-only")
+            .enable_all()
+            .build()
+            .unwrap();
+        let fanout =
+            fanout(backend.clone(), 64).for_views("t".to_owned(), Some(views.handle().clone()));
+        let state = backend.stream_state().await.unwrap();
+        let threads = Arc::new(Threads::default());
+        let view: Arc<dyn crate::fanout::View> = threads.clone();
+        let feed = fanout.feed_with_view(&FilterSet::new(["t"]).unwrap(), Some(view), &state, 1);
+        publish(&*backend, "t").await;
+        publish(&*backend, "other").await;
+        let mut cursor = Cursor::new(feed, 1);
+        assert_eq!(read(&mut cursor, 1).await[0].seq, 1);
+        let names = threads.0.lock().unwrap().clone();
+        assert_eq!(
+            names,
+            [Some("views-only".to_owned())],
+            "only its filter, on its runtime"
+        );
+        drop(cursor);
+        views.shutdown_background();
     }
 
     /// One step of the dispatch model.

@@ -36,6 +36,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use sluice_protocol::subject::FilterSet;
+use tokio::runtime::Handle;
 use tokio::sync::Semaphore;
 
 pub use cursor::Cursor;
@@ -71,8 +72,11 @@ pub struct Fanout {
     /// stored message wakes it on the publisher's thread.
     dispatch: Mutex<Weak<Dispatch>>,
     feeds: Arc<FeedMap>,
-    /// A filter the dispatch reads besides the topic prefix's (the Mercure prefix's).
-    also_read: Option<String>,
+    /// The filter the dispatch reads instead of the topic prefix's (a Mercure fan-out reads
+    /// the Mercure prefix).
+    reads: Option<String>,
+    /// Where the dispatch runs when not on the runtime that starts it.
+    dispatch_runtime: Option<Handle>,
 }
 
 impl Fanout {
@@ -92,13 +96,18 @@ impl Fanout {
             catch_ups: Arc::new(Semaphore::new(settings.max_catch_up_reads)),
             dispatch: Mutex::default(),
             feeds: Arc::default(),
-            also_read: None,
+            reads: None,
+            dispatch_runtime: None,
         }
     }
 
-    /// The same fan-out, its dispatch also reading `filter` (for feeds with a [`View`]).
-    pub fn also_reading(mut self, filter: String) -> Self {
-        self.also_read = Some(filter);
+    /// The same fan-out for feeds with a [`View`] over the subjects `filter` matches: its
+    /// dispatch reads them alone, and runs on `runtime` (when given). The views select and
+    /// encode in the dispatch, so on a runtime of their own they never run on the threads
+    /// that deliver other feeds' events.
+    pub fn for_views(mut self, filter: String, runtime: Option<Handle>) -> Self {
+        self.reads = Some(filter);
+        self.dispatch_runtime = runtime;
         self
     }
 
@@ -176,28 +185,32 @@ impl Fanout {
             self.metrics.clone(),
             self.catch_ups.clone(),
         );
+        let runtime = self
+            .dispatch_runtime
+            .clone()
+            .unwrap_or_else(Handle::current);
         let dispatch = Arc::new(Dispatch::spawn(
             Arc::new(reading),
             self.wide_filters(),
             state.last_seq.saturating_add(1),
             self.ring_size,
+            &runtime,
         ));
         *current = Arc::downgrade(&dispatch);
         dispatch
     }
 
-    /// Every subject a topic can name: the topic prefix's, or all; and the filter the
-    /// fan-out was told to read as well.
+    /// What the dispatch reads: the filter the fan-out was told to read, else every subject
+    /// a topic can name (the topic prefix's, or all).
     fn wide_filters(&self) -> FilterSet {
         let prefix = &self.encoding.topic_prefix;
-        let wide = if prefix.is_empty() {
-            ">".to_owned()
-        } else {
-            format!("{prefix}.>")
+        let wide = match &self.reads {
+            Some(filter) => filter.clone(),
+            None if prefix.is_empty() => ">".to_owned(),
+            None => format!("{prefix}.>"),
         };
-        let also = self.also_read.iter().cloned();
-        // Validated prefixes are literal tokens, so these are valid filters.
-        FilterSet::new(std::iter::once(wide).chain(also)).unwrap_or_default()
+        // Validated prefixes are literal tokens, so this is a valid filter.
+        FilterSet::new([wide]).unwrap_or_default()
     }
 
     /// Wakes every reader of every feed (at shutdown: readers wait only on their feed).

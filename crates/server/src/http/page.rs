@@ -12,7 +12,9 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::response::Html;
+use axum::http::{HeaderValue, header};
+use axum::response::{Html, IntoResponse, Response};
+use base64::Engine;
 use serde::Serialize;
 
 use crate::hub::Hub;
@@ -39,8 +41,10 @@ struct PageConfig<'a> {
     query_param: Option<&'a str>,
 }
 
-/// The console, with the hub's settings inlined as a JSON object literal.
-pub async fn index(State(hub): State<Arc<Hub>>) -> Html<String> {
+/// The console, with the hub's settings inlined as a JSON object literal, under a content
+/// security policy that lets run only its own inline script and style (by their hashes),
+/// talk only to the hub, and be framed by no page.
+pub async fn index(State(hub): State<Arc<Hub>>) -> Response {
     let config = &hub.config;
     let subscribe = config.auth.subscribe.as_ref();
     let settings = PageConfig {
@@ -56,5 +60,65 @@ pub async fn index(State(hub): State<Arc<Hub>>) -> Html<String> {
     let settings = serde_json::to_string(&settings)
         .unwrap_or_else(|_| "{}".to_owned())
         .replace('<', "\\u003c");
-    Html(include_str!("page.html").replace(CONFIG_SLOT, &settings))
+    let page = include_str!("page.html").replace(CONFIG_SLOT, &settings);
+    let policy = content_security_policy(&page);
+    let mut response = Html(page).into_response();
+    let headers = response.headers_mut();
+    if let Ok(policy) = HeaderValue::from_str(&policy) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    response
+}
+
+/// The policy for `page`: its one inline `<script>` and `<style>`, allowed by their SHA-256.
+fn content_security_policy(page: &str) -> String {
+    let hash = |open: &str, close: &str| {
+        let start = page.find(open).map_or(0, |at| at + open.len());
+        let end = page[start..].find(close).map_or(start, |at| start + at);
+        let digest = ring::digest::digest(&ring::digest::SHA256, &page.as_bytes()[start..end]);
+        let encoded = base64::engine::general_purpose::STANDARD.encode(digest.as_ref());
+        format!("'sha256-{encoded}'")
+    };
+    format!(
+        "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; img-src 'self'; \
+         base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        hash("<script>", "</script>"),
+        hash("<style>", "</style>")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The policy's hashes are those of the page's own script and style: a changed page gets
+    /// a changed policy, and nothing else inline would run.
+    #[test]
+    fn the_policy_allows_exactly_the_pages_script_and_style() {
+        let page = "<style>a{}</style><script>go()</script>";
+        let policy = content_security_policy(page);
+        let sha = |text: &str| {
+            let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+            base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+        };
+        assert!(
+            policy.contains(&format!("script-src 'sha256-{}';", sha("go()"))),
+            "{policy}"
+        );
+        assert!(
+            policy.contains(&format!("style-src 'sha256-{}';", sha("a{}"))),
+            "{policy}"
+        );
+        assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+        assert!(policy.starts_with("default-src 'none';"), "{policy}");
+    }
 }

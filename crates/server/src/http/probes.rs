@@ -58,7 +58,7 @@ pub async fn healthz(State(hub): State<Arc<Hub>>) -> Response {
     let details = json!({
         "backend": hub.backend.kind(),
         "connections": hub.metrics.active_connections.get(),
-        "feeds": hub.fanout.feed_count(),
+        "feeds": hub.feed_count(),
     });
     match check(&hub).await {
         Ok(()) => {
@@ -82,7 +82,7 @@ async fn read_streams(hub: &Hub) -> Snapshot {
             let feed_lag = streams
                 .iter()
                 .find(|stream| stream.served)
-                .map(|served| hub.fanout.lag(served.last_seq));
+                .map(|served| hub.feed_lag(served.last_seq));
             return Snapshot { streams, feed_lag };
         }
         Ok(Err(err)) => {

@@ -49,6 +49,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+pub(crate) use runtime::StreamRuntime;
 pub use stall::TimedIo;
 
 use crate::hub::Hub;

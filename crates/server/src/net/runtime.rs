@@ -49,9 +49,14 @@ impl StreamRuntime {
     /// Starts one worker thread per available core.
     pub fn start() -> io::Result<Self> {
         let threads = std::thread::available_parallelism().map_or(2, usize::from);
+        Self::start_named(threads, "sluice-streams")
+    }
+
+    /// Starts `threads` worker threads named `name`.
+    pub fn start_named(threads: usize, name: &str) -> io::Result<Self> {
         let runtime = Builder::new_multi_thread()
             .worker_threads(threads)
-            .thread_name("sluice-streams")
+            .thread_name(name)
             .enable_all()
             .build()?;
         Ok(Self {

@@ -253,7 +253,8 @@ pub fn stream_head(response: &Response<Body>) -> Bytes {
 }
 
 /// Status line and headers, without the blank line; framing headers are left out (the
-/// caller adds its own).
+/// caller adds its own). A `date` is added when the handler set none: an origin server with
+/// a clock sends one (RFC 9110, section 6.6.1), as hyper does for the answers it writes.
 fn head(status: StatusCode, headers: &HeaderMap) -> BytesMut {
     let mut head = BytesMut::with_capacity(256);
     head.put_slice(b"HTTP/1.1 ");
@@ -261,6 +262,11 @@ fn head(status: StatusCode, headers: &HeaderMap) -> BytesMut {
     head.put_u8(b' ');
     head.put_slice(status.canonical_reason().unwrap_or("").as_bytes());
     head.put_slice(b"\r\n");
+    if !headers.contains_key(header::DATE) {
+        head.put_slice(b"date: ");
+        head.put_slice(httpdate::fmt_http_date(std::time::SystemTime::now()).as_bytes());
+        head.put_slice(b"\r\n");
+    }
     for (name, value) in headers {
         if name == header::CONTENT_LENGTH
             || name == header::TRANSFER_ENCODING
@@ -301,10 +307,21 @@ mod tests {
             HeaderValue::from_static("text/event-stream"),
         );
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+        headers.insert(
+            header::DATE,
+            HeaderValue::from_static("Thu, 03 Dec 2026 15:00:00 GMT"),
+        );
         let head = stream_head(&response);
         assert_eq!(
             &head[..],
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            &b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ndate: Thu, 03 Dec 2026 15:00:00 GMT\r\ntransfer-encoding: chunked\r\n\r\n"[..]
         );
+        response.headers_mut().remove(header::DATE);
+        let head = String::from_utf8(stream_head(&response).to_vec()).unwrap();
+        let date = head
+            .lines()
+            .find_map(|line| line.strip_prefix("date: "))
+            .expect("a date of its own");
+        assert!(httpdate::parse_http_date(date).is_ok(), "{head}");
     }
 }

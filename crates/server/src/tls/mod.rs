@@ -10,6 +10,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use crate::bounded_file::read_at_most;
+
 use rustls::crypto::CryptoProvider;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
@@ -128,6 +130,12 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// The largest certificate chain file read (a chain is a few KiB).
+const MAX_CERT_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The largest private key file read.
+const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
+
 /// Reads the chain and the key and checks that they belong together.
 fn read(cert_file: &Path, key_file: &Path) -> Result<CertifiedKey, TlsError> {
     let cert_error = |reason: String| TlsError::Cert {
@@ -139,14 +147,18 @@ fn read(cert_file: &Path, key_file: &Path) -> Result<CertifiedKey, TlsError> {
         reason,
     };
     // Read whole first, so that a missing file reads as the operating system says it.
-    let certs = std::fs::read(cert_file).map_err(|e| cert_error(e.to_string()))?;
+    let certs = read_at_most(cert_file, MAX_CERT_FILE_BYTES)
+        .map_err(|e| cert_error(e.to_string()))?
+        .ok_or_else(|| cert_error(format!("larger than {MAX_CERT_FILE_BYTES} bytes")))?;
     let chain = CertificateDer::pem_slice_iter(&certs)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| cert_error(format!("not a PEM certificate chain: {e}")))?;
     if chain.is_empty() {
         return Err(cert_error("holds no PEM certificate".into()));
     }
-    let key = std::fs::read(key_file).map_err(|e| key_error(e.to_string()))?;
+    let key = read_at_most(key_file, MAX_KEY_FILE_BYTES)
+        .map_err(|e| key_error(e.to_string()))?
+        .ok_or_else(|| key_error(format!("larger than {MAX_KEY_FILE_BYTES} bytes")))?;
     let key = PrivateKeyDer::from_pem_slice(&key)
         .map_err(|e| key_error(format!("not a PEM private key: {e}")))?;
     let key = provider()

@@ -49,6 +49,8 @@ pub struct Verified {
     pub grants: Arc<Grants>,
     /// When an access token expires (none for other tokens).
     pub expires_in: Option<Duration>,
+    /// The token came in the cookie, which a browser sends with any site's request.
+    pub from_cookie: bool,
 }
 
 /// What the cache keeps of a verified token.
@@ -135,6 +137,7 @@ impl Verifier {
         base: &str,
     ) -> Result<Option<Verified>, AuthError> {
         let header_only = TokenPlaces::default();
+        let mut from_cookie = false;
         let token = match extract_token(headers, None, header_only)? {
             Some(found) => Some(found.token),
             None => match query_token.filter(|token| !token.is_empty()) {
@@ -144,7 +147,9 @@ impl Verifier {
                         cookie_name: Some(cookie),
                         query_param: None,
                     };
-                    extract_token(headers, None, cookie)?.map(|found| found.token)
+                    let found = extract_token(headers, None, cookie)?;
+                    from_cookie = found.is_some();
+                    found.map(|found| found.token)
                 }
             },
         };
@@ -166,6 +171,7 @@ impl Verifier {
         Ok(Some(Verified {
             grants: accepted.grants,
             expires_in,
+            from_cookie,
         }))
     }
 

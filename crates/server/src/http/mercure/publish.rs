@@ -21,7 +21,7 @@ use sluice_mercure::mapping::hub_id;
 use sluice_protocol::headers::Headers;
 
 use super::super::body::{self, BodyBudget, BodyLimits};
-use crate::auth::AuthError;
+use crate::auth::{AuthError, cookie_origin_allowed};
 use crate::backend::{ApiError, PublishRequest};
 use crate::event_id::EventId;
 use crate::hub::Hub;
@@ -56,6 +56,14 @@ pub async fn publish(
             .publisher
             .grants(&parts.headers, None, &config.cookie_name, config.base_url());
     let grants = match grants {
+        // As Mercure's hub: a cookie rides along with any site's form POST, so a publish it
+        // authorises must come from an origin of `publish_origins` (or the hub's own).
+        Ok(Some(verified))
+            if verified.from_cookie
+                && !cookie_origin_allowed(&parts.headers, &config.publish_origins) =>
+        {
+            return unauthorized(&hub, &AuthError::CrossSiteCookie);
+        }
         Ok(Some(verified)) => verified.grants,
         Ok(None) => return unauthorized(&hub, &AuthError::MissingToken),
         Err(err) => return unauthorized(&hub, &err),

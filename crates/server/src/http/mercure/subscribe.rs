@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
 use sluice_mercure::mapping::hub_id;
-use sluice_mercure::{Grants, LastEventId, Scheme, SelectorSet};
+use sluice_mercure::{Grants, LastEventId, Scheme, SelectorSet, Update};
 use sluice_protocol::subject::{FilterSet, filter_is_subset};
 
 use super::super::{accepts_event_stream, event_stream_response, transient};
@@ -130,7 +130,11 @@ pub async fn subscribe(
     }
     let start = match resume.as_deref() {
         None => Start::live(&state, &hub),
-        Some(value) => match Start::resumed(&hub, &mercure.scheme, &state, value).await {
+        Some(value) => match Start::resumed(&hub, &mercure.scheme, &state, value, &|update| {
+            set.matches_any(&update.topic_refs()) && grants.can_receive(update)
+        })
+        .await
+        {
             Ok(start) => start,
             Err(err) => return unavailable(&hub, wants_stream, &err),
         },
@@ -169,9 +173,9 @@ pub async fn subscribe(
         .last_event_id
         .unwrap_or_else(|| preceding_id(&plan, &state));
     tracing::debug!(filters = %filters, start = plan.start, "Mercure subscription starts");
-    let feed = hub
-        .fanout
-        .feed_with_view(&filters, Some(view), &state, plan.start);
+    // The hub makes a Mercure fan-out whenever Mercure is on.
+    let fanout = hub.mercure_fanout.as_ref().unwrap_or(&hub.fanout);
+    let feed = fanout.feed_with_view(&filters, Some(view), &state, plan.start);
     let mut context = hub.session_context();
     context.heartbeat = config.heartbeat;
     context.expires_in = expires_in;
@@ -225,12 +229,14 @@ impl Start {
         }
     }
 
-    /// After the update `value` names (`earliest`: everything retained).
+    /// After the update `value` names (`earliest`: everything retained); a custom id names
+    /// the oldest retained update with that id that `receives` says the subscriber gets.
     async fn resumed(
         hub: &Hub,
         scheme: &Scheme,
         state: &StreamState,
         value: &str,
+        receives: &(dyn Fn(&Update) -> bool + Sync),
     ) -> Result<Self, BackendError> {
         let on_loss = hub.config.replay.on_loss;
         let position = match LastEventId::classify(value) {
@@ -247,7 +253,7 @@ impl Start {
                 });
             }
             LastEventId::Position(position) => EventId::parse(position).ok(),
-            LastEventId::Custom(id) => custom_id_position(hub, scheme, state, id).await?,
+            LastEventId::Custom(id) => custom_id_position(hub, scheme, state, id, receives).await?,
         };
         let Some(position) = position else {
             tracing::info!(
@@ -267,13 +273,17 @@ impl Start {
     }
 }
 
-/// The position of the last retained update stored with custom id `id`, if any: read from the
-/// subject that id's hash names, the stored id compared (a hash collision reads one more).
+/// The position of the oldest retained update stored with custom id `id` that the subscriber
+/// receives (`receives`), if any: read from the subject that id's hash names, the stored id
+/// compared (a hash collision reads one more). Ids are unique per topic, not across topics: of
+/// several updates with the id that the subscriber gets, resuming after the oldest may repeat
+/// the others but never skips one.
 async fn custom_id_position(
     hub: &Hub,
     scheme: &Scheme,
     state: &StreamState,
     id: &str,
+    receives: &(dyn Fn(&Update) -> bool + Sync),
 ) -> Result<Option<EventId>, BackendError> {
     let until = state.last_seq.saturating_add(1);
     if state.first_seq >= until {
@@ -294,8 +304,9 @@ async fn custom_id_position(
                 break;
             }
             let update = scheme.decode(&message.subject, message.headers.iter(), &message.payload);
-            if update.is_ok_and(|update| update.id.as_deref() == Some(id)) {
+            if update.is_ok_and(|update| update.id.as_deref() == Some(id) && receives(&update)) {
                 found = Some(message.seq);
+                break;
             }
         }
         Ok::<_, BackendError>(found)
