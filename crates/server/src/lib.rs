@@ -21,6 +21,7 @@ mod frames;
 pub mod fuzzing;
 mod http;
 mod hub;
+mod log_filter;
 mod metrics;
 mod net;
 mod plan;
@@ -30,4 +31,5 @@ mod topics;
 
 pub use event_id::{EventId, EventIdError};
 pub use hub::Hub;
+pub use log_filter::may_log;
 pub use net::{Listener, serve, serve_listeners};

@@ -66,6 +66,9 @@ pub struct Metrics {
     pub mercure_reannounced: Counters,
     /// Admin API requests refused, by reason.
     pub admin_refusals: Counters,
+    /// HTTP/2 connections that ended with an error, by its code (`enhance_your_calm`: too
+    /// many streams reset, `protocol_error`, …; `io` when the socket failed).
+    pub http2_errors: Counters,
     /// Lookups in the caches of verified tokens, by result (`hit`: no signature verified;
     /// `miss`: verified).
     pub token_cache_lookups: Counters,
@@ -112,6 +115,7 @@ impl Metrics {
             mercure_events_skipped: Counters::default(),
             mercure_reannounced: Counters::default(),
             admin_refusals: Counters::default(),
+            http2_errors: Counters::default(),
             token_cache_lookups: Counters::default(),
             body_bytes: Gauge::default(),
             publish_latency: PublishLatency::default(),
@@ -219,6 +223,11 @@ impl Metrics {
             "sluice_mercure_subscriptions_reannounced",
             "Mercure subscriptions this node serves announced again after another node ended them, by reason",
             metrics.mercure_reannounced.clone(),
+        );
+        r.register(
+            "sluice_http2_connection_errors",
+            "HTTP/2 connections that ended with an error, by its code",
+            metrics.http2_errors.clone(),
         );
         r.register(
             "sluice_request_body_bytes",

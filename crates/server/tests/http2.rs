@@ -25,6 +25,7 @@ use sluice_server::config::{Config, TlsConfig};
 use sluice_server::tls::{Certificates, TlsError};
 use sluice_server::{Hub, Listener};
 use sluice_sse::{Frame, Parser};
+use sluice_test_support::h2_frames as raw;
 use sluice_test_support::{TestCa, http};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -372,75 +373,6 @@ async fn a_stream_whose_window_stays_shut_is_closed_as_slow_alone() {
     served.stop().await;
 }
 
-/// Raw HTTP/2 frames over cleartext (prior knowledge), for what the `h2` client would not do.
-mod raw {
-    use tokio::io::{AsyncRead, AsyncReadExt};
-
-    /// The client's connection preface.
-    pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-    pub const DATA: u8 = 0x0;
-    pub const HEADERS: u8 = 0x1;
-    pub const RST_STREAM: u8 = 0x3;
-    pub const SETTINGS: u8 = 0x4;
-    pub const PING: u8 = 0x6;
-    pub const GOAWAY: u8 = 0x7;
-    pub const END_STREAM: u8 = 0x1;
-    pub const ACK: u8 = 0x1;
-    pub const REFUSED_STREAM: u32 = 0x7;
-
-    /// One frame: its header and payload.
-    #[derive(Debug)]
-    pub struct Frame {
-        pub kind: u8,
-        pub flags: u8,
-        pub stream: u32,
-        pub payload: Vec<u8>,
-    }
-
-    pub fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-        let len = u32::try_from(payload.len()).unwrap();
-        let mut out = len.to_be_bytes()[1..].to_vec();
-        out.extend([kind, flags]);
-        out.extend(stream.to_be_bytes());
-        out.extend_from_slice(payload);
-        out
-    }
-
-    fn literal(out: &mut Vec<u8>, text: &str) {
-        out.push(u8::try_from(text.len()).unwrap());
-        out.extend_from_slice(text.as_bytes());
-    }
-
-    /// HEADERS (END_HEADERS, END_STREAM) for `GET path` as an `EventSource` sends it, in
-    /// HPACK literals without Huffman coding.
-    pub fn get(stream: u32, path: &str) -> Vec<u8> {
-        let mut block = vec![0x82, 0x86]; // :method GET, :scheme http
-        block.push(0x04); // :path, literal without indexing
-        literal(&mut block, path);
-        block.push(0x01); // :authority
-        literal(&mut block, "localhost");
-        block.push(0x00); // a new name
-        literal(&mut block, "accept");
-        literal(&mut block, "text/event-stream");
-        frame(HEADERS, 0x4 | END_STREAM, stream, &block)
-    }
-
-    pub async fn read(io: &mut (impl AsyncRead + Unpin)) -> Option<Frame> {
-        let mut head = [0u8; 9];
-        io.read_exact(&mut head).await.ok()?;
-        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
-        let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
-        let mut payload = vec![0; len];
-        io.read_exact(&mut payload).await.ok()?;
-        Some(Frame {
-            kind: head[3],
-            flags: head[4],
-            stream,
-            payload,
-        })
-    }
-}
-
 /// A cleartext HTTP/2 connection with prior knowledge, its SETTINGS sent.
 async fn h2c(served: &Served) -> TcpStream {
     let mut socket = TcpStream::connect(served.plain).await.expect("connect");
@@ -486,6 +418,28 @@ async fn the_http2_preface_is_a_bad_request_without_h2c() {
         .expect("read");
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    served.stop().await;
+}
+
+/// A rapid-reset flood (streams opened and reset before the hub takes them, CVE-2023-44487)
+/// ends its connection with GOAWAY(ENHANCE_YOUR_CALM), counted by that code: the metric, not
+/// a log line per connection, is where such a flood shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rapid_reset_flood_ends_with_enhance_your_calm_and_is_counted() {
+    let served = Served::with_h2c(Config::default()).await;
+    let mut socket = h2c(&served).await;
+    // The hub may close before it has read it all.
+    let _ = socket
+        .write_all(&raw::rapid_reset(500, "/events?topic=flood"))
+        .await;
+    let goaway = read_until(&mut socket, |frame| frame.kind == raw::GOAWAY).await;
+    let code = u32::from_be_bytes(goaway.payload[4..8].try_into().unwrap());
+    assert_eq!(code, raw::ENHANCE_YOUR_CALM);
+    served
+        .eventually("the connection counted by its code", |s| {
+            s.metric("sluice_http2_connection_errors_total{reason=\"enhance_your_calm\"}") == 1
+        })
+        .await;
     served.stop().await;
 }
 

@@ -55,7 +55,7 @@ fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Whatever SLUICE_LOG enables, a library event that may quote a secret is never shown.
-    let safe = tracing_subscriber::filter::filter_fn(sluice_server::backend::jetstream::may_log);
+    let safe = tracing_subscriber::filter::filter_fn(sluice_server::may_log);
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let layer = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)

@@ -439,3 +439,52 @@ async fn probe_paths_cors_lists_and_the_event_type_are_configurable() {
         "{printed}"
     );
 }
+
+/// Rapid-reset floods set how often the HTTP/2 library would warn: its own warnings are never
+/// shown, and the hub writes one line a minute for such connections — the first at once —
+/// while `sluice_http2_connection_errors_total` counts every one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rapid_reset_floods_are_counted_and_logged_once_a_minute() {
+    use sluice_test_support::h2_frames;
+
+    const LINE: &str = "HTTP/2 connections closed for resetting too many streams";
+    let root = tempfile::tempdir().unwrap();
+    let mut hub = SluiceProcess::serve(BIN, root.path(), Some("[http2]\nh2c = true\n"))
+        .await
+        .expect("serve starts");
+    for flood in 1..=3 {
+        let mut socket = tokio::net::TcpStream::connect(hub.addr()).await.unwrap();
+        let mut bytes = h2_frames::PREFACE.to_vec();
+        bytes.extend(h2_frames::frame(h2_frames::SETTINGS, 0, 0, &[]));
+        bytes.extend(h2_frames::rapid_reset(500, "/events?topic=flood"));
+        // The hub may close before it has read it all.
+        let _ = socket.write_all(&bytes).await;
+        let mut rest = Vec::new();
+        tokio::time::timeout(WAIT, socket.read_to_end(&mut rest))
+            .await
+            .expect("the hub closes the connection")
+            .ok();
+        if flood == 1 {
+            let line = hub.wait_for_log(LINE, WAIT).await.unwrap();
+            assert!(line.contains("connections=1"), "{line}");
+        }
+    }
+    let counted = "sluice_http2_connection_errors_total{reason=\"enhance_your_calm\"} 3";
+    sluice_test_support::eventually_async("every flood counted", async || {
+        let metrics = http::get(&hub.url("/metrics")).await.unwrap().text();
+        metrics.contains(counted)
+    })
+    .await;
+    // A line written after the count, so that anything the floods logged is in the output.
+    let answer = http::get(&hub.url("/events?topic=a..b")).await.unwrap();
+    assert_eq!(answer.status, 400);
+    hub.wait_for_log("event stream refused", WAIT)
+        .await
+        .unwrap();
+    let output = hub.log_tail(10_000);
+    assert_eq!(output.matches(LINE).count(), 1, "{output}");
+    assert!(
+        !output.contains("reached limit"),
+        "the library's own warning: {output}"
+    );
+}

@@ -8,6 +8,7 @@
 
 pub mod browser;
 mod child;
+pub mod h2_frames;
 pub mod http;
 mod nats;
 mod proxy;

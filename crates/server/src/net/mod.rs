@@ -40,6 +40,7 @@ mod rewind;
 mod runtime;
 mod stall;
 mod stream;
+mod throttle;
 mod upstream;
 
 use std::future::Future;

@@ -3,6 +3,7 @@
 //! first), and every HTTP/2 connection (by ALPN over TLS, or cleartext with prior knowledge).
 
 use std::convert::Infallible;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -14,7 +15,9 @@ use tower_service::Service;
 
 use super::accept::Connection;
 use super::h2_stream;
+use super::throttle::Throttle;
 use crate::conn::{ConnInfo, ConnState};
+use crate::metrics::Metrics;
 use crate::session::StreamHandoff;
 
 /// hyper's smallest allowed read buffer limit.
@@ -48,7 +51,46 @@ where
     };
     if let Err(err) = result {
         tracing::debug!(error = %err, peer = %connection.peer, "connection ended with an error");
+        if protocol == Protocol::Http2 {
+            let reason = http2_error_label(&err);
+            Metrics::count(&connection.hub.metrics.http2_errors, "reason", reason);
+            if reason == "enhance_your_calm" {
+                // A client sets how often this happens: one line a minute says how many.
+                if let Some(count) = CALM_REPORTS.note(Instant::now()) {
+                    tracing::warn!(
+                        connections = count,
+                        last_peer = %connection.peer,
+                        "HTTP/2 connections closed for resetting too many streams (counted in sluice_http2_connection_errors_total)"
+                    );
+                }
+            }
+        }
     }
+}
+
+/// The one line a minute about connections closed for too many resets.
+static CALM_REPORTS: Throttle = Throttle::new(Duration::from_secs(60));
+
+/// The label of the HTTP/2 error that ended a connection: its code when the `h2` library
+/// gave one, `io` when the socket failed, `other` otherwise.
+fn http2_error_label(err: &hyper::Error) -> &'static str {
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
+            return match h2.reason() {
+                Some(h2::Reason::ENHANCE_YOUR_CALM) => "enhance_your_calm",
+                Some(h2::Reason::PROTOCOL_ERROR) => "protocol_error",
+                Some(h2::Reason::FLOW_CONTROL_ERROR) => "flow_control_error",
+                Some(h2::Reason::FRAME_SIZE_ERROR) => "frame_size_error",
+                Some(h2::Reason::COMPRESSION_ERROR) => "compression_error",
+                Some(_) => "other",
+                None if h2.is_io() => "io",
+                None => "other",
+            };
+        }
+        source = cause.source();
+    }
+    "other"
 }
 
 async fn serve_http1<I>(connection: &Connection, io: I, info: ConnInfo) -> hyper::Result<()>

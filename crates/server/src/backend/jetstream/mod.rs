@@ -42,15 +42,6 @@ use crate::backend::{
 };
 use crate::metrics::Counters;
 
-/// Whether a log event may be shown at all, whatever the log filter enables: async-nats's
-/// connector (target `async_nats::connector`) prints server addresses and connection details
-/// at debug and trace level, with any credentials they carry, so its events below info are
-/// dropped. Every other event may be shown.
-pub fn may_log(metadata: &tracing::Metadata<'_>) -> bool {
-    *metadata.level() <= tracing::Level::INFO
-        || !metadata.target().starts_with("async_nats::connector")
-}
-
 /// The longest a health check may take.
 const HEALTH_LIMIT: Duration = Duration::from_millis(900);
 
