@@ -13,6 +13,9 @@ use crate::schedule::ScheduleError;
 use crate::subject::SubjectError;
 use crate::ttl::TtlError;
 
+/// How [`ApiError::schedules_limit`]'s description begins.
+const SCHEDULES_LIMIT: &str = "message schedules limit reached";
+
 /// A JetStream API error. Displays as `description (code)`, as NATS does.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
 #[error("{description} ({code})")]
@@ -327,6 +330,21 @@ impl ApiError {
             codes::MESSAGE_SCHEDULES_TARGET_INVALID,
             "message schedules target is invalid",
         )
+    }
+
+    /// 400/400 `message schedules limit reached: …`: the stream holds its `max_msg_schedules`
+    /// (sluice's own limit, so its code is its status, as for the hub's own refusals).
+    pub fn schedules_limit(held: usize, max: i64) -> Self {
+        Self::new(
+            400,
+            400,
+            format!("{SCHEDULES_LIMIT}: the stream holds {held}, max_msg_schedules is {max}"),
+        )
+    }
+
+    /// Whether this is [`ApiError::schedules_limit`]'s refusal.
+    pub fn is_schedules_limit(&self) -> bool {
+        self.status == 400 && self.code == 400 && self.description.starts_with(SCHEDULES_LIMIT)
     }
 
     /// 400/10191 `message schedules invalid per-message TTL`.

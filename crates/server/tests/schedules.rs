@@ -209,3 +209,38 @@ async fn a_server_without_schedules_refuses_them_naming_the_version_needed() {
     );
     assert_eq!(served.info().await["messages"], 0, "nothing was stored");
 }
+
+/// An embedded stream holds at most `max_msg_schedules` schedules in force: one more is
+/// refused naming the limit (a schedule replacing a subject's own still goes through), and
+/// `sluice_store_schedules` shows how many are in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_beyond_the_streams_limit_are_refused_naming_it() {
+    let mut config = admin_config(false);
+    config.embedded.streams = vec![sluice_server::config::StreamDecl {
+        allow_msg_schedules: true,
+        max_msg_schedules: 2,
+        ..sluice_server::config::StreamDecl::default_stream()
+    }];
+    let (hub, _) = common::Embedded::start_with_store(config).await;
+    let served = Served::embedded(hub, "sluice");
+    let every = json!({ "Nats-Schedule": "@every 1h", "Nats-Schedule-Target": "reports" });
+    for subject in ["jobs.a", "jobs.b", "jobs.a"] {
+        let (status, answer) = publish_with(&served, subject, every.clone()).await;
+        assert_eq!(status, 200, "{subject}: {answer}");
+    }
+    let (status, answer) = publish_with(&served, "jobs.c", every.clone()).await;
+    assert_eq!(status, 400, "{answer}");
+    let description = answer["description"].as_str().unwrap_or("");
+    assert!(
+        description.contains("message schedules limit reached")
+            && description.contains("max_msg_schedules is 2"),
+        "{answer}"
+    );
+    assert_eq!(served.hub.metric("sluice_store_schedules"), 2);
+    assert_eq!(
+        served
+            .hub
+            .metric("sluice_publish_refusals_total{reason=\"schedules_limit\"}"),
+        1
+    );
+}

@@ -168,6 +168,9 @@ pub struct StreamConfig {
     pub subject_delete_marker_ttl: Duration,
     /// Allow `Nats-Schedule`.
     pub allow_msg_schedules: bool,
+    /// Most message schedules in force at once (-1 or 0 = unlimited); a new schedule beyond it
+    /// is refused. Not part of JetStream's configuration.
+    pub max_msg_schedules: i64,
     /// No more writes, deletes or purges.
     pub sealed: bool,
     /// Refuse single-message deletes.
@@ -195,6 +198,7 @@ impl Default for StreamConfig {
             allow_msg_ttl: false,
             subject_delete_marker_ttl: Duration::ZERO,
             allow_msg_schedules: false,
+            max_msg_schedules: -1,
             sealed: false,
             deny_delete: false,
             deny_purge: false,

@@ -125,6 +125,7 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
         return Err(ApiError::invalid_schedule_target().into());
     }
     if schedule.is_some() {
+        check_schedule_room(st, &p.subject)?;
         fl |= flags::SCHEDULE;
     }
     if h.get(names::STREAM_SOURCE).is_some() {
@@ -164,4 +165,15 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
         seq,
         duplicate: false,
     })
+}
+
+/// Refuses a schedule on `subject` that would put more than `max_msg_schedules` in force (one
+/// replacing the subject's own schedule takes no more room).
+fn check_schedule_room(st: &State, subject: &str) -> Result<()> {
+    let max = st.config.max_msg_schedules;
+    let held = st.schedules.len();
+    if max > 0 && usize::try_from(max).is_ok_and(|max| held >= max) && !st.schedules.has(subject) {
+        return Err(ApiError::schedules_limit(held, max).into());
+    }
+    Ok(())
 }

@@ -153,4 +153,9 @@ impl Schedules {
     pub fn len(&self) -> usize {
         self.by_subject.len()
     }
+
+    /// Whether a schedule on `subject` is in force.
+    pub fn has(&self, subject: &str) -> bool {
+        self.by_subject.contains_key(subject)
+    }
 }

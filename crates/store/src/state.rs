@@ -395,6 +395,7 @@ impl State {
                 last_time: (last_ts > 0).then(|| timestamp(last_ts)),
                 num_deleted: (last + 1 - first).saturating_sub(msgs),
                 num_subjects,
+                num_schedules: self.schedules.len() as u64,
                 subjects: subject_counts,
                 lost: t.lost_state(),
             },

@@ -108,6 +108,8 @@ pub struct StreamState {
     pub num_deleted: u64,
     /// Distinct subjects with live messages.
     pub num_subjects: u64,
+    /// Message schedules in force. Not part of JetStream's state.
+    pub num_schedules: u64,
     /// Per-subject live counts, when asked for.
     pub subjects: Option<BTreeMap<String, u64>>,
     /// What the stream knows it lost (JetStream's `lost`).

@@ -222,6 +222,7 @@ fn count_refusal(hub: &Hub, failure: &Failure) {
     let (result, reason) = match failure {
         Failure::Auth(err) => ("unauthorized", err.reason()),
         Failure::Unavailable { reason, .. } => ("unavailable", *reason),
+        Failure::Api(err) if err.is_schedules_limit() => ("rejected", "schedules_limit"),
         // The hub's own refusals carry their status as their code; the stream's, its own.
         Failure::Api(err) if err.code == u32::from(err.status) && err.status == 400 => {
             ("rejected", "invalid_message")

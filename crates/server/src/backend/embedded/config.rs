@@ -55,6 +55,10 @@ pub struct StreamDecl {
     /// Accept message schedules (`Nats-Schedule` with `Nats-Schedule-Target`).
     #[serde(default)]
     pub allow_msg_schedules: bool,
+    /// Most message schedules in force at once; a new one beyond it is refused. 0 means
+    /// unlimited.
+    #[serde(default = "default_max_msg_schedules")]
+    pub max_msg_schedules: u64,
     /// When not zero, removing a subject's last message by `max_age` leaves a delete marker
     /// with this TTL (JetStream's `subject_delete_marker_ttl`); markers reach no subscriber.
     #[serde(default, with = "duration")]
@@ -68,6 +72,13 @@ pub struct StreamDecl {
 
 fn yes() -> bool {
     true
+}
+
+/// The default bound on schedules in force: each may fire every second.
+pub const DEFAULT_MAX_MSG_SCHEDULES: u64 = 1000;
+
+fn default_max_msg_schedules() -> u64 {
+    DEFAULT_MAX_MSG_SCHEDULES
 }
 
 fn default_duplicate_window() -> Duration {
@@ -91,6 +102,7 @@ impl StreamDecl {
             duplicate_window: default_duplicate_window(),
             allow_msg_ttl: true,
             allow_msg_schedules: false,
+            max_msg_schedules: DEFAULT_MAX_MSG_SCHEDULES,
             subject_delete_marker_ttl: Duration::ZERO,
             sources: Vec::new(),
         }

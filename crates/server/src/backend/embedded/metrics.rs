@@ -5,7 +5,7 @@
 //! - the served stream's known losses: `sluice_store_lost_messages` (damaged messages found so
 //!   far), `sluice_store_lost_bytes` (damaged bytes recovery stepped over or cut) and
 //!   `sluice_store_unconfirmed_positions` (positions after a crash that may have been handed
-//!   out).
+//!   out), and its message schedules in force, `sluice_store_schedules`.
 //!
 //! The hub's per-stream gauges (`crate::metrics::StreamGauges`) read every stream of the store
 //! through [`stream_stats`].
@@ -52,10 +52,10 @@ pub struct StoreMetrics {
 impl StoreMetrics {
     /// The failed writes of every stream, `(blocks, snapshots)`, and the served stream's
     /// losses.
-    fn read(&self) -> ((u64, u64), LostState) {
+    fn read(&self) -> ((u64, u64), LostState, u64) {
         let store = self.store.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let Some(store) = store else {
-            return ((0, 0), LostState::default());
+            return ((0, 0), LostState::default(), 0);
         };
         let errors = store
             .list()
@@ -65,17 +65,20 @@ impl StoreMetrics {
             .fold((0, 0), |(blocks, snapshots), h: WriteHealth| {
                 (blocks + h.write_errors, snapshots + h.snapshot_errors)
             });
-        let lost = store
+        let (lost, schedules) = store
             .stream(&self.stream)
-            .map(|handle| handle.info(None).state.lost)
+            .map(|handle| {
+                let state = handle.info(None).state;
+                (state.lost, state.num_schedules)
+            })
             .unwrap_or_default();
-        (errors, lost)
+        (errors, lost, schedules)
     }
 }
 
 impl Collector for StoreMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let ((blocks, snapshots), lost) = self.read();
+        let ((blocks, snapshots), lost, schedules) = self.read();
         let counter = ConstCounter::new(0u64);
         let mut family = encoder.encode_descriptor(
             "sluice_store_write_errors",
@@ -103,6 +106,11 @@ impl Collector for StoreMetrics {
                 "sluice_store_unconfirmed_positions",
                 "Positions of the served stream above its last intact record after a crash, up to the sequence lease",
                 unconfirmed,
+            ),
+            (
+                "sluice_store_schedules",
+                "Message schedules in force in the served stream (at most its max_msg_schedules)",
+                schedules,
             ),
         ];
         for (name, help, value) in gauges {

@@ -197,6 +197,7 @@ pub fn stream_config(decl: &StreamDecl) -> StreamConfig {
         duplicate_window: decl.duplicate_window,
         allow_msg_ttl: decl.allow_msg_ttl,
         allow_msg_schedules: decl.allow_msg_schedules,
+        max_msg_schedules: limit(decl.max_msg_schedules),
         subject_delete_marker_ttl: decl.subject_delete_marker_ttl,
         sources: decl.sources.clone(),
         ..StreamConfig::new(decl.name.clone(), decl.subjects.clone())
