@@ -672,3 +672,44 @@ async fn token_refusals_are_json_errors_everywhere() {
         );
     }
 }
+
+/// `admin.loopback` lets an operator on the hub's machine in without a token, and nobody
+/// else: not a request forwarded by a proxy on the same machine, not a page whose name was
+/// rebound to 127.0.0.1 (its `Host` is its own name), not another site's page in a local
+/// browser (its `Origin` names it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loopback_admin_api_answers_only_a_local_operator() {
+    let mut config = Config::default();
+    config.admin.loopback = true;
+    let hub = Embedded.start(config).await;
+    hub.publish("t", json!(1)).await;
+    let port = hub.addr.port();
+    let request = |method: &str, path: &str, extra: &str| {
+        format!("{method} {path} HTTP/1.1\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n")
+    };
+    let local = format!("Host: 127.0.0.1:{port}\r\n");
+    for (extra, expected) in [
+        (local.clone(), 200),
+        (format!("Host: localhost:{port}\r\n"), 200),
+        (format!("Host: [::1]:{port}\r\n"), 200),
+        (format!("Host: rebound.example:{port}\r\n"), 404),
+        (format!("{local}X-Forwarded-For: 203.0.113.7\r\n"), 404),
+        (format!("{local}Forwarded: for=203.0.113.7\r\n"), 404),
+    ] {
+        let (status, body, answer) =
+            exchange(&hub, &request("GET", "/admin/streams", &extra)).await;
+        assert_eq!(status, expected, "{extra}: {answer}");
+        if expected == 404 {
+            assert_json_error(status, &body, 404, &extra);
+        }
+    }
+    let purge = "/admin/streams/sluice/purge";
+    let cross_site = format!("{local}Origin: https://evil.example\r\n");
+    let (status, _, answer) = exchange(&hub, &request("POST", purge, &cross_site)).await;
+    assert_eq!(status, 404, "{answer}");
+    assert_eq!(hub.publish("t", json!(2)).await["seq"], 2, "nothing purged");
+    let own_page = format!("{local}Origin: http://127.0.0.1:{port}\r\n");
+    let (status, body, answer) = exchange(&hub, &request("POST", purge, &own_page)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(body["purged"], 2);
+}

@@ -1,7 +1,8 @@
 //! `sluice stream ls|info|purge|delete|repair`: administration of streams.
 //!
 //! With `--hub URL` the commands go through the running hub's admin API (`[auth.admin]`, a
-//! token with the admin grant in `--token` or `SLUICE_TOKEN`), on either backend. Without it
+//! token with the admin grant in `--token` or `SLUICE_TOKEN`; or, on the hub's own machine,
+//! `admin.loopback` without a token), on either backend. Without it
 //! they open the embedded store's data directory themselves, which only works while no hub
 //! has it open (the store's lock says so, and nothing is touched). `repair` always works on the
 //! directory of a stopped hub.
@@ -33,16 +34,18 @@ pub struct StreamArgs {
     #[arg(long, env = "SLUICE_DATA_DIR", default_value = "./sluice-data")]
     data_dir: PathBuf,
     /// A running hub's base URL (e.g. `http://127.0.0.1:8080`): administer its streams through
-    /// its admin API instead of opening the data directory.
-    #[arg(long)]
+    /// its admin API instead of opening the data directory. Given before or after the
+    /// subcommand, as with `pub` and `sub`.
+    #[arg(long, global = true)]
     hub: Option<String>,
-    /// A token with the admin grant, sent as `Authorization: Bearer` with `--hub`. Prefer the
-    /// environment variable: a flag is visible to other users of the machine.
-    #[arg(long, env = "SLUICE_TOKEN", hide_env_values = true)]
+    /// A token with the admin grant, sent as `Authorization: Bearer` with `--hub` (none is
+    /// needed on the hub's own machine when it has `admin.loopback`). Prefer the environment
+    /// variable: a flag is visible to other users of the machine.
+    #[arg(long, env = "SLUICE_TOKEN", hide_env_values = true, global = true)]
     token: Option<String>,
     /// PEM file of the certificate authorities to trust for an `https://` hub, instead of the
     /// system's (with `--hub`).
-    #[arg(long, env = "SLUICE_CA_FILE")]
+    #[arg(long, env = "SLUICE_CA_FILE", global = true)]
     ca_file: Option<PathBuf>,
     #[command(subcommand)]
     command: StreamCommand,
@@ -109,7 +112,7 @@ pub async fn run(args: StreamArgs) -> anyhow::Result<()> {
     let (store, _) = match opened {
         Ok(opened) => opened,
         Err(StoreError::Locked(dir)) => bail!(
-            "{} is held by a running hub (its store is locked; nothing was changed): use --hub <URL> with a token of [auth.admin]",
+            "{} is held by a running hub (its store is locked; nothing was changed): use --hub <URL>, on the hub's machine with admin.loopback = true in its [admin] section (or SLUICE_ADMIN_LOOPBACK=true), else with a token of [auth.admin]",
             dir.display()
         ),
         Err(err) => {

@@ -157,3 +157,37 @@ async fn stream_commands_refuse_a_directory_a_running_hub_holds() {
         .unwrap();
     assert_eq!(answer.json().unwrap()["seq"], 4);
 }
+
+/// The quick start's hub with `SLUICE_ADMIN_LOOPBACK=true`: `sluice stream ls|info` on the same
+/// machine work through `--hub` without a token, with `--hub` before or after the subcommand as
+/// for `pub` and `sub`; without the setting the admin API stays off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_operator_administers_a_quick_start_hub_without_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap().to_owned();
+    let mut hub = SluiceProcess::start_configured(BIN, ["serve", "--data-dir", &data], |command| {
+        command.env("SLUICE_ADMIN_LOOPBACK", "true");
+    })
+    .await
+    .unwrap();
+    publish_three(&hub).await;
+    let url = hub.base_url();
+    assert_eq!(
+        stdout(&stream(&["--hub", &url, "ls"], None)).trim(),
+        "sluice"
+    );
+    let info: Value =
+        serde_json::from_str(&stdout(&stream(&["info", "sluice", "--hub", &url], None))).unwrap();
+    assert_eq!(info["messages"], 3, "{info}");
+    hub.terminate(Duration::from_secs(10)).await.unwrap();
+
+    let plain = SluiceProcess::serve(BIN, dir.path(), None).await.unwrap();
+    let out = stream(&["ls", "--hub", &plain.base_url()], None);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("404") && stderr.contains("admin.loopback"),
+        "{stderr}"
+    );
+}

@@ -154,6 +154,8 @@ pub struct Config {
     pub cors: CorsConfig,
     /// The paths of the liveness, readiness and health probes.
     pub probes: ProbesConfig,
+    /// The admin API for an operator on the hub's own machine (`[admin]`).
+    pub admin: AdminConfig,
     /// The ring of encoded frames shared by the subscribers of one topic set.
     pub fanout: FanoutConfig,
     /// The embedded store: its directory, the served stream, fsync policy, declared streams.
@@ -283,6 +285,15 @@ impl Default for CorsConfig {
     }
 }
 
+/// The admin API for a local operator (`[admin]`); `[auth.admin]` opens it to tokens.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Answer admin requests made on this machine without a token: from a loopback address,
+    /// to a loopback host name, not forwarded by a proxy, not sent by another site's page.
+    pub loopback: bool,
+}
+
 /// Where the probes answer (`[probes]`); each also answers with a trailing slash.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -332,6 +343,7 @@ impl Default for Config {
             replay: ReplayConfig::default(),
             cors: CorsConfig::default(),
             probes: ProbesConfig::default(),
+            admin: AdminConfig::default(),
             fanout: FanoutConfig::default(),
             embedded: EmbeddedConfig::default(),
             auth: AuthConfig::default(),

@@ -1,5 +1,7 @@
 //! `/admin/…`: stream administration over HTTP while the hub runs, off unless `[auth.admin]`
-//! is configured (then every request needs a token whose `sluice` claim has `"admin": true`).
+//! is configured (then every request needs a token whose `sluice` claim has `"admin": true`)
+//! or `admin.loopback` lets in an operator on the hub's own machine without one (see
+//! [`local_operator`]).
 //!
 //! | route                                         | answer                                  |
 //! |-----------------------------------------------|-----------------------------------------|
@@ -12,10 +14,11 @@
 //! errors (`{"code", "description"}`, naming the bad value), logged with their reason and
 //! counted in `sluice_admin_refusals_total`; every request in `sluice_admin_requests_total`.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, Request, State};
+use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -24,8 +27,9 @@ use serde_json::json;
 
 use super::body::{self, BodyBudget, BodyLimits};
 use super::{bad_request, error_response, refusal};
-use crate::auth::{AuthError, Direction, Grant};
+use crate::auth::{AuthError, Direction, Grant, request_origin};
 use crate::backend::{ApiError, BackendError, PurgeOptions};
+use crate::conn::ConnInfo;
 use crate::hub::Hub;
 use crate::metrics::Metrics;
 
@@ -123,19 +127,64 @@ async fn answer(
     response
 }
 
-/// Lets in a request with an admin token; with `[auth.admin]` absent the API is off (`404`).
-fn admit(hub: &Hub, headers: &HeaderMap, query: Option<&str>) -> Result<Grant, Refusal> {
+/// Lets in a request with an admin token, or a local operator's with `admin.loopback`; with
+/// neither configured the API is off (`404`).
+fn admit(
+    hub: &Hub,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    peer: Option<SocketAddr>,
+) -> Result<Grant, Refusal> {
+    if hub.config.admin.loopback && peer.is_some_and(|peer| local_operator(headers, peer)) {
+        return Ok(Grant::unrestricted(Direction::Admin));
+    }
     if !hub.auth.is_enabled(Direction::Admin) {
         return Err(Refusal {
             reason: "admin_off",
             error: refusal(
                 StatusCode::NOT_FOUND,
-                "the admin API is off; configure [auth.admin] to turn it on",
+                "the admin API is off: configure [auth.admin], or admin.loopback for this machine alone",
             ),
             challenge: None,
         });
     }
     Ok(hub.auth.authenticate(Direction::Admin, headers, query)?)
+}
+
+/// Whether a request comes from an operator on the hub's own machine: from a loopback
+/// address, to a loopback host name (a page whose name was rebound to 127.0.0.1 sends its own),
+/// not forwarded by a proxy (which would make every remote client look local), and not sent
+/// by a page of another origin (a browser names it in `Origin` on every `POST` and `DELETE`).
+fn local_operator(headers: &HeaderMap, peer: SocketAddr) -> bool {
+    let forwarded = ["forwarded", "x-forwarded-for", "x-real-ip"]
+        .iter()
+        .any(|name| headers.contains_key(*name));
+    let loopback_name = |authority: &str| {
+        let host = match authority.strip_prefix('[') {
+            Some(rest) => rest.split(']').next().unwrap_or(""),
+            None => authority.split(':').next().unwrap_or(""),
+        };
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    };
+    let host = headers
+        .get(header::HOST)
+        .and_then(|host| host.to_str().ok())
+        .is_some_and(loopback_name);
+    let origin = match request_origin(headers) {
+        None => true,
+        Some(origin) => origin
+            .split_once("://")
+            .is_some_and(|(_, authority)| loopback_name(authority)),
+    };
+    peer.ip().is_loopback() && !forwarded && host && origin
+}
+
+/// The client's address, as the connection layer recorded it.
+fn peer(conn: Option<Extension<ConnectInfo<ConnInfo>>>) -> Option<SocketAddr> {
+    conn.map(|Extension(ConnectInfo(info))| info.peer)
 }
 
 /// The stream name of a route, valid as a stream name of either backend.
@@ -146,9 +195,14 @@ fn stream_name(path: Result<Path<String>, PathRejection>) -> Result<String, Refu
 }
 
 /// `GET /admin/streams`.
-async fn list(State(hub): State<Arc<Hub>>, headers: HeaderMap, uri: Uri) -> Response {
+async fn list(
+    State(hub): State<Arc<Hub>>,
+    conn: Option<Extension<ConnectInfo<ConnInfo>>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
     answer(&hub, "list", async {
-        admit(&hub, &headers, uri.query())?;
+        admit(&hub, &headers, uri.query(), peer(conn))?;
         let streams = hub.backend.stream_names().await?;
         Ok(Json(json!({ "streams": streams })).into_response())
     })
@@ -159,11 +213,12 @@ async fn list(State(hub): State<Arc<Hub>>, headers: HeaderMap, uri: Uri) -> Resp
 async fn info(
     State(hub): State<Arc<Hub>>,
     path: Result<Path<String>, PathRejection>,
+    conn: Option<Extension<ConnectInfo<ConnInfo>>>,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
     answer(&hub, "info", async {
-        admit(&hub, &headers, uri.query())?;
+        admit(&hub, &headers, uri.query(), peer(conn))?;
         let name = stream_name(path)?;
         let report = hub.backend.stream_report(&name).await?;
         Ok(Json(report).into_response())
@@ -179,8 +234,14 @@ async fn purge(
     request: Request,
 ) -> Response {
     let (parts, body) = request.into_parts();
+    let conn = parts.extensions.get::<ConnectInfo<ConnInfo>>().cloned();
     answer(&hub, "purge", async {
-        let grant = admit(&hub, &parts.headers, parts.uri.query())?;
+        let grant = admit(
+            &hub,
+            &parts.headers,
+            parts.uri.query(),
+            peer(conn.map(Extension)),
+        )?;
         let name = stream_name(path)?;
         let limits = BodyLimits {
             max: MAX_PURGE_BODY,
@@ -223,11 +284,12 @@ async fn purge(
 async fn remove(
     State(hub): State<Arc<Hub>>,
     path: Result<Path<(String, String)>, PathRejection>,
+    conn: Option<Extension<ConnectInfo<ConnInfo>>>,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
     answer(&hub, "delete", async {
-        let grant = admit(&hub, &headers, uri.query())?;
+        let grant = admit(&hub, &headers, uri.query(), peer(conn))?;
         let (name, seq) = match path {
             Ok(Path((name, seq))) => (stream_name(Ok(Path(name)))?, seq),
             Err(err) => return Err(Refusal::invalid(format!("invalid path: {err}"))),
