@@ -896,3 +896,55 @@ fn the_collections_shape_is_one_of_three_and_may_come_from_the_environment() {
         sluice_server::config::CollectionShape::Draft
     );
 }
+
+/// A NATS outage longer than the lease: while it lasts, each node takes the other for dead and
+/// a subscription ends; none of that can be stored then. Once NATS is back, the ends decided
+/// and the end that happened are stored (they were tried again, not dropped), each node
+/// announces what it serves again, and every node lists exactly the live subscriptions of
+/// both — none lost, none left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_nats_outage_every_node_lists_every_live_subscription_and_no_ended_one() {
+    const GONE: &str = "https://example.com/gone";
+    let mut hub = Harness::start(
+        Kind::jetstream(),
+        config("anonymous = true\nsubscriptions = true\nsubscriptions_lease = \"2s\""),
+    )
+    .await;
+    let second = hub.another_node().await;
+    let _on_first = hub.subscribed(&form(&[("topic", BOOK)]), &[]).await;
+    let mut on_second = Vec::new();
+    for topic in [SHELF, GONE] {
+        let url = second.url(&format!("{HUB}?{}", form(&[("topic", topic)])));
+        let mut client = SseClient::connect(&url).await.unwrap();
+        client.next_frame().await.unwrap();
+        on_second.push(client);
+    }
+    for node in [hub.hub(), &second] {
+        eventually_async("each node lists all three", async || {
+            subscribers_of(node, BOOK).await.len() == 1
+                && subscribers_of(node, SHELF).await.len() == 1
+                && subscribers_of(node, GONE).await.len() == 1
+        })
+        .await;
+    }
+
+    hub.nats().stop().await.unwrap();
+    // The outage outlasts the lease (2 s) twice over: each node takes the other for dead.
+    sluice_test_support::wall_clock_passes(std::time::SystemTime::now() + Duration::from_secs(5))
+        .await;
+    drop(on_second.pop());
+    hub.nats().restart().await.unwrap();
+
+    for node in [hub.hub(), &second] {
+        eventually_async(
+            "live subscriptions listed again, the ended one not",
+            async || {
+                subscribers_of(node, BOOK).await.len() == 1
+                    && subscribers_of(node, SHELF).await.len() == 1
+                    && subscribers_of(node, GONE).await.is_empty()
+            },
+        )
+        .await;
+    }
+    second.stop().await;
+}

@@ -146,6 +146,11 @@ impl Harness {
         self.open().await;
     }
 
+    /// The nats-server of a JetStream harness, to stop and start it again.
+    pub fn nats(&mut self) -> &mut NatsServer {
+        self.server.as_mut().expect("a JetStream harness")
+    }
+
     /// The configuration of another hub node on the same JetStream stream, and its
     /// `[jetstream]` section.
     pub fn node_config(&self) -> (Config, JetStreamConfig) {

@@ -87,7 +87,11 @@ impl Table {
     pub fn start(&mut self, node: &str, doc: Subscription, seq: u64, now: Instant) -> Started {
         self.renew(node, now);
         let id = doc.id();
-        if self.listed.contains_key(&id) {
+        if let Some(listed) = self.listed.get_mut(&id) {
+            // Announced again by the node serving it: only an end of this newer start ends it.
+            if listed.node == node {
+                listed.start = listed.start.max(seq);
+            }
             return Started::Listed;
         }
         if self.listed.len() >= MAX_LISTED {
@@ -127,6 +131,13 @@ impl Table {
             if state.owned == 0 {
                 self.nodes.remove(&node);
             }
+        }
+    }
+
+    /// Every node is taken as heard of at `now` (nothing could be heard until now).
+    pub fn renew_all(&mut self, now: Instant) {
+        for state in self.nodes.values_mut() {
+            state.seen = state.seen.max(now);
         }
     }
 

@@ -20,10 +20,17 @@
 //! subscription stopped being served), it announces that subscription's starts again
 //! ([`Announcer::ended_elsewhere`]). Each end names one start, and only an end of the current
 //! starts does this, so it happens once per time the node is taken for dead.
+//!
+//! Events the stream cannot take now (the backend unreachable, the storage full) are retried
+//! in order, 0.1 s doubling to 5 s apart, until stored: a start or an end is never dropped
+//! for an outage, so the ends other nodes decide on while the stream is out of reach are
+//! stored once it is back, and read by the node they name, which announces those
+//! subscriptions again. A node that cannot reach the stream takes nobody for dead meanwhile
+//! ([`Lease`]).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -34,7 +41,7 @@ use sluice_protocol::headers::{Headers, NATS_MSG_ID};
 use tokio::sync::{Notify, oneshot};
 
 use super::active::Listed;
-use crate::backend::{Backend, PublishRequest};
+use crate::backend::{Backend, BackendError, PublishRequest};
 use crate::fanout::record;
 use crate::metrics::Metrics;
 use crate::session::ConnectionGuard;
@@ -47,6 +54,13 @@ const END_MSG_ID_PREFIX: &str = "mercure-end:";
 
 /// The most events stored in one batch.
 const BATCH: usize = 256;
+
+/// The first wait before an event the stream could not take is tried again; it doubles up to
+/// [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+
+/// The longest wait between two tries of an event.
+const RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// The subject token of lease renewals, under `<prefix>.s`.
 const LEASE_TOKEN: &str = "lease";
@@ -65,6 +79,8 @@ pub struct Announcer {
     /// Event publications under way (waited for on shutdown).
     pending: AtomicUsize,
     idle: Notify,
+    /// Set while lease renewals fail: this node cannot reach the stream.
+    cut_off: AtomicBool,
 }
 
 /// A subscription this node serves: where its starts were stored, and how to have them
@@ -119,6 +135,7 @@ impl Announcer {
             serving: Mutex::new(HashMap::new()),
             pending: AtomicUsize::new(0),
             idle: Notify::new(),
+            cut_off: AtomicBool::new(false),
         }
     }
 
@@ -281,23 +298,54 @@ impl Announcer {
         self.publish(requests).await
     }
 
-    /// Stores `requests`, logging and counting those the stream refuses; returns each one's
-    /// position in the served stream, where known (not for one stored by another stream).
+    /// Stores `requests` in order, trying again those the stream cannot take now (see the
+    /// module's documentation) and logging and counting those it refuses; returns each one's
+    /// position in the served stream, where known (not for one stored by another stream or
+    /// refused).
     async fn publish(&self, mut requests: Vec<PublishRequest>) -> Vec<Option<u64>> {
         let mut positions = Vec::with_capacity(requests.len());
+        let mut wait = RETRY_FIRST;
         while !requests.is_empty() {
             let rest = requests.split_off(requests.len().min(BATCH));
-            for answer in self.backend.publish_batch(requests).await {
-                positions.push(match answer {
-                    Ok(ack) if ack.stream.is_none() => Some(ack.seq),
-                    Ok(_) => None,
-                    Err(err) => {
-                        record(&self.metrics, &err, "Mercure subscription event not stored");
-                        None
+            let batch = requests.clone();
+            let mut answers = self.backend.publish_batch(requests).await.into_iter();
+            let mut retry = Vec::new();
+            for (request, answer) in batch.into_iter().zip(answers.by_ref()) {
+                if !retry.is_empty() {
+                    // Kept in order behind the first one to try again.
+                    retry.push(request);
+                    continue;
+                }
+                match answer {
+                    Ok(ack) if ack.stream.is_none() => positions.push(Some(ack.seq)),
+                    Ok(_) => positions.push(None),
+                    Err(err) if is_transient(&err) => {
+                        record(
+                            &self.metrics,
+                            &err,
+                            "Mercure subscription event not stored yet; trying again",
+                        );
+                        retry.push(request);
                     }
-                });
+                    Err(err) => {
+                        record(
+                            &self.metrics,
+                            &err,
+                            "Mercure subscription event refused by the stream",
+                        );
+                        positions.push(None);
+                    }
+                }
             }
-            requests = rest;
+            requests = if retry.is_empty() {
+                wait = RETRY_FIRST;
+                rest
+            } else {
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RETRY_MAX);
+                retry.extend(rest);
+                retry
+            };
         }
         positions
     }
@@ -323,19 +371,36 @@ impl Announcer {
     }
 
     /// Renews this node's lease if it serves any subscription (a node serving none needs
-    /// none: nothing of it is listed).
-    pub async fn renew_lease(&self) {
+    /// none: nothing of it is listed), and says whether this node reaches the stream.
+    pub async fn renew_lease(&self) -> Lease {
         if self.served().is_empty() {
-            return;
+            // Called from the live read of the stream: reading works again.
+            return if self.cut_off.swap(false, Ordering::AcqRel) {
+                Lease::Reconnected
+            } else {
+                Lease::NotNeeded
+            };
         }
         let request = PublishRequest {
             subject: self.lease_subject(&self.node),
             headers: Headers::new(),
             payload: Bytes::new(),
         };
-        if let Err(err) = self.backend.publish(request).await {
-            record(&self.metrics, &err, "Mercure hub node lease not renewed");
+        match self.backend.publish(request).await {
+            Ok(_) if self.cut_off.swap(false, Ordering::AcqRel) => Lease::Reconnected,
+            Ok(_) => Lease::Renewed,
+            Err(err) => {
+                record(&self.metrics, &err, "Mercure hub node lease not renewed");
+                self.cut_off.store(true, Ordering::Release);
+                Lease::Failed
+            }
         }
+    }
+
+    /// This node lost its read of the stream: until a lease renewal goes through it counts as
+    /// cut off (see [`Announcer::renew_lease`]).
+    pub fn lost_the_stream(&self) {
+        self.cut_off.store(true, Ordering::Release);
     }
 
     /// The subject of `node`'s lease renewals.
@@ -369,4 +434,24 @@ impl Announcer {
             );
         }
     }
+}
+
+/// What renewing the lease found: whether this node can tell a silent node from its own
+/// isolation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lease {
+    /// Renewed.
+    Renewed,
+    /// Renewed after renewals failed: this node was cut off from the stream until now.
+    Reconnected,
+    /// Not renewed: the stream is out of reach (or refused it).
+    Failed,
+    /// This node serves no subscription, so it holds no lease.
+    NotNeeded,
+}
+
+/// Whether the stream may take what it could not now: it was out of reach, or its storage
+/// full. Anything else (a refusal of the stream's) is answered the same way every time.
+fn is_transient(err: &BackendError) -> bool {
+    matches!(err, BackendError::Unavailable(_) | BackendError::Storage(_))
 }

@@ -20,7 +20,7 @@ use sluice_mercure::subscription::Subscription;
 use tokio::sync::watch;
 
 use super::active::{Started, Table};
-use super::announce::{Announcer, HEADER_NODE, ended_start};
+use super::announce::{Announcer, HEADER_NODE, Lease, ended_start};
 use crate::backend::{Backend, BackendError, BackendMessage, Delivery};
 use crate::fanout::record;
 use crate::metrics::Metrics;
@@ -83,11 +83,14 @@ impl Presence {
         loop {
             tokio::select! {
                 ended = self.follow_once(&mut history_read) => match ended {
-                    Some(err) => record(
-                        &self.metrics,
-                        &err,
-                        "Mercure active subscriptions: reading the stream failed",
-                    ),
+                    Some(err) => {
+                        self.announcer.lost_the_stream();
+                        record(
+                            &self.metrics,
+                            &err,
+                            "Mercure active subscriptions: reading the stream failed",
+                        );
+                    }
                     None => tracing::info!("Mercure active subscriptions: the feed ended; reading again"),
                 },
                 _ = shutdown.wait_for(|down| *down) => return,
@@ -147,11 +150,17 @@ impl Presence {
                     Some(Err(err)) => return Some(err),
                     None => return None,
                 },
-                _ = tick.tick() => {
-                    self.announcer.renew_lease().await;
-                    let gone = self.table().expire(Instant::now(), Some(self.lease));
-                    self.announcer.publish_ends(gone).await;
-                }
+                _ = tick.tick() => match self.announcer.renew_lease().await {
+                    // Cut off, this node cannot tell a silent node from its own deafness.
+                    Lease::Failed => {}
+                    // Nothing of the others could be read while cut off: they get a full lease
+                    // from now on before they are taken for dead.
+                    Lease::Reconnected => self.table().renew_all(Instant::now()),
+                    Lease::Renewed | Lease::NotNeeded => {
+                        let gone = self.table().expire(Instant::now(), Some(self.lease));
+                        self.announcer.publish_ends(gone).await;
+                    }
+                },
             }
         }
     }
