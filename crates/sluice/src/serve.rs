@@ -71,13 +71,24 @@ const CERT_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// Runs the hub until a shutdown signal.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = load_config(&args)?;
+    // Errors about files the configuration names start with where the configuration came
+    // from, as the configuration's own errors do.
+    let from_config = |err: &dyn std::fmt::Display| match &args.config {
+        Some(path) => anyhow::anyhow!("{}: {err}", path.display()),
+        None => anyhow::anyhow!("{err}"),
+    };
     // Before anything opens: a bad certificate or key is a startup error naming the file.
-    let certificates = config.tls.as_ref().map(Certificates::load).transpose()?;
+    let certificates = config
+        .tls
+        .as_ref()
+        .map(Certificates::load)
+        .transpose()
+        .map_err(|err| from_config(&err))?;
     let listen = config.listen;
     let tls_listen = config.tls.as_ref().and_then(|tls| tls.listen);
     let backend = open_backend(&config).await?;
     let kind = backend.kind();
-    let hub = sluice_server::Hub::new(config, backend)?;
+    let hub = sluice_server::Hub::new(config, backend).map_err(|err| from_config(&err))?;
     let auth = hub.auth();
     if [Direction::Subscribe, Direction::Publish, Direction::Admin]
         .into_iter()

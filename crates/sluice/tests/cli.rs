@@ -139,6 +139,25 @@ async fn invalid_configuration_fails_before_listening_naming_key_and_value() {
         stderr.contains("sse.heartbeat") && stderr.contains("-5s"),
         "{stderr}"
     );
+    // A key file the configuration names: the error starts with the configuration file too.
+    std::fs::write(
+        &file,
+        "[auth.subscribe]\nalgorithms = [\"RS256\"]\nkeys = [{ type = \"rsa\", pem_file = \"missing.pem\" }]\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&file)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("{}: ", file.display())) && stderr.contains("missing.pem"),
+        "{stderr}"
+    );
 
     let out = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0"])

@@ -162,6 +162,10 @@ fn serve_refuses_unusable_certificates_naming_the_file() {
         assert!(!stdout.contains("listening"), "{stdout}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(named), "{err}");
+        assert!(
+            err.contains(&format!("{config}: ")),
+            "the configuration file first: {err}"
+        );
     }
     assert!(
         !dir.path().join("data").exists(),
