@@ -95,6 +95,10 @@ impl Cursor {
                     Read::Wait | Read::Behind => None,
                 };
             };
+            if self.feed.core.views_run_elsewhere() {
+                // Its view runs on a runtime of its own: only `next` can wait for that.
+                return None;
+            }
             let routed = catch_up.source.ready()?;
             if let Some(entry) = self.take_from_source(routed) {
                 return Some(entry);
@@ -119,6 +123,18 @@ impl Cursor {
                 // A source with entries ready never returns Pending (see the dispatch).
                 tokio::task::consume_budget().await;
                 match catch_up.source.next().await? {
+                    Some(routed) if self.feed.core.views_run_elsewhere() => {
+                        if self.rejoins_at(&routed) {
+                            continue;
+                        }
+                        let seq = routed.entry.seq;
+                        let core = self.feed.core.clone();
+                        // Boxed: this rare path must not grow every stream's task.
+                        match Box::pin(core.admit_where_views_run(routed)).await {
+                            Some(entry) => return Ok(Some(self.advance(entry))),
+                            None => self.next = seq + 1,
+                        }
+                    }
                     Some(routed) => {
                         if let Some(entry) = self.take_from_source(routed) {
                             return Ok(Some(entry));
@@ -162,10 +178,7 @@ impl Cursor {
     /// ring covers its position now: then the cursor rejoins the ring there (the ring holds
     /// it, or will). `None` also for an entry the view leaves out (passed over).
     fn take_from_source(&mut self, routed: Routed) -> Option<Entry> {
-        let entry = &routed.entry;
-        if !entry.kind.is_lost() && entry.seq >= self.feed.core.low() {
-            self.catch_up = None;
-            self.next = entry.seq;
+        if self.rejoins_at(&routed) {
             return None;
         }
         match self.feed.core.admit(&routed) {
@@ -175,6 +188,18 @@ impl Cursor {
                 None
             }
         }
+    }
+
+    /// Whether the ring covers `routed`'s position now: then the cursor has rejoined the ring
+    /// there (the ring holds it, or will).
+    fn rejoins_at(&mut self, routed: &Routed) -> bool {
+        let entry = &routed.entry;
+        if !entry.kind.is_lost() && entry.seq >= self.feed.core.low() {
+            self.catch_up = None;
+            self.next = entry.seq;
+            return true;
+        }
+        false
     }
 
     /// Drops the cursor's own source once its position is inside the ring again.

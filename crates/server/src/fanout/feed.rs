@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use sluice_protocol::subject::FilterSet;
+use tokio::runtime::Handle;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use bytes::Bytes;
@@ -31,6 +32,8 @@ pub struct Reading {
     /// Reads behind a ring running at once, on the whole hub: each is a backend subscription
     /// (on JetStream, a consumer on the server).
     catch_ups: Arc<Semaphore>,
+    /// Where the feeds' views run, when not on the thread that happens to need an entry.
+    view_runtime: Option<Handle>,
 }
 
 impl Reading {
@@ -46,7 +49,14 @@ impl Reading {
             backend,
             metrics,
             catch_ups,
+            view_runtime: None,
         }
+    }
+
+    /// The same, running every view on `runtime`: the dispatch's, and a reader's catching up.
+    pub(super) fn with_view_runtime(mut self, runtime: Option<Handle>) -> Self {
+        self.view_runtime = runtime;
+        self
     }
 
     /// What a source of `filters` reads: the dispatch's, or a reader's catching up.
@@ -111,6 +121,32 @@ impl FeedCore {
         match &self.view {
             None => Some(routed.entry.clone()),
             Some(view) => view.entry(routed),
+        }
+    }
+
+    /// Whether this feed's view runs on a runtime of its own: a reader catching up then hands
+    /// each entry over with [`FeedCore::admit_where_views_run`] instead of running the view
+    /// where it is.
+    pub(super) fn views_run_elsewhere(&self) -> bool {
+        self.view.is_some() && self.reading.view_runtime.is_some()
+    }
+
+    /// [`FeedCore::admit`], run on the views' runtime when they have one. Should that runtime
+    /// be gone (the hub is stopping), the entry is admitted here rather than lost.
+    pub(super) async fn admit_where_views_run(self: &Arc<Self>, routed: Routed) -> Option<Entry> {
+        let Some(runtime) = self
+            .reading
+            .view_runtime
+            .as_ref()
+            .filter(|_| self.view.is_some())
+        else {
+            return self.admit(&routed);
+        };
+        let core = self.clone();
+        let kept = routed.clone();
+        match runtime.spawn(async move { core.admit(&routed) }).await {
+            Ok(entry) => entry,
+            Err(_) => self.admit(&kept),
         }
     }
 

@@ -123,34 +123,67 @@ impl Fanout {
     /// yet, or the existing one belongs to an older incarnation) holds what the dispatch still
     /// has of the set from `from` on.
     pub fn feed(&self, filters: &FilterSet, state: &StreamState, from: u64) -> Arc<Feed> {
-        self.feed_with_view(filters, None, state, from)
+        let name: FeedName = (filters.clone(), None);
+        if let Some(feed) = self.existing(&name, state) {
+            return feed;
+        }
+        let dispatch = self.dispatch(state);
+        let (key, core) = dispatch.attach(filters.clone(), None, from);
+        self.install(name, dispatch, key, core)
     }
 
     /// Like [`Fanout::feed`], for readers who see the entries through `view`: one feed per
-    /// distinct filters and view key.
-    pub fn feed_with_view(
+    /// distinct filters and view key. A new feed is filled from the dispatch's recent entries
+    /// through its view, on the views' own runtime when the fan-out has one.
+    pub async fn feed_with_view(
         &self,
         filters: &FilterSet,
-        view: Option<Arc<dyn View>>,
+        view: Arc<dyn View>,
         state: &StreamState,
         from: u64,
     ) -> Arc<Feed> {
-        let name: FeedName = (filters.clone(), view.as_ref().map(|v| v.key()));
+        let name: FeedName = (filters.clone(), Some(view.key()));
+        if let Some(feed) = self.existing(&name, state) {
+            return feed;
+        }
+        let dispatch = self.dispatch(state);
+        let attach = {
+            let (dispatch, filters, view) = (dispatch.clone(), filters.clone(), view.clone());
+            move || dispatch.attach(filters, Some(view), from)
+        };
+        let attached = match &self.dispatch_runtime {
+            Some(runtime) => runtime.spawn(async move { attach() }).await.ok(),
+            None => None,
+        };
+        // Without a runtime of its own (or with it gone, the hub stopping), here.
+        let (key, core) =
+            attached.unwrap_or_else(|| dispatch.attach(filters.clone(), Some(view), from));
+        self.install(name, dispatch, key, core)
+    }
+
+    /// The running feed named `name` in `state`'s incarnation, if there is one.
+    fn existing(&self, name: &FeedName, state: &StreamState) -> Option<Arc<Feed>> {
         let existing = self
             .feeds
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&name)
+            .get(name)
             .and_then(Weak::upgrade);
         // A stale feed is dropped here, outside the lock its drop hook takes.
-        if let Some(feed) = existing
-            && feed.core.encoder().incarnation == state.incarnation
-            && !feed.core.is_closed()
-        {
-            return feed;
-        }
-        let dispatch = self.dispatch(state);
-        let (key, core) = dispatch.attach(filters.clone(), view, from);
+        existing.filter(|feed| {
+            feed.core.encoder().incarnation == state.incarnation && !feed.core.is_closed()
+        })
+    }
+
+    /// The feed `name` of the topic set `key` just attached to `dispatch`, counted and listed
+    /// until it is dropped.
+    fn install(
+        &self,
+        name: FeedName,
+        dispatch: Arc<Dispatch>,
+        key: dispatch::FeedKey,
+        core: Arc<feed::FeedCore>,
+    ) -> Arc<Feed> {
         let map = Arc::downgrade(&self.feeds);
         let metrics = self.metrics.clone();
         let on_drop = Box::new(move |name: &FeedName| {
@@ -184,7 +217,8 @@ impl Fanout {
             self.backend.clone(),
             self.metrics.clone(),
             self.catch_ups.clone(),
-        );
+        )
+        .with_view_runtime(self.dispatch_runtime.clone());
         let runtime = self
             .dispatch_runtime
             .clone()

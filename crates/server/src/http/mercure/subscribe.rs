@@ -175,7 +175,9 @@ pub async fn subscribe(
     tracing::debug!(filters = %filters, start = plan.start, "Mercure subscription starts");
     // The hub makes a Mercure fan-out whenever Mercure is on.
     let fanout = hub.mercure_fanout.as_ref().unwrap_or(&hub.fanout);
-    let feed = fanout.feed_with_view(&filters, Some(view), &state, plan.start);
+    let feed = fanout
+        .feed_with_view(&filters, view, &state, plan.start)
+        .await;
     let mut context = hub.session_context();
     context.heartbeat = config.heartbeat;
     context.expires_in = expires_in;
