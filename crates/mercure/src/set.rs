@@ -223,6 +223,38 @@ mod tests {
         assert!(error.to_string().contains("match_foo"), "{error}");
     }
 
+    /// URL patterns of about 16 KiB compiled each: a subscription holds at most
+    /// [`MAX_SET_PATTERN_BYTES`] of them, and is refused, naming the budget, beyond it.
+    #[test]
+    fn a_sets_compiled_patterns_stay_within_its_budget() {
+        let patterns: Vec<String> = (0..100)
+            .map(|i| format!("https://ex.com/:x{i}([a-z]+)/:y(\\d{{1,9}})"))
+            .collect();
+        let pairs = |n: usize| {
+            patterns[..n]
+                .iter()
+                .map(|p| ("match_urlpattern", p.as_str()))
+        };
+        let set = SelectorSet::from_query(pairs(40), DEFAULT_BASE_URL).unwrap();
+        let held: usize = set.selectors().iter().map(Selector::compiled_bytes).sum();
+        assert!(held > 40 * 4096 && held <= MAX_SET_PATTERN_BYTES, "{held}");
+        let error = SelectorSet::from_query(pairs(100), DEFAULT_BASE_URL).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                SetError::TooLarge {
+                    max: MAX_SET_PATTERN_BYTES,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert!(
+            error.to_string().contains("one subscription may hold"),
+            "{error}"
+        );
+    }
+
     use proptest::prelude::*;
 
     fn pair() -> impl Strategy<Value = (&'static str, String)> {
