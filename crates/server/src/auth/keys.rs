@@ -325,6 +325,9 @@ mod tests {
         }];
         let subscriber = Warnings(std::sync::Arc::clone(&count));
         tracing::subscriber::with_default(subscriber, || {
+            // Other tests' threads install and drop subscribers of their own; the interest
+            // they left cached for this callsite is recomputed with this one in place.
+            tracing::callsite::rebuild_interest_cache();
             KeySet::load("auth.subscribe", &keys).expect("loads");
         });
         count.load(std::sync::atomic::Ordering::SeqCst)
