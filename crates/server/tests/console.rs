@@ -92,10 +92,15 @@ async fn rows(page: &Page) -> Vec<Value> {
 
 /// Saves a PNG of the page as `<name>.png` when `SLUICE_CONSOLE_SCREENSHOTS` names a folder.
 async fn screenshot(page: &Page, name: &str) {
+    screenshot_sized(page, name, 1100, 720).await;
+}
+
+/// [`screenshot`] of a `width` × `height` screen.
+async fn screenshot_sized(page: &Page, name: &str, width: u32, height: u32) {
     let Some(dir) = std::env::var_os("SLUICE_CONSOLE_SCREENSHOTS") else {
         return;
     };
-    let png = page.screenshot(1100, 720).await.expect("a screenshot");
+    let png = page.screenshot(width, height).await.expect("a screenshot");
     let path = std::path::Path::new(&dir).join(format!("{name}.png"));
     std::fs::write(&path, png).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
 }
@@ -450,6 +455,19 @@ async fn the_page_is_locked_down_fits_a_phone_and_can_show_newest_first() {
         width.as_f64().unwrap_or(0.0) > 300.0,
         "the events are {width} px wide"
     );
+    let overflow = run(
+        &page,
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth",
+    )
+    .await;
+    assert_eq!(overflow, 0, "nothing wider than the screen");
+    let events_first = run(
+        &page,
+        "document.getElementById('events').getBoundingClientRect().top < \
+         document.getElementById('subscribe-form').getBoundingClientRect().top",
+    )
+    .await;
+    assert_eq!(events_first, true, "the events above the forms");
     assert!(
         !page
             .console()
@@ -476,6 +494,6 @@ async fn the_page_is_locked_down_fits_a_phone_and_can_show_newest_first() {
         [ids[1].clone(), ids[0].clone()],
         "newest on top: {shown:?}"
     );
-    screenshot(&page, "phone").await;
+    screenshot_sized(&page, "phone", 420, 800).await;
     hub.stop().await;
 }
