@@ -36,6 +36,14 @@ fn selectors(c: &mut Criterion) {
     group.bench_function("hundred_patterns", |b| {
         b.iter(|| black_box(set.matches_any(black_box(&topics))))
     });
+    // A 0.x URI Template with 32 variables (the most allowed).
+    let template: String = (0..32).map(|i| format!("{{+v{i}}}/")).collect();
+    let template = format!("https://ex.com/{template}");
+    let uri_template =
+        SelectorSet::from_query([("topic", template.as_str())], DEFAULT_BASE_URL).unwrap();
+    group.bench_function("one_template_32_variables", |b| {
+        b.iter(|| black_box(uri_template.matches_any(black_box(&topics))))
+    });
     let exact = SelectorSet::from_query([("topic", topic.as_str())], DEFAULT_BASE_URL).unwrap();
     group.bench_function("one_exact", |b| {
         b.iter(|| black_box(exact.matches_any(black_box(&topics))))

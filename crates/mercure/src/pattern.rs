@@ -137,13 +137,21 @@ pub(crate) struct Dfa {
 }
 
 impl Dfa {
-    fn memory_usage(&self) -> usize {
+    /// The bytes the automaton takes.
+    pub(crate) fn memory_usage(&self) -> usize {
         self.dfa.memory_usage() + self.text.capacity()
+    }
+
+    /// Whether the expression, anchored at both ends, matches all of `text`.
+    pub(crate) fn matches_whole(&self, text: &str) -> bool {
+        let input = Input::new(text).anchored(Anchored::Yes);
+        // The expression is `^…$`: any match spans the whole text.
+        matches!(self.dfa.try_search_fwd(&input), Ok(Some(_)))
     }
 
     /// The DFA of `pattern`; `Err(true)` when it went over a size limit, `Err(false)` when it
     /// is not a usable expression.
-    fn build(pattern: &str, ignore_case: bool) -> Result<Dfa, bool> {
+    pub(crate) fn build(pattern: &str, ignore_case: bool) -> Result<Dfa, bool> {
         let failed = |e: dense::BuildError| exceeded_a_limit(&e);
         let dfa = dense::Builder::new()
             .syntax(
@@ -209,12 +217,7 @@ impl RegExp for Dfa {
     /// Whether all of `text` matches: the automaton reports no captures, so every group
     /// reads as not matched (only [`UrlPattern::test`] is used).
     fn matches<'a>(&self, text: &'a str) -> Option<Vec<Option<&'a str>>> {
-        let input = Input::new(text).anchored(Anchored::Yes);
-        match self.dfa.try_search_fwd(&input) {
-            // The component's expression is `^…$`: any match spans the whole text.
-            Ok(Some(_)) => Some(Vec::new()),
-            _ => None,
-        }
+        self.matches_whole(text).then(Vec::new)
     }
 
     fn pattern_string(&self) -> &str {

@@ -2,8 +2,10 @@
 //!
 //! Mercure (0.x `topic=` selectors) parses a template with yosida95/uritemplate and matches a topic
 //! with the regular expression that library derives from it (`Template.Regexp()`), not with its
-//! slower `Match`. That expression is what this module reproduces, as a small automaton compiled
-//! once per template and run in `O(topic length × program size)` with no backtracking:
+//! slower `Match`. That expression is what this module reproduces, compiled once per template
+//! into a DFA of bounded size (the one URL patterns use, `crate::pattern`), so matching a topic
+//! is one pass over it whatever the template; a template whose automaton would be larger than
+//! the bound is refused ([`TemplateError::TooComplex`]):
 //!
 //! - a literal matches itself exactly (a `%XX` triplet in the template is a literal too);
 //! - an expression as a whole is optional; when present it starts with its operator's prefix
@@ -21,6 +23,8 @@
 
 use std::iter::Peekable;
 use std::str::CharIndices;
+
+use crate::pattern::Dfa;
 
 /// Why a selector is not a URI Template.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,28 +55,14 @@ pub(crate) enum TemplateError {
         /// The limit.
         max: usize,
     },
+    /// Its automaton would be larger than [`crate::pattern::MAX_PATTERN_BYTES`].
+    #[error("too complex to match: its compiled form is over the limit")]
+    TooComplex,
 }
 
-/// A compiled template: a program for a Thompson automaton.
-#[derive(Debug, Clone)]
+/// A compiled template: the DFA of the expression Mercure's library derives from it.
 pub(crate) struct Template {
-    ops: Vec<Op>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    /// One exact character.
-    Char(char),
-    /// One character of a value class.
-    Class(Class),
-    /// One ASCII hexadecimal digit.
-    Hex,
-    /// Continue at both targets.
-    Split(usize, usize),
-    /// Continue at the target.
-    Jmp(usize),
-    /// The whole topic matched.
-    Match,
+    dfa: Dfa,
 }
 
 /// The characters a value may contain besides `%XX` triplets.
@@ -84,43 +74,26 @@ struct Class {
     equals: bool,
 }
 
+/// The unreserved characters (`A-Z a-z 0-9 - . _ ~`), as a regular expression class body.
+const UNRESERVED: &str = r"A-Za-z0-9\-._~";
+
+/// The reserved characters (`:/?#[]@!$&'()*+,;=`), as a regular expression class body.
+const RESERVED: &str = r":/?#\[\]@!$&'()*+,;=";
+
 impl Class {
-    fn contains(self, c: char) -> bool {
-        if is_unreserved(c) {
-            return true;
-        }
+    /// The class as a regular expression class body.
+    fn body(self) -> String {
+        let mut body = String::from(UNRESERVED);
         if self.reserved {
-            return is_reserved(c);
+            body.push_str(RESERVED);
+        } else {
+            body.push(',');
+            if self.equals {
+                body.push('=');
+            }
         }
-        c == ',' || (self.equals && c == '=')
+        body
     }
-}
-
-fn is_unreserved(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~')
-}
-
-fn is_reserved(c: char) -> bool {
-    matches!(
-        c,
-        ':' | '/'
-            | '?'
-            | '#'
-            | '['
-            | ']'
-            | '@'
-            | '!'
-            | '$'
-            | '&'
-            | '\''
-            | '('
-            | ')'
-            | '*'
-            | '+'
-            | ','
-            | ';'
-            | '='
-    )
 }
 
 /// Characters a template may hold outside expressions (RFC 6570 `literals`, with `'` as its
@@ -180,7 +153,9 @@ impl Expression {
 
 /// Compiles `text` as a URI Template with at most `max_variables` variables.
 pub(crate) fn compile(text: &str, max_variables: usize) -> Result<Template, TemplateError> {
-    let mut builder = Builder { ops: Vec::new() };
+    let mut builder = Builder {
+        expression: String::from("^"),
+    };
     let mut chars = text.char_indices().peekable();
     let mut variables = 0;
     while let Some((at, c)) = chars.next() {
@@ -203,8 +178,13 @@ pub(crate) fn compile(text: &str, max_variables: usize) -> Result<Template, Temp
             found => return Err(TemplateError::Unexpected { found, at }),
         }
     }
-    builder.push(Op::Match);
-    Ok(Template { ops: builder.ops })
+    builder.expression.push('$');
+    let dfa = Dfa::build(&builder.expression, false).map_err(|over_a_limit| {
+        // The expression is built from checked pieces: it always parses.
+        debug_assert!(over_a_limit, "{}", builder.expression);
+        TemplateError::TooComplex
+    })?;
+    Ok(Template { dfa })
 }
 
 /// The two hexadecimal digits after the `%` at `at`.
@@ -301,41 +281,25 @@ fn parse_prefix(chars: &mut Peekable<CharIndices<'_>>, at: usize) -> Result<char
     }
 }
 
+/// Writes the regular expression of a template, piece by piece.
 struct Builder {
-    ops: Vec<Op>,
+    expression: String,
 }
 
 impl Builder {
-    fn push(&mut self, op: Op) -> usize {
-        self.ops.push(op);
-        self.ops.len() - 1
-    }
-
     fn literal(&mut self, c: char) {
-        self.push(Op::Char(c));
-    }
-
-    /// Patches the placeholder at `at` to continue at `at + 1` or skip to the current end.
-    fn skip_to_here(&mut self, at: usize) {
-        self.ops[at] = Op::Split(at + 1, self.ops.len());
+        self.expression
+            .push_str(&regex_syntax::escape(c.encode_utf8(&mut [0; 4])));
     }
 
     /// Any run (possibly empty) of characters of `class` and `%XX` triplets.
     fn run(&mut self, class: Class) {
-        let head = self.push(Op::Jmp(0));
-        let choice = self.push(Op::Jmp(0));
-        self.push(Op::Class(class));
-        self.push(Op::Jmp(head));
-        let triplet = self.push(Op::Char('%'));
-        self.push(Op::Hex);
-        self.push(Op::Hex);
-        self.push(Op::Jmp(head));
-        self.ops[choice] = Op::Split(choice + 1, triplet);
-        self.skip_to_here(head);
+        self.expression
+            .push_str(&format!("(?:[{}]|%[0-9A-Fa-f]{{2}})*", class.body()));
     }
 
     fn expression(&mut self, expression: &Expression) {
-        let optional = self.push(Op::Jmp(0));
+        self.expression.push_str("(?:");
         for c in expression.first().chars() {
             self.literal(c);
         }
@@ -350,93 +314,38 @@ impl Builder {
                 reserved: expression.reserved(),
                 equals: expression.named() || any_explode,
             };
+            self.expression.push_str("(?:");
+            self.literal(expression.separator());
+            self.run(rest);
+            self.expression.push(')');
             if any_explode {
-                let head = self.push(Op::Jmp(0));
-                self.literal(expression.separator());
-                self.run(rest);
-                self.push(Op::Jmp(head));
-                self.skip_to_here(head);
+                self.expression.push('*');
             } else {
-                // `(?:sep run){0,n}` as n optional copies in a row.
-                for _ in 1..expression.explodes.len() {
-                    let copy = self.push(Op::Jmp(0));
-                    self.literal(expression.separator());
-                    self.run(rest);
-                    self.skip_to_here(copy);
-                }
+                let most = expression.explodes.len() - 1;
+                self.expression.push_str(&format!("{{0,{most}}}"));
             }
         }
-        self.skip_to_here(optional);
+        self.expression.push_str(")?");
+    }
+}
+
+impl std::fmt::Debug for Template {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Template")
+            .field("bytes", &self.memory_usage())
+            .finish()
     }
 }
 
 impl Template {
     /// Whether `topic` matches the whole template.
     pub(crate) fn matches(&self, topic: &str) -> bool {
-        let mut states = States::new(self.ops.len());
-        let mut current = Vec::with_capacity(self.ops.len());
-        let mut next = Vec::with_capacity(self.ops.len());
-        self.add(&mut states, &mut current, 0);
-        for c in topic.chars() {
-            states.clear();
-            next.clear();
-            for &pc in &current {
-                let advances = match self.ops[pc] {
-                    Op::Char(expected) => expected == c,
-                    Op::Class(class) => class.contains(c),
-                    Op::Hex => c.is_ascii_hexdigit(),
-                    Op::Split(..) | Op::Jmp(_) | Op::Match => false,
-                };
-                if advances {
-                    self.add(&mut states, &mut next, pc + 1);
-                }
-            }
-            std::mem::swap(&mut current, &mut next);
-            if current.is_empty() {
-                return false;
-            }
-        }
-        current.iter().any(|&pc| self.ops[pc] == Op::Match)
+        self.dfa.matches_whole(topic)
     }
 
-    /// Adds `pc` and everything reachable from it without reading a character.
-    fn add(&self, states: &mut States, list: &mut Vec<usize>, pc: usize) {
-        let mut stack = vec![pc];
-        while let Some(pc) = stack.pop() {
-            if !states.visit(pc) {
-                continue;
-            }
-            match self.ops[pc] {
-                Op::Jmp(to) => stack.push(to),
-                Op::Split(a, b) => {
-                    stack.push(b);
-                    stack.push(a);
-                }
-                Op::Char(_) | Op::Class(_) | Op::Hex | Op::Match => list.push(pc),
-            }
-        }
-    }
-}
-
-/// Which program positions one step has already visited.
-struct States {
-    seen: Vec<bool>,
-}
-
-impl States {
-    fn new(len: usize) -> Self {
-        Self {
-            seen: vec![false; len],
-        }
-    }
-
-    fn clear(&mut self) {
-        self.seen.fill(false);
-    }
-
-    /// Marks `pc`; false when it was marked already.
-    fn visit(&mut self, pc: usize) -> bool {
-        !std::mem::replace(&mut self.seen[pc], true)
+    /// The bytes its automaton takes.
+    pub(crate) fn memory_usage(&self) -> usize {
+        self.dfa.memory_usage()
     }
 }
 
