@@ -54,7 +54,10 @@ pub fn table_of(messages: &[(u64, &str)]) -> Table {
 
 /// The `thw.db` entry reader as recovery runs it: the expiries in force afterwards, as
 /// `(expiry ns, sequence)` ordered by time.
-pub fn read_thw_entries(sidecar: &Sidecar<'_>, table: &Table) -> Result<Vec<(i64, u64)>, String> {
+pub fn read_thw_entries(
+    sidecar: &Sidecar<'_>,
+    table: &Table,
+) -> Result<Vec<(i64, u64)>, crate::FileDecodeError> {
     Ok(thw::decode(sidecar, table)?.entries().collect())
 }
 
@@ -63,7 +66,7 @@ pub fn read_thw_entries(sidecar: &Sidecar<'_>, table: &Table) -> Result<Vec<(i64
 pub fn read_sched_entries(
     sidecar: &Sidecar<'_>,
     table: &mut Table,
-) -> Result<Vec<(String, u64, i64)>, String> {
+) -> Result<Vec<(String, u64, i64)>, crate::FileDecodeError> {
     Ok(sched::decode(sidecar, table)?
         .entries()
         .map(|(subject, entry)| (subject.to_owned(), entry.seq, entry.next))

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::decode::{BlockProblem, FileDecodeError};
 use crate::fsutil::{Reader, put_uvarint, put_varint};
 use crate::table::{BlockEntry, BlockStats, MAX_SEQ, RangeSet, SubjectSummary, Table, Unread};
 
@@ -107,23 +108,31 @@ pub fn encode(
     out
 }
 
+/// The error for block `block`'s description.
+fn block_error(block: u32, problem: BlockProblem) -> FileDecodeError {
+    FileDecodeError::Block { block, problem }
+}
+
 /// Decodes index.db; the error says what is wrong. Blocks are read later from `msgs_dir`.
-pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
+pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, FileDecodeError> {
     if bytes.len() < MAGIC.len() + 1 + 40 + 8 {
-        return Err(format!("too short ({} bytes)", bytes.len()));
+        return Err(FileDecodeError::TooShort { len: bytes.len() });
     }
     let (signed, sum) = bytes.split_at(bytes.len() - 8);
     if xxh3_64(signed).to_le_bytes() != sum {
-        return Err("checksum mismatch".into());
+        return Err(FileDecodeError::Checksum);
     }
     let mut r = Reader::new(signed);
-    let bad = |what: &str| format!("malformed {what}");
+    let bad = FileDecodeError::Malformed;
     if r.bytes(4) != Some(MAGIC) {
-        return Err("bad magic".into());
+        return Err(FileDecodeError::BadMagic);
     }
     let version = r.u8().ok_or_else(|| bad("version"))?;
     if version != VERSION && version != VERSION_WITHOUT_EXPIRED_BELOW {
-        return Err(format!("unknown version {version}"));
+        return Err(FileDecodeError::Version {
+            found: version,
+            expected: None,
+        });
     }
     let mut header = [0u64; 5];
     for x in &mut header {
@@ -136,9 +145,10 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
     };
     // The next sequences must exist (found by the `store_index` and `store_open` targets).
     if last_seq > MAX_SEQ {
-        return Err(format!(
-            "last sequence {last_seq} is past the highest one, so leaves no next one"
-        ));
+        return Err(FileDecodeError::PastHighestSequence {
+            what: "last sequence",
+            seq: last_seq,
+        });
     }
     // A block takes at least 14 bytes: 13 one-byte uvarints/varints and a range count.
     let n = r.count(14).ok_or_else(|| bad("block count"))?;
@@ -149,14 +159,14 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
     for i in 0..n {
         let (claim, stats, deleted) = decode_block(&mut r).ok_or_else(|| bad("block"))?;
         if blocks.last().is_some_and(|b| b.id >= claim.id) {
-            return Err(format!("block {} out of order", claim.id));
+            return Err(block_error(claim.id, BlockProblem::OutOfOrder));
         }
         if stats.last > last_seq {
-            return Err(format!("block {} goes past the last sequence", claim.id));
+            return Err(block_error(claim.id, BlockProblem::PastLastSequence));
         }
         // Blocks hold ascending, disjoint sequence ranges.
         if stats.first != 0 && stats.first <= max_last {
-            return Err(format!("block {} overlaps an earlier one", claim.id));
+            return Err(block_error(claim.id, BlockProblem::Overlaps));
         }
         max_last = max_last.max(stats.last);
         let sealed = i + 1 < n;
@@ -166,10 +176,7 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
         };
         let entry = BlockEntry::unloaded(stats, deleted, unread);
         if !entry.counts_agree() {
-            return Err(format!(
-                "block {} counters contradict its sequences",
-                claim.id
-            ));
+            return Err(block_error(claim.id, BlockProblem::CountsContradict));
         }
         entries.insert(claim.id, entry);
         blocks.push(claim);
@@ -178,9 +185,10 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
     let first_live = table.first_seq();
     table.expired_below = match expired_below {
         Some(seq) if seq > first_live => {
-            return Err(format!(
-                "expired positions up to {seq} reach past the first message, {first_live}"
-            ));
+            return Err(FileDecodeError::ExpiredPastFirst {
+                expired: seq,
+                first: first_live,
+            });
         }
         Some(seq) => seq,
         None => first_live,
@@ -204,15 +212,18 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, String> {
             return Err(bad("subject summary"));
         }
         if table.subject_count(subject) != 0 {
-            return Err(format!("subject {subject:?} listed twice"));
+            return Err(FileDecodeError::SubjectTwice {
+                subject: subject.to_owned(),
+            });
         }
         subject_msgs = subject_msgs.saturating_add(summary.count);
         table.add_subject(subject, summary);
     }
     if subject_msgs != msgs {
-        return Err(format!(
-            "subjects hold {subject_msgs} messages, blocks {msgs}"
-        ));
+        return Err(FileDecodeError::CountsDisagree {
+            subjects: subject_msgs,
+            blocks: msgs,
+        });
     }
     let id = r.string().ok_or_else(|| bad("last message id"))?;
     if r.remaining() != 0 {
@@ -321,7 +332,13 @@ mod tests {
         table.raise_last(u64::MAX);
         let bytes = encode(&table, &[], 7, None);
         let err = decode(&bytes, PathBuf::new()).unwrap_err();
-        assert!(err.contains("no next one"), "{err}");
+        assert_eq!(
+            err,
+            FileDecodeError::PastHighestSequence {
+                what: "last sequence",
+                seq: u64::MAX
+            }
+        );
     }
 
     /// Everything the table knows without reading a block survives an encode/decode, and the

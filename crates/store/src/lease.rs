@@ -11,6 +11,7 @@
 
 use std::path::Path;
 
+use crate::decode::FileDecodeError;
 use crate::error::Result;
 use crate::sidecar;
 use crate::table::MAX_SEQ;
@@ -29,14 +30,17 @@ pub fn write(msgs_dir: &Path, bound: u64) -> Result<()> {
 }
 
 /// The bound of a lease.db's bytes; the error names what is wrong.
-pub fn decode(bytes: &[u8]) -> std::result::Result<u64, String> {
+pub fn decode(bytes: &[u8]) -> std::result::Result<u64, FileDecodeError> {
     let s = sidecar::decode(bytes, LEASE_VERSION)?;
     if s.count != 0 || !s.body.is_empty() {
-        return Err("unexpected entries".into());
+        return Err(FileDecodeError::UnexpectedEntries);
     }
     // Recovery raises the last sequence to the bound − 1 (found by the `store_open` target).
     if s.stamp > MAX_SEQ + 1 {
-        return Err(format!("bound {} is past the highest sequence", s.stamp));
+        return Err(FileDecodeError::PastHighestSequence {
+            what: "bound",
+            seq: s.stamp,
+        });
     }
     Ok(s.stamp)
 }
@@ -52,8 +56,8 @@ mod tests {
         let mut bytes = std::fs::read(dir.path().join(FILE)).unwrap();
         assert_eq!(decode(&bytes), Ok(70_000));
         bytes[3] ^= 1;
-        assert_eq!(decode(&bytes), Err("checksum mismatch".into()));
-        assert!(decode(&[]).unwrap_err().contains("too short"));
+        assert_eq!(decode(&bytes), Err(FileDecodeError::Checksum));
+        assert_eq!(decode(&[]), Err(FileDecodeError::TooShort { len: 0 }));
     }
 
     /// Found by the `store_open` fuzz target: a lease (with a valid checksum) at `u64::MAX`
@@ -66,6 +70,12 @@ mod tests {
         assert_eq!(decode(&bytes), Ok(MAX_SEQ + 1));
         write(dir.path(), MAX_SEQ + 2).unwrap();
         let bytes = std::fs::read(dir.path().join(FILE)).unwrap();
-        assert!(decode(&bytes).unwrap_err().contains("past the highest"));
+        assert_eq!(
+            decode(&bytes),
+            Err(FileDecodeError::PastHighestSequence {
+                what: "bound",
+                seq: MAX_SEQ + 2
+            })
+        );
     }
 }

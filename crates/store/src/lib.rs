@@ -16,6 +16,7 @@
 
 mod block;
 mod config;
+mod decode;
 mod dedupe;
 mod error;
 mod fsutil;
@@ -57,6 +58,7 @@ pub use config::{
     DiscardPolicy, SourceConfig, StorageType, StreamConfig, SubjectTransform, SyncPolicy,
     validate_stream_name,
 };
+pub use decode::{BlockProblem, FileDecodeError};
 pub use error::{ApiError, Result, StoreError};
 pub use losses::{LossCause, Lost};
 pub use meta::{MetaDefect, MetaFile, MetaProblem, MetaRefusal, MetaRepair};

@@ -18,6 +18,7 @@
 
 use std::path::Path;
 
+use crate::decode::FileDecodeError;
 use crate::error::Result;
 use crate::fsutil::{Reader, put_uvarint};
 use crate::sidecar;
@@ -163,26 +164,32 @@ impl Losses {
     }
 
     /// Decodes lost.db; the error names what is wrong.
-    pub fn decode(bytes: &[u8]) -> std::result::Result<Self, String> {
+    pub fn decode(bytes: &[u8]) -> std::result::Result<Self, FileDecodeError> {
         let s = sidecar::decode(bytes, LOST_VERSION)?;
         let n = s.entry_count(3)?;
         let mut r = Reader::new(s.body);
         let mut losses = Losses {
-            bytes: r.uvarint().ok_or("malformed lost bytes")?,
+            bytes: r
+                .uvarint()
+                .ok_or(FileDecodeError::Malformed("lost bytes"))?,
             ..Losses::default()
         };
         for _ in 0..n {
-            let kind = r.u8().ok_or("malformed entry")?;
-            let first = r.uvarint().ok_or("malformed entry")?;
-            let len = r.uvarint().ok_or("malformed entry")?;
+            let malformed = FileDecodeError::Malformed("entry");
+            let kind = r.u8().ok_or(malformed.clone())?;
+            let first = r.uvarint().ok_or(malformed.clone())?;
+            let len = r.uvarint().ok_or(malformed)?;
             let last = first
                 .checked_add(len)
                 .filter(|last| *last <= MAX_SEQ)
-                .ok_or("a run past the highest sequence")?;
+                .ok_or(FileDecodeError::PastHighestSequence {
+                    what: "lost run from",
+                    seq: first,
+                })?;
             let cause = match kind {
                 0 => LossCause::Damaged,
                 1 => LossCause::Unconfirmed,
-                other => return Err(format!("unknown loss kind {other}")),
+                other => return Err(FileDecodeError::LossKind(other)),
             };
             losses.add(cause, first, last);
         }

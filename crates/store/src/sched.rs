@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use crate::decode::FileDecodeError;
 use crate::error::Result;
 use crate::fsutil::{Reader, put_uvarint, put_varint};
 use crate::schedule::Schedules;
@@ -31,7 +32,7 @@ pub fn write(path: &Path, schedules: &Schedules, stamp: u64) -> Result<()> {
 /// Decodes the entries of a verified sidecar, keeping those whose message is still in `table`
 /// under the same subject (reading the table's blocks as needed; a later entry for the same
 /// subject wins). The count is capped by the bytes that remain (an entry takes at least 4).
-pub fn decode(s: &Sidecar<'_>, table: &mut Table) -> Result<Schedules, String> {
+pub fn decode(s: &Sidecar<'_>, table: &mut Table) -> Result<Schedules, FileDecodeError> {
     let mut r = Reader::new(s.body);
     let n = s.entry_count(4)?;
     let mut schedules = Schedules::default();
@@ -39,14 +40,16 @@ pub fn decode(s: &Sidecar<'_>, table: &mut Table) -> Result<Schedules, String> {
         let len = r
             .bytes(2)
             .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
-            .ok_or("malformed entry")?;
+            .ok_or(FileDecodeError::Malformed("entry"))?;
         let subject = r
             .bytes(len)
             .and_then(|b| std::str::from_utf8(b).ok())
-            .ok_or("malformed subject")?;
-        let next = r.varint().ok_or("malformed entry")?;
-        let seq = r.uvarint().ok_or("malformed entry")?;
-        let live = table.get(seq).map_err(|e| e.to_string())?;
+            .ok_or(FileDecodeError::Malformed("subject"))?;
+        let next = r.varint().ok_or(FileDecodeError::Malformed("entry"))?;
+        let seq = r.uvarint().ok_or(FileDecodeError::Malformed("entry"))?;
+        let live = table
+            .get(seq)
+            .map_err(|e| FileDecodeError::Read(e.to_string()))?;
         if live.is_some_and(|m| &*m.subject == subject) {
             schedules.insert(subject, seq, next);
         }

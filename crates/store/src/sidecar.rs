@@ -6,6 +6,7 @@ use std::path::Path;
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::decode::FileDecodeError;
 use crate::error::Result;
 use crate::fsutil::{self, Reader};
 
@@ -26,11 +27,11 @@ pub struct Sidecar<'a> {
 impl Sidecar<'_> {
     /// The entry count, refused when the body could not hold that many entries of at least
     /// `min_entry_bytes` each: a decoder allocates nothing for a count the file cannot back.
-    pub fn entry_count(&self, min_entry_bytes: usize) -> Result<usize, &'static str> {
+    pub fn entry_count(&self, min_entry_bytes: usize) -> Result<usize, FileDecodeError> {
         usize::try_from(self.count)
             .ok()
             .filter(|n| *n <= self.body.len() / min_entry_bytes)
-            .ok_or("entry count exceeds the file")
+            .ok_or(FileDecodeError::EntryCount)
     }
 }
 
@@ -47,18 +48,21 @@ pub fn encode(version: u8, count: u64, stamp: u64, body: &[u8]) -> Vec<u8> {
 }
 
 /// Decodes a sidecar file of the expected version; the error names what is wrong.
-pub fn decode(bytes: &[u8], version: u8) -> Result<Sidecar<'_>, String> {
+pub fn decode(bytes: &[u8], version: u8) -> Result<Sidecar<'_>, FileDecodeError> {
     if bytes.len() < HEADER + 8 {
-        return Err(format!("too short ({} bytes)", bytes.len()));
+        return Err(FileDecodeError::TooShort { len: bytes.len() });
     }
     let (signed, sum) = bytes.split_at(bytes.len() - 8);
     if xxh3_64(signed).to_le_bytes() != sum {
-        return Err("checksum mismatch".into());
+        return Err(FileDecodeError::Checksum);
     }
     let mut r = Reader::new(signed);
     let v = r.u8().unwrap_or_default();
     if v != version {
-        return Err(format!("unknown version {v} (expected {version})"));
+        return Err(FileDecodeError::Version {
+            found: v,
+            expected: Some(version),
+        });
     }
     let count = r.u64().unwrap_or_default();
     let stamp = r.u64().unwrap_or_default();

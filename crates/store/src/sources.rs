@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::decode::FileDecodeError;
 use crate::error::Result;
 use crate::fsutil::{Reader, put_uvarint};
 use crate::sidecar;
@@ -89,14 +90,14 @@ impl SourceIndex {
 
     /// Decodes entries of a verified sidecar; the count is capped by the bytes that remain
     /// (an entry takes at least 3 bytes), entries with sequence 0 are accepted.
-    pub fn decode(s: &sidecar::Sidecar<'_>) -> Result<Self, String> {
+    pub fn decode(s: &sidecar::Sidecar<'_>) -> Result<Self, FileDecodeError> {
         let mut r = Reader::new(s.body);
         let n = s.entry_count(3)?;
         let mut idx = Self::default();
         for _ in 0..n {
-            let name = r.string().ok_or("malformed name")?;
-            let seq = r.uvarint().ok_or("malformed sequence")?;
-            let ident = r.string().ok_or("malformed ident")?;
+            let name = r.string().ok_or(FileDecodeError::Malformed("name"))?;
+            let seq = r.uvarint().ok_or(FileDecodeError::Malformed("sequence"))?;
+            let ident = r.string().ok_or(FileDecodeError::Malformed("ident"))?;
             idx.entries.insert(
                 name.to_string(),
                 SourcePosition {
@@ -106,7 +107,7 @@ impl SourceIndex {
             );
         }
         if r.remaining() != 0 {
-            return Err("trailing bytes".into());
+            return Err(FileDecodeError::Trailing);
         }
         Ok(idx)
     }

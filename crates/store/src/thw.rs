@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use crate::decode::FileDecodeError;
 use crate::error::Result;
 use crate::fsutil::{Reader, put_uvarint, put_varint};
 use crate::sidecar::{self, Sidecar};
@@ -29,13 +30,13 @@ pub fn write(path: &Path, wheel: &TtlWheel, stamp: u64) -> Result<()> {
 /// Decodes the entries of a verified sidecar, keeping those whose message is still in `table`
 /// (a later entry for the same sequence wins). The count is capped by the bytes that remain
 /// (an entry takes at least 2 bytes).
-pub fn decode(s: &Sidecar<'_>, table: &Table) -> Result<TtlWheel, String> {
+pub fn decode(s: &Sidecar<'_>, table: &Table) -> Result<TtlWheel, FileDecodeError> {
     let mut r = Reader::new(s.body);
     let n = s.entry_count(2)?;
     let mut wheel = TtlWheel::default();
     for _ in 0..n {
-        let at = r.varint().ok_or("malformed entry")?;
-        let seq = r.uvarint().ok_or("malformed entry")?;
+        let at = r.varint().ok_or(FileDecodeError::Malformed("entry"))?;
+        let seq = r.uvarint().ok_or(FileDecodeError::Malformed("entry"))?;
         if table.contains(seq) {
             wheel.insert(seq, at);
         }

@@ -48,7 +48,7 @@ enum Rejected {
     #[error("{0}")]
     Listing(StoreError),
     #[error("{0}")]
-    Malformed(String),
+    Malformed(crate::FileDecodeError),
     #[error("it lists different blocks than the directory holds")]
     OtherBlocks,
     #[error("block {block} is {len} bytes, index.db says {claimed}")]

@@ -86,7 +86,7 @@ fn read_losses(msgs_dir: &Path, report: &mut RecoveryReport) -> Losses {
     let path = msgs_dir.join(losses::FILE);
     match fs::read(&path) {
         Ok(bytes) => Losses::decode(&bytes).unwrap_or_else(|why| {
-            set_aside(&path, &why, report);
+            set_aside(&path, &why.to_string(), report);
             Losses::default()
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Losses::default(),
@@ -105,7 +105,7 @@ fn read_lease(msgs_dir: &Path, report: &mut RecoveryReport) -> u64 {
     let path = msgs_dir.join(lease::FILE);
     match fs::read(&path) {
         Ok(bytes) => lease::decode(&bytes).unwrap_or_else(|why| {
-            set_aside(&path, &why, report);
+            set_aside(&path, &why.to_string(), report);
             0
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,

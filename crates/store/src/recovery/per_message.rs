@@ -110,7 +110,7 @@ fn load_sidecar<T: Default>(
     version: u8,
     last_seq: u64,
     report: &mut RecoveryReport,
-    decode: impl FnOnce(&Sidecar<'_>) -> Result<T, String>,
+    decode: impl FnOnce(&Sidecar<'_>) -> Result<T, crate::FileDecodeError>,
 ) -> Loaded<T> {
     let Ok(bytes) = fs::read(path) else {
         return Loaded {
