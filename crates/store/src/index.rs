@@ -9,6 +9,7 @@
 //! remain and every block's counters against its sequence range, so no content can make it
 //! panic or over-allocate.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use xxhash_rust::xxh3::xxh3_64;
@@ -114,7 +115,43 @@ fn block_error(block: u32, problem: BlockProblem) -> FileDecodeError {
 }
 
 /// Decodes index.db; the error says what is wrong. Blocks are read later from `msgs_dir`.
+///
+/// IMPORTANT: the parts are read in file order — header, blocks, subjects, trailer — and each
+/// is checked against what came before it.
 pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, FileDecodeError> {
+    let mut r = Reader::new(verified(bytes)?);
+    let header = decode_header(&mut r)?;
+    let (blocks, entries) = decode_blocks(&mut r, header.last_seq)?;
+    let mut table = Table::unloaded(msgs_dir, header.last_seq, header.last_ts as i64, entries);
+    let first_live = table.first_seq();
+    table.expired_below = match header.expired_below {
+        Some(seq) if seq > first_live => {
+            return Err(FileDecodeError::ExpiredPastFirst {
+                expired: seq,
+                first: first_live,
+            });
+        }
+        Some(seq) => seq,
+        None => first_live,
+    };
+    decode_subjects(&mut r, &mut table)?;
+    let id = r
+        .string()
+        .ok_or(FileDecodeError::Malformed("last message id"))?;
+    if r.remaining() != 0 {
+        return Err(FileDecodeError::Malformed("trailer"));
+    }
+    table.set_first_time(header.first_seq, header.first_ts as i64);
+    Ok(Snapshot {
+        table,
+        blocks,
+        last_checksum: header.last_checksum,
+        last_msg_id: (!id.is_empty()).then(|| id.to_string()),
+    })
+}
+
+/// The bytes of index.db before its checksum, once the checksum verifies.
+fn verified(bytes: &[u8]) -> Result<&[u8], FileDecodeError> {
     if bytes.len() < MAGIC.len() + 1 + 40 + 8 {
         return Err(FileDecodeError::TooShort { len: bytes.len() });
     }
@@ -122,25 +159,40 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, FileDecodeErr
     if xxh3_64(signed).to_le_bytes() != sum {
         return Err(FileDecodeError::Checksum);
     }
-    let mut r = Reader::new(signed);
+    Ok(signed)
+}
+
+/// The fixed part of index.db.
+struct Header {
+    last_seq: u64,
+    last_ts: u64,
+    last_checksum: u64,
+    first_seq: u64,
+    first_ts: u64,
+    /// Absent from version 1 files.
+    expired_below: Option<u64>,
+}
+
+/// Magic, version and the stream's counters.
+fn decode_header(r: &mut Reader<'_>) -> Result<Header, FileDecodeError> {
     let bad = FileDecodeError::Malformed;
     if r.bytes(4) != Some(MAGIC) {
         return Err(FileDecodeError::BadMagic);
     }
-    let version = r.u8().ok_or_else(|| bad("version"))?;
+    let version = r.u8().ok_or(bad("version"))?;
     if version != VERSION && version != VERSION_WITHOUT_EXPIRED_BELOW {
         return Err(FileDecodeError::Version {
             found: version,
             expected: None,
         });
     }
-    let mut header = [0u64; 5];
-    for x in &mut header {
-        *x = r.u64().ok_or_else(|| bad("header"))?;
+    let mut fields = [0u64; 5];
+    for x in &mut fields {
+        *x = r.u64().ok_or(bad("header"))?;
     }
-    let [last_seq, last_ts, last_checksum, first_seq, first_ts] = header;
+    let [last_seq, last_ts, last_checksum, first_seq, first_ts] = fields;
     let expired_below = match version {
-        VERSION => Some(r.u64().ok_or_else(|| bad("header"))?),
+        VERSION => Some(r.u64().ok_or(bad("header"))?),
         _ => None,
     };
     // The next sequences must exist (found by the `store_index` and `store_open` targets).
@@ -150,14 +202,31 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, FileDecodeErr
             seq: last_seq,
         });
     }
+    Ok(Header {
+        last_seq,
+        last_ts,
+        last_checksum,
+        first_seq,
+        first_ts,
+        expired_below,
+    })
+}
+
+/// The blocks' claims and entries, in ascending, disjoint order, none past `last_seq`.
+fn decode_blocks(
+    r: &mut Reader<'_>,
+    last_seq: u64,
+) -> Result<(Vec<BlockClaim>, BTreeMap<u32, BlockEntry>), FileDecodeError> {
     // A block takes at least 14 bytes: 13 one-byte uvarints/varints and a range count.
-    let n = r.count(14).ok_or_else(|| bad("block count"))?;
+    let n = r
+        .count(14)
+        .ok_or(FileDecodeError::Malformed("block count"))?;
     let mut blocks: Vec<BlockClaim> = Vec::with_capacity(n);
     // Inserted in ascending order straight into the map: a block entry is moved once.
-    let mut entries = std::collections::BTreeMap::new();
+    let mut entries = BTreeMap::new();
     let mut max_last = 0;
     for i in 0..n {
-        let (claim, stats, deleted) = decode_block(&mut r).ok_or_else(|| bad("block"))?;
+        let (claim, stats, deleted) = decode_block(r).ok_or(FileDecodeError::Malformed("block"))?;
         if blocks.last().is_some_and(|b| b.id >= claim.id) {
             return Err(block_error(claim.id, BlockProblem::OutOfOrder));
         }
@@ -169,10 +238,9 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, FileDecodeErr
             return Err(block_error(claim.id, BlockProblem::Overlaps));
         }
         max_last = max_last.max(stats.last);
-        let sealed = i + 1 < n;
         let unread = Unread {
             end: claim.size,
-            sealed,
+            sealed: i + 1 < n,
         };
         let entry = BlockEntry::unloaded(stats, deleted, unread);
         if !entry.counts_agree() {
@@ -181,26 +249,21 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, FileDecodeErr
         entries.insert(claim.id, entry);
         blocks.push(claim);
     }
-    let mut table = Table::unloaded(msgs_dir, last_seq, last_ts as i64, entries);
-    let first_live = table.first_seq();
-    table.expired_below = match expired_below {
-        Some(seq) if seq > first_live => {
-            return Err(FileDecodeError::ExpiredPastFirst {
-                expired: seq,
-                first: first_live,
-            });
-        }
-        Some(seq) => seq,
-        None => first_live,
-    };
+    Ok((blocks, entries))
+}
+
+/// The subjects' summaries, into `table`: each listed once, their counts adding up to the
+/// blocks'.
+fn decode_subjects(r: &mut Reader<'_>, table: &mut Table) -> Result<(), FileDecodeError> {
+    let bad = FileDecodeError::Malformed;
     let msgs = table.count();
-    let n = r.count(5).ok_or_else(|| bad("subject count"))?;
+    let n = r.count(5).ok_or(bad("subject count"))?;
     let mut subject_msgs = 0u64;
     for _ in 0..n {
-        let subject = r.string().ok_or_else(|| bad("subject"))?;
+        let subject = r.string().ok_or(bad("subject"))?;
         let mut v = [0u64; 3];
         for x in &mut v {
-            *x = r.uvarint().ok_or_else(|| bad("subject summary"))?;
+            *x = r.uvarint().ok_or(bad("subject summary"))?;
         }
         let block = |x: u64| u32::try_from(x).map_err(|_| bad("subject block"));
         let summary = SubjectSummary {
@@ -225,17 +288,7 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, FileDecodeErr
             blocks: msgs,
         });
     }
-    let id = r.string().ok_or_else(|| bad("last message id"))?;
-    if r.remaining() != 0 {
-        return Err(bad("trailer"));
-    }
-    table.set_first_time(first_seq, first_ts as i64);
-    Ok(Snapshot {
-        table,
-        blocks,
-        last_checksum,
-        last_msg_id: (!id.is_empty()).then(|| id.to_string()),
-    })
+    Ok(())
 }
 
 /// One block's claim, counters and deleted ranges; `None` when malformed.
