@@ -37,8 +37,43 @@ fn parse_seq(value: &str, last: u64) -> Result<u64, ApiError> {
         .map_err(|_| ApiError::wrong_last_sequence(last))
 }
 
-/// Applies one publish to the state (not yet durable).
-pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
+/// JetStream's preconditions (`Nats-Expected-Stream`, `-Last-Sequence`,
+/// `-Last-Subject-Sequence`, `-Last-Msg-Id`), with their error codes.
+fn check_expectations(st: &mut State, p: &Publish) -> Result<()> {
+    let h = &p.headers;
+    let c = &st.config;
+    if let Some(v) = h.get(names::EXPECTED_STREAM)
+        && v != c.name
+    {
+        return Err(ApiError::expected_stream_mismatch().into());
+    }
+    if let Some(v) = h.get(names::EXPECTED_LAST_SEQ)
+        && parse_seq(v, st.table.last_seq)? != st.table.last_seq
+    {
+        return Err(ApiError::wrong_last_sequence(st.table.last_seq).into());
+    }
+    if let Some(v) = h.get(names::EXPECTED_LAST_SUBJECT_SEQ) {
+        let last = st
+            .table
+            .last_for_subject(&p.subject, u64::MAX)?
+            .unwrap_or(0);
+        if parse_seq(v, last)? != last {
+            return Err(ApiError::wrong_last_sequence(last).into());
+        }
+    }
+    if let Some(v) = h.get(names::EXPECTED_LAST_MSG_ID) {
+        let last = st.last_msg_id.as_deref().unwrap_or("");
+        if v != last {
+            return Err(ApiError::wrong_last_msg_id(last).into());
+        }
+    }
+    Ok(())
+}
+
+/// The message's encoded headers, once the stream takes it at all: not sealed, a valid
+/// subject it captures (unless internal), no forged `Nats-Stream-Source`, and within the
+/// header and message size limits.
+fn encode_admitted(st: &State, p: &Publish) -> Result<Vec<u8>> {
     let c = &st.config;
     let h = &p.headers;
     if c.sealed {
@@ -66,6 +101,14 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
     if (c.max_msg_size > 0 && size > c.max_msg_size as usize) || size > MAX_MESSAGE {
         return Err(ApiError::message_exceeds_maximum().into());
     }
+    Ok(hdrs)
+}
+
+/// Applies one publish to the state (not yet durable).
+pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
+    let c = &st.config;
+    let h = &p.headers;
+    let hdrs = encode_admitted(st, p)?;
     let now = st.next_ts();
     let msg_id = h.get(names::MSG_ID).filter(|id| !id.is_empty());
     if let Some(id) = msg_id {
@@ -78,31 +121,8 @@ pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
             });
         }
     }
-    if let Some(v) = h.get(names::EXPECTED_STREAM)
-        && v != c.name
-    {
-        return Err(ApiError::expected_stream_mismatch().into());
-    }
-    if let Some(v) = h.get(names::EXPECTED_LAST_SEQ)
-        && parse_seq(v, st.table.last_seq)? != st.table.last_seq
-    {
-        return Err(ApiError::wrong_last_sequence(st.table.last_seq).into());
-    }
-    if let Some(v) = h.get(names::EXPECTED_LAST_SUBJECT_SEQ) {
-        let last = st
-            .table
-            .last_for_subject(&p.subject, u64::MAX)?
-            .unwrap_or(0);
-        if parse_seq(v, last)? != last {
-            return Err(ApiError::wrong_last_sequence(last).into());
-        }
-    }
-    if let Some(v) = h.get(names::EXPECTED_LAST_MSG_ID) {
-        let last = st.last_msg_id.as_deref().unwrap_or("");
-        if v != last {
-            return Err(ApiError::wrong_last_msg_id(last).into());
-        }
-    }
+    check_expectations(st, p)?;
+    let c = &st.config;
     let mut fl = 0;
     let ttl = match h.get(names::TTL) {
         Some(_) if !c.allow_msg_ttl && !p.internal => {
