@@ -123,137 +123,151 @@ impl Metrics {
             streams: StreamGauges::default(),
             resident_memory: Gauge::default(),
         };
-        let r = &mut registry;
-        r.register(
-            "sluice_active_connections",
-            "Event streams open now",
-            metrics.active_connections.clone(),
-        );
-        r.register(
-            "sluice_active_feeds",
-            "Shared backend feeds open now",
-            metrics.active_feeds.clone(),
-        );
-        r.register(
-            "sluice_messages_delivered",
-            "Messages written to clients",
-            metrics.delivered.clone(),
-        );
-        r.register(
-            "sluice_messages_dropped",
-            "Messages not delivered, each reported by a gap frame",
-            metrics.dropped.clone(),
-        );
-        r.register(
-            "sluice_gaps",
-            "Gap frames sent to clients",
-            metrics.gaps.clone(),
-        );
-        r.register(
-            "sluice_slow_client_disconnects",
-            "Connections closed after write_timeout without progress",
-            metrics.slow_disconnects.clone(),
-        );
-        r.register(
-            "sluice_disconnects",
-            "Event streams ended",
-            metrics.disconnects.clone(),
-        );
-        r.register(
-            "sluice_replay_requests",
-            "Subscriptions resuming from a position",
-            metrics.replay_requests.clone(),
-        );
-        r.register(
-            "sluice_replay_fallbacks",
-            "Resumes whose position was lost",
-            metrics.replay_fallbacks.clone(),
-        );
-        r.register(
-            "sluice_catchups",
-            "Clients that caught up from the stream after falling behind",
-            metrics.catchups.clone(),
-        );
-        r.register(
-            "sluice_connections_rejected",
-            "Requests refused before streaming",
-            metrics.rejected.clone(),
-        );
-        r.register(
-            "sluice_backend_errors",
-            "Backend errors",
-            metrics.backend_errors.clone(),
-        );
-        r.register(
-            "sluice_readiness_failures",
-            "Readiness probes answered 503",
-            metrics.readiness_failures.clone(),
-        );
-        r.register(
-            "sluice_publishes",
-            "Publish requests",
-            metrics.publishes.clone(),
-        );
-        r.register(
-            "sluice_publish_refusals",
-            "Messages POST /publish refused, by reason",
-            metrics.publish_refusals.clone(),
-        );
-        r.register(
-            "sluice_admin_requests",
-            "Admin API requests, by result",
-            metrics.admin_requests.clone(),
-        );
-        r.register(
-            "sluice_admin_refusals",
-            "Admin API requests refused, by reason",
-            metrics.admin_refusals.clone(),
-        );
-        r.register(
-            "sluice_token_cache_lookups",
-            "Lookups in the caches of verified tokens, by result (hit, miss)",
-            metrics.token_cache_lookups.clone(),
-        );
-        r.register(
-            "sluice_mercure_subscription_events_skipped",
-            "Messages under the Mercure subscription events' subjects not taken into the active subscriptions table, by reason",
-            metrics.mercure_events_skipped.clone(),
-        );
-        r.register(
-            "sluice_mercure_subscriptions_reannounced",
-            "Mercure subscriptions this node serves announced again after another node ended them, by reason",
-            metrics.mercure_reannounced.clone(),
-        );
-        r.register(
-            "sluice_http2_connection_errors",
-            "HTTP/2 connections that ended with an error, by its code",
-            metrics.http2_errors.clone(),
-        );
-        r.register(
-            "sluice_request_body_bytes",
-            "Request body bytes held now, all requests together",
-            metrics.body_bytes.clone(),
-        );
-        r.register(
-            "sluice_publish_latency_seconds",
-            "POST /publish from its body read in full to its answer, by shape (single or batch)",
-            metrics.publish_latency.family.clone(),
-        );
-        r.register(
-            "sluice_delivery_latency_seconds",
-            "From a live message's store time to the write carrying its frame to a client",
-            metrics.delivery_latency.clone(),
-        );
-        r.register_collector(Box::new(metrics.streams.clone()));
-        r.register(
-            "process_resident_memory_bytes",
-            "Resident memory of the hub process in bytes",
-            metrics.resident_memory.clone(),
-        );
+        metrics.register_delivery(&mut registry);
+        metrics.register_requests(&mut registry);
+        metrics.register_the_rest(&mut registry);
         Self {
             registry,
             ..metrics
         }
+    }
+
+    /// Registers what delivery to clients does: streams, feeds, messages, gaps and resumes.
+    fn register_delivery(&self, r: &mut Registry) {
+        r.register(
+            "sluice_active_connections",
+            "Event streams open now",
+            self.active_connections.clone(),
+        );
+        r.register(
+            "sluice_active_feeds",
+            "Shared backend feeds open now",
+            self.active_feeds.clone(),
+        );
+        r.register(
+            "sluice_messages_delivered",
+            "Messages written to clients",
+            self.delivered.clone(),
+        );
+        r.register(
+            "sluice_messages_dropped",
+            "Messages not delivered, each reported by a gap frame",
+            self.dropped.clone(),
+        );
+        r.register(
+            "sluice_gaps",
+            "Gap frames sent to clients",
+            self.gaps.clone(),
+        );
+        r.register(
+            "sluice_slow_client_disconnects",
+            "Connections closed after write_timeout without progress",
+            self.slow_disconnects.clone(),
+        );
+        r.register(
+            "sluice_disconnects",
+            "Event streams ended",
+            self.disconnects.clone(),
+        );
+        r.register(
+            "sluice_replay_requests",
+            "Subscriptions resuming from a position",
+            self.replay_requests.clone(),
+        );
+        r.register(
+            "sluice_replay_fallbacks",
+            "Resumes whose position was lost",
+            self.replay_fallbacks.clone(),
+        );
+        r.register(
+            "sluice_catchups",
+            "Clients that caught up from the stream after falling behind",
+            self.catchups.clone(),
+        );
+    }
+
+    /// Registers what requests do: refusals, backend errors, publishes, the admin API and the token cache.
+    fn register_requests(&self, r: &mut Registry) {
+        r.register(
+            "sluice_connections_rejected",
+            "Requests refused before streaming",
+            self.rejected.clone(),
+        );
+        r.register(
+            "sluice_backend_errors",
+            "Backend errors",
+            self.backend_errors.clone(),
+        );
+        r.register(
+            "sluice_readiness_failures",
+            "Readiness probes answered 503",
+            self.readiness_failures.clone(),
+        );
+        r.register(
+            "sluice_publishes",
+            "Publish requests",
+            self.publishes.clone(),
+        );
+        r.register(
+            "sluice_publish_refusals",
+            "Messages POST /publish refused, by reason",
+            self.publish_refusals.clone(),
+        );
+        r.register(
+            "sluice_admin_requests",
+            "Admin API requests, by result",
+            self.admin_requests.clone(),
+        );
+        r.register(
+            "sluice_admin_refusals",
+            "Admin API requests refused, by reason",
+            self.admin_refusals.clone(),
+        );
+        r.register(
+            "sluice_token_cache_lookups",
+            "Lookups in the caches of verified tokens, by result (hit, miss)",
+            self.token_cache_lookups.clone(),
+        );
+    }
+
+    /// Registers Mercure's subscription events, HTTP/2 errors, request bodies, the latencies, the per-stream gauges and the process's memory.
+    fn register_the_rest(&self, r: &mut Registry) {
+        r.register(
+            "sluice_mercure_subscription_events_skipped",
+            "Messages under the Mercure subscription events' subjects not taken into the active subscriptions table, by reason",
+            self.mercure_events_skipped.clone(),
+        );
+        r.register(
+            "sluice_mercure_subscriptions_reannounced",
+            "Mercure subscriptions this node serves announced again after another node ended them, by reason",
+            self.mercure_reannounced.clone(),
+        );
+        r.register(
+            "sluice_http2_connection_errors",
+            "HTTP/2 connections that ended with an error, by its code",
+            self.http2_errors.clone(),
+        );
+        r.register(
+            "sluice_request_body_bytes",
+            "Request body bytes held now, all requests together",
+            self.body_bytes.clone(),
+        );
+        r.register(
+            "sluice_publish_latency_seconds",
+            "POST /publish from its body read in full to its answer, by shape (single or batch)",
+            self.publish_latency.family.clone(),
+        );
+        r.register(
+            "sluice_delivery_latency_seconds",
+            "From a live message's store time to the write carrying its frame to a client",
+            self.delivery_latency.clone(),
+        );
+        r.register_collector(Box::new(self.streams.clone()));
+        r.register(
+            "process_resident_memory_bytes",
+            "Resident memory of the hub process in bytes",
+            self.resident_memory.clone(),
+        );
     }
 
     /// Every metric of the hub and those `backend` registers itself.
