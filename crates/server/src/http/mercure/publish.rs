@@ -16,11 +16,12 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use sluice_mercure::form;
 use sluice_mercure::mapping::hub_id;
+use sluice_mercure::{Update, form};
 use sluice_protocol::headers::Headers;
 
 use super::super::body::{self, BodyBudget, BodyLimits};
+use super::Mercure;
 use crate::auth::{AuthError, cookie_origin_allowed};
 use crate::backend::{ApiError, PublishRequest};
 use crate::event_id::EventId;
@@ -109,6 +110,12 @@ pub async fn publish(
             detail,
         );
     }
+    store(&hub, mercure, update).await
+}
+
+/// Stores `update` in the served stream and answers with its id: the custom one, or the
+/// hub-made `#<seq>-<incarnation>`.
+async fn store(hub: &Hub, mercure: &Mercure, update: Update) -> Response {
     let stored = mercure.scheme.encode(&update);
     let mut headers = Headers::new();
     for (name, value) in stored.headers {
@@ -132,7 +139,7 @@ pub async fn publish(
                 "rejected"
             };
             return refused(
-                &hub,
+                hub,
                 result,
                 "mercure_stream_refused",
                 status,
@@ -144,7 +151,7 @@ pub async fn publish(
         // Stored through another stream's sources: its position here is not known yet.
         let detail = format!("the update was stored in stream {stream:?}, not in the served one");
         let status = StatusCode::INTERNAL_SERVER_ERROR;
-        return refused(&hub, "failed", "mercure_other_stream", status, &detail);
+        return refused(hub, "failed", "mercure_other_stream", status, &detail);
     }
     let result = if ack.duplicate { "duplicate" } else { "stored" };
     Metrics::count(&hub.metrics.publishes, "result", result);
