@@ -22,16 +22,12 @@ use crate::auth::Direction;
 use crate::backend::ApiError;
 use crate::conn::ConnInfo;
 use crate::event_id::choose_cursor;
-use crate::fanout::record;
 use crate::frames;
 use crate::hub::Hub;
 use crate::metrics::Metrics;
 use crate::plan::Plan;
-use crate::session::{Session, StreamHandoff};
+use crate::session::{Admitted, Refusal, Session, StreamHandoff};
 use crate::topics;
-
-/// Longest wait for the stream's state before answering 503.
-const STATE_TIMEOUT: Duration = Duration::from_secs(2);
 
 type Params = Query<Vec<(String, String)>>;
 
@@ -172,46 +168,10 @@ async fn subscribe<'a>(
     if let Some(err) = &cursor.ignored_header {
         tracing::warn!(error = %err, "ignoring invalid Last-Event-ID header");
     }
-    if hub.is_shutting_down() {
-        return transient(
-            hub,
-            wants_stream,
-            "shutting_down",
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the hub is shutting down",
-        );
-    }
     let conn = extensions.get::<ConnectInfo<ConnInfo>>().map(|c| &c.0);
-    let Some(guard) = hub.acquire_slot(conn) else {
-        return transient(
-            hub,
-            wants_stream,
-            "max_connections",
-            StatusCode::TOO_MANY_REQUESTS,
-            "too many connections",
-        );
-    };
-    let state = match tokio::time::timeout(STATE_TIMEOUT, hub.backend.stream_state()).await {
-        Ok(Ok(state)) => state,
-        Ok(Err(err)) => {
-            record(&hub.metrics, &err, "stream state failed");
-            return transient(
-                hub,
-                wants_stream,
-                "backend_unavailable",
-                StatusCode::SERVICE_UNAVAILABLE,
-                &err.to_string(),
-            );
-        }
-        Err(_) => {
-            return transient(
-                hub,
-                wants_stream,
-                "backend_unavailable",
-                StatusCode::SERVICE_UNAVAILABLE,
-                "stream state timed out",
-            );
-        }
+    let Admitted { guard, state } = match hub.admit_reader(conn).await {
+        Ok(admitted) => admitted,
+        Err(refusal) => return turned_away(hub, wants_stream, &refusal),
     };
     if let Err(err) = topics::check_within(&topics, &state.subjects, config) {
         return reject(hub, "bad_request", bad_request(err.to_string()));
@@ -278,6 +238,21 @@ fn stream_response(hub: &Hub, body: Body) -> Response {
 
 /// A refusal that may succeed later: 200 with a jittered `retry:` for an `EventSource`,
 /// otherwise `status` with `Retry-After`. Counted in `connections_rejected` by `reason`.
+/// A reader the hub cannot let in now (see [`Refusal`]): answered as [`transient`].
+pub(crate) fn turned_away(hub: &Hub, wants_stream: bool, refusal: &Refusal) -> Response {
+    let status = match refusal {
+        Refusal::MaxConnections => StatusCode::TOO_MANY_REQUESTS,
+        Refusal::ShuttingDown | Refusal::BackendUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    transient(
+        hub,
+        wants_stream,
+        refusal.reason(),
+        status,
+        refusal.detail(),
+    )
+}
+
 pub(crate) fn transient(
     hub: &Hub,
     wants_stream: bool,

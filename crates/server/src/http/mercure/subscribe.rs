@@ -25,7 +25,7 @@ use sluice_mercure::mapping::hub_id;
 use sluice_mercure::{Grants, LastEventId, Scheme, SelectorSet, Update};
 use sluice_protocol::subject::{FilterSet, filter_is_subset};
 
-use super::super::{accepts_event_stream, event_stream_response, transient};
+use super::super::{accepts_event_stream, event_stream_response, transient, turned_away};
 use super::view::MercureView;
 use crate::auth::AuthError;
 use crate::backend::{BackendError, Delivery, StreamState, Unavailable};
@@ -35,7 +35,7 @@ use crate::fanout::{View, record};
 use crate::hub::Hub;
 use crate::metrics::Metrics;
 use crate::plan::Plan;
-use crate::session::{Session, StreamHandoff};
+use crate::session::{Admitted, Session, StreamHandoff};
 
 /// Longest wait for the stream's state, or for a custom id's lookup, before answering 503.
 const BACKEND_TIMEOUT: Duration = Duration::from_secs(5);
@@ -85,35 +85,10 @@ pub async fn subscribe(
     };
     let resume = requested_resume(&headers, &params);
     let wants_stream = accepts_event_stream(&headers);
-    if hub.is_shutting_down() {
-        let status = StatusCode::SERVICE_UNAVAILABLE;
-        return transient(
-            &hub,
-            wants_stream,
-            "shutting_down",
-            status,
-            "the hub is shutting down",
-        );
-    }
     let conn = extensions.get::<ConnectInfo<ConnInfo>>().map(|c| &c.0);
-    let Some(mut guard) = hub.acquire_slot(conn) else {
-        let status = StatusCode::TOO_MANY_REQUESTS;
-        return transient(
-            &hub,
-            wants_stream,
-            "max_connections",
-            status,
-            "too many connections",
-        );
-    };
-    let state = match tokio::time::timeout(BACKEND_TIMEOUT, hub.backend.stream_state()).await {
-        Ok(Ok(state)) => state,
-        Ok(Err(err)) => return unavailable(&hub, wants_stream, &err),
-        Err(_) => {
-            let status = StatusCode::SERVICE_UNAVAILABLE;
-            let detail = "stream state timed out";
-            return transient(&hub, wants_stream, "backend_unavailable", status, detail);
-        }
+    let Admitted { mut guard, state } = match hub.admit_reader(conn).await {
+        Ok(admitted) => admitted,
+        Err(refusal) => return turned_away(&hub, wants_stream, &refusal),
     };
     let wide = mercure.scheme.wide_filter();
     if !state.subjects.iter().any(|s| filter_is_subset(&wide, s)) {
@@ -352,7 +327,7 @@ fn unauthorized(hub: &Hub, err: AuthError) -> Response {
     super::refuse_token(hub, "Mercure subscription", err)
 }
 
-/// The backend could not tell the stream's state or look an id up: a transient refusal.
+/// The backend could not look a resume id up: a transient refusal.
 fn unavailable(hub: &Hub, wants_stream: bool, err: &BackendError) -> Response {
     record(
         &hub.metrics,

@@ -1,0 +1,76 @@
+//! What every reader — an `/events` stream, a Mercure subscription — needs before it can start,
+//! in one place: the hub not shutting down, a connection slot, and the stream's state. A
+//! refusal is typed here once; the HTTP layer answers each the same way for every reader.
+
+use std::time::Duration;
+
+use crate::backend::StreamState;
+use crate::conn::ConnInfo;
+use crate::fanout::record;
+use crate::hub::Hub;
+use crate::session::ConnectionGuard;
+
+/// The longest a reader waits for the stream's state before it is turned away for now.
+const STATE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a reader cannot start now; each may go away by itself (the client retries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The hub is shutting down.
+    ShuttingDown,
+    /// `limits.max_connections` (or the per-address limit) is reached.
+    MaxConnections,
+    /// The backend did not say the stream's state (in time); what it said instead.
+    BackendUnavailable(String),
+}
+
+impl Refusal {
+    /// The label of `sluice_connections_rejected_total` and of the log.
+    pub(crate) fn reason(&self) -> &'static str {
+        match self {
+            Refusal::ShuttingDown => "shutting_down",
+            Refusal::MaxConnections => "max_connections",
+            Refusal::BackendUnavailable(_) => "backend_unavailable",
+        }
+    }
+
+    /// What the client is told.
+    pub(crate) fn detail(&self) -> &str {
+        match self {
+            Refusal::ShuttingDown => "the hub is shutting down",
+            Refusal::MaxConnections => "too many connections",
+            Refusal::BackendUnavailable(detail) => detail,
+        }
+    }
+}
+
+/// A reader let in: its connection slot and the stream's state when it was let in.
+pub(crate) struct Admitted {
+    /// Its place under the connection limits, held for as long as it streams.
+    pub guard: ConnectionGuard,
+    /// The served stream's state.
+    pub state: StreamState,
+}
+
+impl Hub {
+    /// Lets a reader on connection `conn` in, or says why not.
+    pub(crate) async fn admit_reader(&self, conn: Option<&ConnInfo>) -> Result<Admitted, Refusal> {
+        if self.is_shutting_down() {
+            return Err(Refusal::ShuttingDown);
+        }
+        let guard = self.acquire_slot(conn).ok_or(Refusal::MaxConnections)?;
+        let state = match tokio::time::timeout(STATE_TIMEOUT, self.backend.stream_state()).await {
+            Ok(Ok(state)) => state,
+            Ok(Err(err)) => {
+                record(&self.metrics, &err, "reading the stream's state failed");
+                return Err(Refusal::BackendUnavailable(err.to_string()));
+            }
+            Err(_) => {
+                return Err(Refusal::BackendUnavailable(
+                    "stream state timed out".to_owned(),
+                ));
+            }
+        };
+        Ok(Admitted { guard, state })
+    }
+}
