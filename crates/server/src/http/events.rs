@@ -177,17 +177,12 @@ async fn subscribe<'a>(
         return reject(hub, "bad_request", bad_request(err.to_string()));
     }
     let plan = Plan::new(cursor.id, &state, config.replay.on_loss);
-    if cursor.id.is_some() {
-        hub.metrics.replay_requests.inc();
-    }
+    let asked = cursor.id.map(|id| id.to_string());
+    hub.count_start(&plan, asked.as_deref());
     let mut preamble = BytesMut::new();
     preamble.extend_from_slice(&frames::retry(config.sse.retry));
     preamble.extend_from_slice(&frames::connected(plan.start_id(), &topics.topics));
     if let Some(gap) = &plan.gap {
-        let reason = gap.reason.label();
-        Metrics::count(&hub.metrics.replay_fallbacks, "reason", reason);
-        Metrics::count(&hub.metrics.gaps, "reason", reason);
-        tracing::info!(cursor = ?cursor.id, start = plan.start, reason, "resume position lost");
         preamble.extend_from_slice(&frames::gap(plan.start_id(), gap));
     }
     tracing::debug!(topics = %topics.filters, start = plan.start, backlog_end = plan.backlog_end, "event stream starts");
@@ -195,12 +190,19 @@ async fn subscribe<'a>(
     let mut context = hub.session_context();
     context.expires_in = grant.expires_in();
     let session = Session::new(context, guard, feed, &plan, preamble.freeze());
-    if let Some(handoff) = extensions.get::<StreamHandoff>() {
-        // The connection layer writes the frames itself, without an HTTP body in between.
-        handoff.put(session);
-        return stream_response(hub, Body::empty());
+    stream_response(hub, session_body(extensions, session))
+}
+
+/// The body of a reader's response: empty when the connection layer takes the session and
+/// writes its frames itself (no HTTP body in between), else the session's frames.
+pub(crate) fn session_body(extensions: &Extensions, session: Session) -> Body {
+    match extensions.get::<StreamHandoff>() {
+        Some(handoff) => {
+            handoff.put(session);
+            Body::empty()
+        }
+        None => Body::from_stream(session.into_stream()),
     }
-    stream_response(hub, Body::from_stream(session.into_stream()))
 }
 
 /// True when the request accepts `text/event-stream` (an `EventSource` does).

@@ -37,7 +37,9 @@ use axum::{Extension, Router};
 use serde::Serialize;
 use tower_http::cors::{AllowCredentials, AllowOrigin, CorsLayer};
 
-pub(crate) use events::{accepts_event_stream, event_stream_response, transient, turned_away};
+pub(crate) use events::{
+    accepts_event_stream, event_stream_response, session_body, transient, turned_away,
+};
 
 use crate::backend::{ApiError, BackendError};
 use crate::config::CorsConfig;

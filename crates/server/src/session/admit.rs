@@ -1,6 +1,7 @@
 //! What every reader — an `/events` stream, a Mercure subscription — needs before it can start,
-//! in one place: the hub not shutting down, a connection slot, and the stream's state. A
-//! refusal is typed here once; the HTTP layer answers each the same way for every reader.
+//! in one place: the hub not shutting down, a connection slot, and the stream's state; and how
+//! its start is counted. A refusal is typed here once; the HTTP layer answers each the same way
+//! for every reader.
 
 use std::time::Duration;
 
@@ -8,6 +9,8 @@ use crate::backend::StreamState;
 use crate::conn::ConnInfo;
 use crate::fanout::record;
 use crate::hub::Hub;
+use crate::metrics::Metrics;
+use crate::plan::Plan;
 use crate::session::ConnectionGuard;
 
 /// The longest a reader waits for the stream's state before it is turned away for now.
@@ -53,6 +56,20 @@ pub(crate) struct Admitted {
 }
 
 impl Hub {
+    /// Counts a reader's start at `plan`: a resume when it asked for `cursor`, and the position
+    /// lost when the plan has a gap (counted and logged as `resume position lost`).
+    pub(crate) fn count_start(&self, plan: &Plan, cursor: Option<&str>) {
+        if cursor.is_some() {
+            self.metrics.replay_requests.inc();
+        }
+        if let Some(gap) = &plan.gap {
+            let reason = gap.reason.label();
+            Metrics::count(&self.metrics.replay_fallbacks, "reason", reason);
+            Metrics::count(&self.metrics.gaps, "reason", reason);
+            tracing::info!(cursor, start = plan.start, reason, "resume position lost");
+        }
+    }
+
     /// Lets a reader on connection `conn` in, or says why not.
     pub(crate) async fn admit_reader(&self, conn: Option<&ConnInfo>) -> Result<Admitted, Refusal> {
         if self.is_shutting_down() {

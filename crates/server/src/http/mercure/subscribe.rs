@@ -25,7 +25,9 @@ use sluice_mercure::mapping::hub_id;
 use sluice_mercure::{Grants, LastEventId, Scheme, SelectorSet, Update};
 use sluice_protocol::subject::{FilterSet, filter_is_subset};
 
-use super::super::{accepts_event_stream, event_stream_response, transient, turned_away};
+use super::super::{
+    accepts_event_stream, event_stream_response, session_body, transient, turned_away,
+};
 use super::view::MercureView;
 use crate::auth::AuthError;
 use crate::backend::{BackendError, Delivery, StreamState, Unavailable};
@@ -33,9 +35,8 @@ use crate::conn::ConnInfo;
 use crate::event_id::EventId;
 use crate::fanout::{View, record};
 use crate::hub::Hub;
-use crate::metrics::Metrics;
 use crate::plan::Plan;
-use crate::session::{Admitted, Session, StreamHandoff};
+use crate::session::{Admitted, Session};
 
 /// Longest wait for the stream's state, or for a custom id's lookup, before answering 503.
 const BACKEND_TIMEOUT: Duration = Duration::from_secs(5);
@@ -131,19 +132,11 @@ pub async fn subscribe(
         hub.config.sse.max_event_size,
     ));
     let plan = start.plan;
+    hub.count_start(&plan, resume.as_deref());
     let preamble = match &plan.gap {
-        Some(gap) => {
-            let reason = gap.reason.label();
-            Metrics::count(&hub.metrics.replay_fallbacks, "reason", reason);
-            Metrics::count(&hub.metrics.gaps, "reason", reason);
-            tracing::info!(resume = ?resume, start = plan.start, reason, "Mercure resume position lost");
-            view.gap(plan.start_id(), gap)
-        }
+        Some(gap) => view.gap(plan.start_id(), gap),
         None => Bytes::from_static(OPENING),
     };
-    if resume.is_some() {
-        hub.metrics.replay_requests.inc();
-    }
     let last_event_id = start
         .last_event_id
         .unwrap_or_else(|| preceding_id(&plan, &state));
@@ -157,15 +150,7 @@ pub async fn subscribe(
     context.heartbeat = config.heartbeat;
     context.expires_in = expires_in;
     let session = Session::new(context, guard, feed, &plan, preamble);
-    let body = match extensions.get::<StreamHandoff>() {
-        Some(handoff) => {
-            // The connection layer writes the frames itself, without an HTTP body in between.
-            handoff.put(session);
-            Body::empty()
-        }
-        None => Body::from_stream(session.into_stream()),
-    };
-    stream_response(body, &last_event_id)
+    stream_response(session_body(&extensions, session), &last_event_id)
 }
 
 /// The grants of a subscriber without a token: one value shared by all of them, so that a
