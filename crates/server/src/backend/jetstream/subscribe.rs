@@ -351,46 +351,58 @@ impl Feed {
         }
     }
 
-    /// Creates a consumer delivering from `next_seq` and starts pulling.
-    async fn open(&mut self, opening: Opening) -> Result<LiveConsumer, BackendError> {
-        let shared = &self.shared;
-        let (stream, limit) = (&shared.config.stream, shared.config.request_timeout);
-        // Whatever happened to the connection so far is covered by the new consumer.
-        self.reconnects.borrow_and_update();
-        let facts = shared.read_stream(limit).await?;
+    /// What the stream must be for a consumer to open on it: on the first opening, one that
+    /// holds the feed's subjects (and the feed starts there); on a recovery, the same
+    /// incarnation with nothing of the feed's next positions gone.
+    fn check_opening(
+        &mut self,
+        opening: Opening,
+        state: &crate::backend::StreamState,
+    ) -> Result<(), BackendError> {
         match opening {
             Opening::First => {
-                if let Some(filter) = self.plan.outside(&facts.state.subjects) {
+                if let Some(filter) = self.plan.outside(&state.subjects) {
                     return Err(ApiError::consumer_filter_not_subset(
                         filter,
-                        stream,
-                        &facts.state.subjects,
+                        &self.shared.config.stream,
+                        &state.subjects,
                     )
                     .into());
                 }
-                self.incarnation = facts.state.incarnation;
+                self.incarnation = state.incarnation;
                 // The server starts at the first retained message anyway.
-                self.next_seq = self.next_seq.max(facts.state.first_seq);
+                self.next_seq = self.next_seq.max(state.first_seq);
             }
-            Opening::Recovery if facts.state.incarnation != self.incarnation => {
+            Opening::Recovery if state.incarnation != self.incarnation => {
                 return Err(BackendError::Recreated {
-                    stream: stream.clone(),
+                    stream: self.shared.config.stream.clone(),
                     was: self.incarnation,
-                    now: facts.state.incarnation,
+                    now: state.incarnation,
                 });
             }
             // The caller planned the first position; a gap that opened while recovering must
             // not pass unnoticed: the feed ends and the caller, resuming from `next_seq`,
             // sees and reports the loss.
-            Opening::Recovery if facts.state.first_seq > self.next_seq => {
+            Opening::Recovery if state.first_seq > self.next_seq => {
                 return Err(BackendError::Dropped {
-                    stream: stream.clone(),
+                    stream: self.shared.config.stream.clone(),
                     first: self.next_seq,
-                    last: facts.state.first_seq - 1,
+                    last: state.first_seq - 1,
                 });
             }
             Opening::Recovery => {}
         }
+        Ok(())
+    }
+
+    /// Creates a consumer delivering from `next_seq` and starts pulling.
+    async fn open(&mut self, opening: Opening) -> Result<LiveConsumer, BackendError> {
+        let shared = self.shared.clone();
+        let (stream, limit) = (&shared.config.stream, shared.config.request_timeout);
+        // Whatever happened to the connection so far is covered by the new consumer.
+        self.reconnects.borrow_and_update();
+        let facts = shared.read_stream(limit).await?;
+        self.check_opening(opening, &facts.state)?;
         let inactive_threshold = facts
             .inactive_threshold_limit
             .map_or(INACTIVE_THRESHOLD, |limit| limit.min(INACTIVE_THRESHOLD));
