@@ -13,7 +13,7 @@ use crate::conn::ConnInfo;
 use crate::fanout::{Encoder, Fanout};
 use crate::http::mercure::Mercure;
 use crate::metrics::Metrics;
-use crate::net::StreamRuntime;
+use crate::owned_runtime::OwnedRuntime;
 use crate::session::{ConnectionGuard, SessionContext};
 
 /// One running hub: its configuration, backend, metrics, feeds and authorization, shared by
@@ -27,7 +27,7 @@ pub struct Hub {
     /// (`mercure_views`), when `[mercure]` is enabled.
     pub(crate) mercure_fanout: Option<Fanout>,
     /// The runtime of `mercure_fanout`'s dispatch, held for as long as the hub lives.
-    _mercure_views: Option<StreamRuntime>,
+    _mercure_views: Option<OwnedRuntime>,
     pub(crate) auth: Arc<Authenticator>,
     /// The Mercure hub's state, when `[mercure]` is enabled.
     pub(crate) mercure: Option<Mercure>,
@@ -68,7 +68,7 @@ impl Hub {
         let fanout =
             |encoder| Fanout::new(backend.clone(), metrics.clone(), encoder, &config.fanout);
         let mercure_views = mercure.as_ref().and_then(|_| {
-            StreamRuntime::start_named(1, "sluice-mercure-views")
+            OwnedRuntime::start_named(1, "sluice-mercure-views")
                 .inspect_err(|e| {
                     tracing::error!(error = %e, "cannot start the Mercure views' thread; Mercure feeds are selected on the request threads")
                 })

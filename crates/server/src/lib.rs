@@ -7,6 +7,7 @@
 //! encoded once) → the socket. Everything between the configuration and the backend is the
 //! crate's own; [`fuzzing`] opens its parsers to the fuzz targets.
 
+mod admit;
 pub mod auth;
 pub mod backend;
 mod bounded_file;
@@ -24,6 +25,7 @@ mod hub;
 mod log_filter;
 mod metrics;
 mod net;
+mod owned_runtime;
 mod plan;
 mod session;
 pub mod tls;

@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 
 use super::{bad_request, error_response, refusal};
+use crate::admit::{Admitted, Refusal};
 use crate::auth::Direction;
 use crate::backend::ApiError;
 use crate::conn::ConnInfo;
@@ -26,7 +27,7 @@ use crate::frames;
 use crate::hub::Hub;
 use crate::metrics::Metrics;
 use crate::plan::Plan;
-use crate::session::{Admitted, Refusal, Session, StreamHandoff};
+use crate::session::{Session, StreamHandoff};
 use crate::topics;
 
 type Params = Query<Vec<(String, String)>>;

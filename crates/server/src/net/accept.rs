@@ -22,7 +22,7 @@ use super::addresses::{AddressCounts, AddressSlot};
 use super::head::{self, Head, HeadError};
 use super::repoll::Repoll;
 use super::rewind::Rewind;
-use super::runtime::{self, StreamRuntime};
+use super::runtime;
 use super::stream::{MovedSocket, Socket, stream_head, write_stream};
 use super::upstream::{self, Protocol};
 use super::{Listener, TimedIo, handshake};
@@ -40,7 +40,7 @@ pub(super) async fn accept_until(
     listeners: Vec<Listener>,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let streams = StreamRuntime::start()?;
+    let streams = runtime::start_streams()?;
     let shared = Shared {
         router: crate::http::router(hub.clone()),
         over_address_limit: over_address_limit(hub.clone()),
@@ -160,7 +160,7 @@ pub(super) struct Connection {
     pub(super) hub: Arc<Hub>,
     /// What answers its requests (a refusal when over the per-address limit).
     pub(super) router: Router,
-    /// Where event streams run (see [`StreamRuntime`]).
+    /// Where event streams run (see [`runtime::StreamRuntime`]).
     pub(super) streams: Handle,
     pub(super) peer: SocketAddr,
     /// Its place under `limits.max_connections_per_address` (`Err`: over the limit).

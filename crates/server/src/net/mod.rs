@@ -50,7 +50,6 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-pub(crate) use runtime::StreamRuntime;
 pub use stall::TimedIo;
 
 use crate::hub::Hub;

@@ -15,7 +15,9 @@
 
 use std::io;
 
-use tokio::runtime::{Builder, Handle, Runtime};
+use tokio::runtime::Handle;
+
+use crate::owned_runtime::OwnedRuntime;
 
 use crate::session::Session;
 
@@ -38,46 +40,13 @@ fn has_few_readers(readers: usize) -> bool {
     readers <= FEW_READERS
 }
 
-/// A multi-threaded runtime for event streams, shut down (without blocking) when dropped.
-#[derive(Debug)]
-pub struct StreamRuntime {
-    runtime: Option<Runtime>,
-    handle: Handle,
-}
+/// The streams' own runtime: one worker thread per available core.
+pub type StreamRuntime = OwnedRuntime;
 
-impl StreamRuntime {
-    /// Starts one worker thread per available core.
-    pub fn start() -> io::Result<Self> {
-        let threads = std::thread::available_parallelism().map_or(2, usize::from);
-        Self::start_named(threads, "sluice-streams")
-    }
-
-    /// Starts `threads` worker threads named `name`.
-    pub fn start_named(threads: usize, name: &str) -> io::Result<Self> {
-        let runtime = Builder::new_multi_thread()
-            .worker_threads(threads)
-            .thread_name(name)
-            .enable_all()
-            .build()?;
-        Ok(Self {
-            handle: runtime.handle().clone(),
-            runtime: Some(runtime),
-        })
-    }
-
-    /// Where stream tasks are spawned.
-    pub fn handle(&self) -> &Handle {
-        &self.handle
-    }
-}
-
-impl Drop for StreamRuntime {
-    fn drop(&mut self) {
-        // Dropping a runtime blocks, which is not allowed inside another runtime.
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
+/// Starts the streams' runtime.
+pub fn start_streams() -> io::Result<StreamRuntime> {
+    let threads = std::thread::available_parallelism().map_or(2, usize::from);
+    OwnedRuntime::start_named(threads, "sluice-streams")
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 //! A session holds no queue of messages: at most one frame is in hand at a time, and the
 //! frames themselves are shared with every other session of the same feed.
 
-mod admit;
 mod guard;
 mod handoff;
 
@@ -18,7 +17,6 @@ use jiff::Timestamp;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-pub(crate) use admit::{Admitted, Refusal};
 pub use guard::{ConnectionGuard, reason};
 pub use handoff::StreamHandoff;
 

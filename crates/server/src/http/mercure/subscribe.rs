@@ -29,6 +29,7 @@ use super::super::{
     accepts_event_stream, event_stream_response, session_body, transient, turned_away,
 };
 use super::view::MercureView;
+use crate::admit::Admitted;
 use crate::auth::AuthError;
 use crate::backend::{BackendError, Delivery, StreamState, Unavailable};
 use crate::conn::ConnInfo;
@@ -36,7 +37,7 @@ use crate::event_id::EventId;
 use crate::fanout::{View, record};
 use crate::hub::Hub;
 use crate::plan::Plan;
-use crate::session::{Admitted, Session};
+use crate::session::Session;
 
 /// Longest wait for the stream's state, or for a custom id's lookup, before answering 503.
 const BACKEND_TIMEOUT: Duration = Duration::from_secs(5);
