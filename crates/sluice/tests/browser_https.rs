@@ -16,12 +16,17 @@ const SOURCES: usize = 12;
 
 /// Starts `sluice serve` in `dir`, speaking TLS on its `listen` when `tls` is set.
 async fn start_hub(dir: &tempfile::TempDir, tls: bool) -> SluiceProcess {
+    start_hub_with(dir, tls, "").await
+}
+
+/// [`start_hub`] with `extra` configuration after the `[tls]` section.
+async fn start_hub_with(dir: &tempfile::TempDir, tls: bool, extra: &str) -> SluiceProcess {
     let mut args: Vec<std::ffi::OsString> = vec!["serve".into()];
     if tls {
         let (cert, key) = TestCa::new().issue("sluice hub").write(dir.path(), "hub");
         let config = dir.path().join("sluice.toml");
         let text = format!(
-            "[tls]\ncert_file = {}\nkey_file = {}\n",
+            "[tls]\ncert_file = {}\nkey_file = {}\n{extra}",
             json!(cert.display().to_string()),
             json!(key.display().to_string())
         );
@@ -165,4 +170,31 @@ async fn the_same_page_over_http1_meets_the_six_connection_limit() {
         (5..=6).contains(&open),
         "over HTTP/1.1 at most six of {SOURCES} sources stream at once, got {open}"
     );
+}
+
+/// Served over HTTPS, the console sets the subscriber's token cookie `Secure`, so the browser
+/// never sends it over plain HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_sets_its_token_cookie_secure_over_https() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let auth = "[auth.subscribe]\nalgorithms = [\"HS256\"]\ncookie_name = \"sluiceAuthorization\"\n\
+                keys = [{ type = \"hmac\", secret = \"0123456789abcdef0123456789abcdef-console\" }]\n";
+    let hub = start_hub_with(&dir, true, auth).await;
+    let browser = Browser::launch_with_flags(&["--ignore-certificate-errors"])
+        .await
+        .expect("chromium starts");
+    let page = browser.new_page().await.expect("new tab");
+    page.open(&hub.url("/")).await.expect("the console loads");
+    let script = "document.getElementById('token').value = 'a.token.value'; \
+                  document.getElementById('topics').value = 'console.secure'; \
+                  document.getElementById('subscribe').click(); true";
+    page.eval(script).await.expect("subscribe pressed");
+    let cookies = page.cookies().await.expect("the browser's cookies");
+    let cookie = cookies
+        .iter()
+        .find(|c| c["name"] == "sluiceAuthorization")
+        .unwrap_or_else(|| panic!("the token cookie is set: {cookies:?}"));
+    assert_eq!(cookie["value"], "a.token.value", "{cookie}");
+    assert_eq!(cookie["secure"], true, "{cookie}");
+    assert_eq!(cookie["sameSite"], "Strict", "{cookie}");
 }

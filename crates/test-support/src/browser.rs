@@ -287,6 +287,16 @@ impl Page {
         Ok(())
     }
 
+    /// The cookies the browser holds for the page's URL, as DevTools describes them
+    /// (`name`, `value`, `secure`, `sameSite`, …).
+    ///
+    /// # Errors
+    /// When Chromium does not answer.
+    pub async fn cookies(&self) -> anyhow::Result<Vec<Value>> {
+        let answer = self.call("Network.getCookies", json!({})).await?;
+        Ok(answer["cookies"].as_array().cloned().unwrap_or_default())
+    }
+
     /// Console messages and uncaught exceptions of the page so far (most recent last).
     pub fn console(&self) -> Vec<String> {
         self.cdp.console(&self.session)
