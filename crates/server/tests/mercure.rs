@@ -326,6 +326,12 @@ async fn subscriptions_with_the_same_selectors_and_grants_share_one_feed(kind: K
         );
     }
     assert_eq!(hub.hub().metric("sluice_active_feeds"), 2);
+    // The feeds, and the compiled selectors they own, go with their last connection.
+    drop((first, second, granted));
+    sluice_test_support::eventually("the feeds gone with their connections", || {
+        hub.hub().hub.feed_count() == 0 && hub.hub().metric("sluice_active_feeds") == 0
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
