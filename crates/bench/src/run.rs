@@ -14,11 +14,13 @@ use crate::http::{Target, fetch};
 use crate::limits;
 use crate::mercure;
 use crate::multiplex::Multiplex;
-use crate::publisher::{self, PayloadShape, Published, Schedule};
+use crate::payload::PayloadShape;
+use crate::publisher::{self, Published, Schedule};
 use crate::report::{
     Connect, Delivery, Load, OwnUse, Percentiles, Publish, Report, Server, cpu_per_event,
     per_connection,
 };
+use crate::run_context::Run;
 use crate::server::{ServerProbe, cpu_seconds_of, rss_of};
 use crate::stats::{Stats, new_histogram};
 use crate::subscriber::{self, CONNECT_TIMEOUT, Outcome, Phase};
@@ -32,22 +34,6 @@ const DRAIN_MAX: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(10);
 /// How often the hub's memory is sampled while publishing.
 const RSS_SAMPLE: Duration = Duration::from_millis(500);
-
-/// What every client and publisher of one run shares.
-#[derive(Debug)]
-pub(crate) struct Run {
-    pub(crate) target: Target,
-    /// The shared connections of HTTP/2 event streams; `None` over HTTP/1.1.
-    pub(crate) multiplex: Option<Multiplex>,
-    pub(crate) hub: Hub,
-    pub(crate) stats: Stats,
-    /// Tags this run's messages, so messages of anyone else are told apart.
-    pub(crate) run_id: String,
-    pub(crate) topic_names: Vec<String>,
-    pub(crate) payload: PayloadShape,
-    /// The publishers' `Authorization` (a Mercure publisher's token), marked sensitive.
-    pub(crate) authorization: Option<HeaderValue>,
-}
 
 /// Runs the benchmark `config` describes against its hub and returns what it measured.
 ///

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::event_stream::{End, EventStream};
 use crate::message;
-use crate::run::Run;
+use crate::run_context::Run;
 use crate::stats::bump;
 
 /// Where the run is; clients watch it.
@@ -330,7 +330,7 @@ mod tests {
     use super::*;
     use crate::Hub;
     use crate::http::Target;
-    use crate::publisher::PayloadShape;
+    use crate::payload::PayloadShape;
     use crate::stats::Stats;
 
     const RUN: &str = "0123456789abcdef";

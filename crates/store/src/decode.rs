@@ -3,6 +3,12 @@
 //! or rebuilds what it held, and says why in its report; every variant names what is wrong
 //! and none carries the file's bytes.
 
+/// The highest last sequence a stream file may name (2^63 − 1). Recovery refuses a record,
+/// marker, lease or index.db above it: the store never wrote one (2^63 messages at a billion
+/// a second take 292 years), and from one near `u64::MAX` the next sequence, or the lease
+/// raised past it, would overflow.
+pub const MAX_SEQ: u64 = i64::MAX as u64;
+
 /// What is wrong with a file of the store's own.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FileDecodeError {
@@ -38,7 +44,8 @@ pub enum FileDecodeError {
     /// Entries where the file kind has none.
     #[error("unexpected entries")]
     UnexpectedEntries,
-    /// A sequence past the highest one a stream may hand out, which would leave no next one.
+    /// A sequence past the highest one a stream may hand out ([`MAX_SEQ`]), which would leave no
+    /// next one.
     #[error("{what} {seq} is past the highest sequence")]
     PastHighestSequence {
         /// What holds it (`last sequence`, `bound`, `lost run`).

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::meta::MetaRefusal;
+use crate::meta_refusal::MetaRefusal;
 pub use crate::proto::ApiError;
 
 /// Everything a store operation can fail with.

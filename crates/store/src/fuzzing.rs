@@ -6,51 +6,29 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
 
 pub use crate::fsutil::{put_uvarint, put_varint};
 pub use crate::index::{BlockClaim, Snapshot, decode as decode_index, encode as encode_index};
-pub use crate::meta::{
-    Meta, MetaDefect, checksum as meta_checksum, decode_copy, decode_primary, encode_copy,
-};
+pub use crate::meta::{Meta, checksum as meta_checksum, decode_copy, decode_primary, encode_copy};
+pub use crate::meta_refusal::MetaDefect;
 pub use crate::record::{DecodeError, Kind, RecordRef, decode as decode_record};
 pub use crate::sched::SCHED_VERSION;
 pub use crate::sidecar::{Sidecar, decode as decode_sidecar};
 pub use crate::sources::{SOURCES_VERSION, SourceIndex};
-pub use crate::table::Table;
+pub use crate::table::{Table, table_of};
 pub use crate::thw::THW_VERSION;
 
-use crate::block::Loc;
 use crate::config::{StreamConfig, SyncPolicy};
 use crate::error::StoreError;
 use crate::proto::{FilterSet, Headers};
 use crate::record::flags;
 use crate::store::{Store, StoreOptions};
-use crate::table::MsgMeta;
+use crate::stream::StreamHandle;
 use crate::types::Delivery;
 use crate::{sched, thw};
-
-/// A message table holding one message per `(sequence, subject)`, in block 1.
-pub fn table_of(messages: &[(u64, &str)]) -> Table {
-    let mut table = Table::default();
-    for &(seq, subject) in messages {
-        let meta = MsgMeta {
-            subject: Arc::from(subject),
-            ts: 0,
-            loc: Loc {
-                block: 1,
-                offset: 0,
-                len: 0,
-            },
-            flags: 0,
-        };
-        table.insert(seq, meta);
-    }
-    table
-}
 
 /// The `thw.db` entry reader as recovery runs it: the expiries in force afterwards, as
 /// `(expiry ns, sequence)` ordered by time.
@@ -388,29 +366,35 @@ pub fn apply(template: &Template, ops: &[Op]) -> Vec<Option<Vec<u8>>> {
 /// Named seeds for the `store_open` corpus, each a kind of damage an operator meets (or a
 /// file that verifies but names what the store never wrote): the ops on the template.
 pub fn seeds(template: &Template) -> Vec<(String, Vec<Op>)> {
-    let file = |name: &str| FILES.iter().position(|f| *f == name).expect("a known file");
+    let mut out = block_damage_seeds(template);
+    out.extend(file_damage_seeds());
+    for (name, top) in [("max", u64::MAX), ("past_i64", 1 << 63)] {
+        out.extend(forged_seeds_at(name, top));
+    }
+    out.push(forged_marker_claims_a_billion());
+    out
+}
+
+/// The position of `name` in [`FILES`].
+fn file_index(name: &str) -> usize {
+    FILES.iter().position(|f| *f == name).expect("a known file")
+}
+
+/// A version-1 sidecar's header and body; the op that writes it appends the checksum.
+fn sidecar_bytes(count: u64, stamp: u64, body: &[u8]) -> Vec<u8> {
+    let mut b = vec![1];
+    b.extend_from_slice(&count.to_le_bytes());
+    b.extend_from_slice(&stamp.to_le_bytes());
+    b.extend_from_slice(body);
+    b
+}
+
+/// The template as written, and its blocks and index damaged, cut or deleted.
+fn block_damage_seeds(template: &Template) -> Vec<(String, Vec<Op>)> {
     let len = |f: usize| template.files[f].as_ref().map_or(0, Vec::len);
-    let [inf, bak, block2, block3, index, lost, lease, thw, sched] = [
-        "meta.inf",
-        "meta.bak",
-        "msgs/2.blk",
-        "msgs/3.blk",
-        "msgs/index.db",
-        "msgs/lost.db",
-        "msgs/lease.db",
-        "msgs/thw.db",
-        "msgs/sched.db",
-    ]
-    .map(file);
-    // A version-1 sidecar's header and body; the op that writes it appends the checksum.
-    let sidecar = |count: u64, stamp: u64, body: &[u8]| {
-        let mut b = vec![1];
-        b.extend_from_slice(&count.to_le_bytes());
-        b.extend_from_slice(&stamp.to_le_bytes());
-        b.extend_from_slice(body);
-        b
-    };
-    let mut out: Vec<(String, Vec<Op>)> = vec![
+    let [block2, block3, index, lease] =
+        ["msgs/2.blk", "msgs/3.blk", "msgs/index.db", "msgs/lease.db"].map(file_index);
+    vec![
         ("as_written".into(), vec![]),
         ("no_index".into(), vec![Op::Delete(index)]),
         (
@@ -445,6 +429,20 @@ pub fn seeds(template: &Template) -> Vec<(String, Vec<Op>)> {
                 Op::Truncate(block3, len(block3) / 2),
             ],
         ),
+    ]
+}
+
+/// The metadata files, lost.db and the other sidecars damaged.
+fn file_damage_seeds() -> Vec<(String, Vec<Op>)> {
+    let [inf, bak, lost, thw, sched] = [
+        "meta.inf",
+        "meta.bak",
+        "msgs/lost.db",
+        "msgs/thw.db",
+        "msgs/sched.db",
+    ]
+    .map(file_index);
+    vec![
         ("meta_inf_damaged".into(), vec![Op::Xor(inf, 10, vec![1])]),
         (
             "every_meta_damaged".into(),
@@ -455,43 +453,59 @@ pub fn seeds(template: &Template) -> Vec<(String, Vec<Op>)> {
             "sidecars_garbage".into(),
             vec![
                 Op::Replace(thw, b"garbage".to_vec()),
-                Op::Signed(sched, sidecar(u64::MAX, 1, b"x")),
+                Op::Signed(sched, sidecar_bytes(u64::MAX, 1, b"x")),
             ],
         ),
-    ];
-    for (name, top) in [("max", u64::MAX), ("past_i64", 1 << 63)] {
-        for (kind, what) in ["msg", "tombstone", "purge", "marker"].iter().enumerate() {
-            // An absolute sequence, no payload.
-            let mut desc = vec![0x80 | kind as u8];
-            desc.extend_from_slice(&top.to_le_bytes());
-            desc.push(0);
-            out.push((
-                format!("forged_{what}_at_{name}"),
-                vec![Op::Delete(index), Op::Records(block3, desc)],
-            ));
-        }
+    ]
+}
+
+/// Records, a lease and a lost run that verify but name sequence `top` (called `name`).
+fn forged_seeds_at(name: &str, top: u64) -> Vec<(String, Vec<Op>)> {
+    let [block3, index, lost, lease] = [
+        "msgs/3.blk",
+        "msgs/index.db",
+        "msgs/lost.db",
+        "msgs/lease.db",
+    ]
+    .map(file_index);
+    let mut out = Vec::new();
+    for (kind, what) in ["msg", "tombstone", "purge", "marker"].iter().enumerate() {
+        // An absolute sequence, no payload.
+        let mut desc = vec![0x80 | kind as u8];
+        desc.extend_from_slice(&top.to_le_bytes());
+        desc.push(0);
         out.push((
-            format!("forged_lease_at_{name}"),
-            vec![Op::Signed(lease, sidecar(0, top, &[]))],
-        ));
-        // One damaged run from 0 spanning `top` sequences, no bytes.
-        let mut body = vec![0, 0, 0];
-        put_uvarint(&mut body, top);
-        out.push((
-            format!("forged_lost_run_of_{name}"),
-            vec![Op::Signed(lost, sidecar(1, 1, &body))],
+            format!("forged_{what}_at_{name}"),
+            vec![Op::Delete(index), Op::Records(block3, desc)],
         ));
     }
-    // A marker claiming a billion sequences after block 2: the claim costs a range, not a
-    // sequence each.
+    out.push((
+        format!("forged_lease_at_{name}"),
+        vec![Op::Signed(lease, sidecar_bytes(0, top, &[]))],
+    ));
+    // One damaged run from 0 spanning `top` sequences, no bytes.
+    let mut body = vec![0, 0, 0];
+    put_uvarint(&mut body, top);
+    out.push((
+        format!("forged_lost_run_of_{name}"),
+        vec![Op::Signed(lost, sidecar_bytes(1, 1, &body))],
+    ));
+    out
+}
+
+/// A marker claiming a billion sequences after block 2: the claim costs a range, not a
+/// sequence each.
+fn forged_marker_claims_a_billion() -> (String, Vec<Op>) {
     let mut desc = vec![0x83];
     desc.extend_from_slice(&(1u64 << 30).to_le_bytes());
     desc.extend_from_slice(&[0, 1, 1, 1]);
-    out.push((
+    (
         "forged_marker_claims_a_billion".into(),
-        vec![Op::Delete(index), Op::Records(block3, desc)],
-    ));
-    out
+        vec![
+            Op::Delete(file_index("msgs/index.db")),
+            Op::Records(file_index("msgs/3.blk"), desc),
+        ],
+    )
 }
 
 /// What opening one directory gave.
@@ -514,13 +528,7 @@ pub struct Opened {
 /// one again with `get`, takes `info`, publishes one message and reads it back, and closes.
 /// Panics on any inconsistency; a store that does not open must fail with an error.
 pub fn open_dir(data_dir: &Path, files: &[Option<Vec<u8>>]) -> Opened {
-    let dir = data_dir.join("streams").join(STREAM);
-    std::fs::create_dir_all(dir.join("msgs")).expect("scratch directory");
-    for (name, bytes) in FILES.iter().zip(files) {
-        if let Some(bytes) = bytes {
-            std::fs::write(dir.join(name), bytes).expect("scratch file");
-        }
-    }
+    write_stream_dir(data_dir, files);
     let mut out = Opened::default();
     let store = match Store::open(data_dir, options()) {
         Ok((store, _reports)) => store,
@@ -538,12 +546,33 @@ pub fn open_dir(data_dir: &Path, files: &[Option<Vec<u8>>]) -> Opened {
     let info = s.info(None);
     let last = info.state.last_seq;
     assert!(info.state.first_seq <= last.saturating_add(1));
+    let seen = read_with_next_matching(&s, &all, last);
+    check_subscription_agrees(&s, &all, &seen);
+    out.messages = read_again(&s, seen);
+    let _ = s.info(Some(&all));
+    out.published = publish_after_open(&s, last);
+    let _ = s.info(None);
+    store.close();
+    out
+}
 
-    // Every position up to the last sequence through next_matching, stepping over losses.
+/// Writes `files` (contents of [`FILES`]) as stream [`STREAM`]'s directory in `data_dir`.
+fn write_stream_dir(data_dir: &Path, files: &[Option<Vec<u8>>]) {
+    let dir = data_dir.join("streams").join(STREAM);
+    std::fs::create_dir_all(dir.join("msgs")).expect("scratch directory");
+    for (name, bytes) in FILES.iter().zip(files) {
+        if let Some(bytes) = bytes {
+            std::fs::write(dir.join(name), bytes).expect("scratch file");
+        }
+    }
+}
+
+/// Every position up to the last sequence through next_matching, stepping over losses.
+fn read_with_next_matching(s: &StreamHandle, all: &FilterSet, last: u64) -> Vec<Delivery> {
     let mut seen: Vec<Delivery> = Vec::new();
     let mut from = 1u64;
     while from <= last {
-        match s.next_matching(from, &all) {
+        match s.next_matching(from, all) {
             Ok(Some(m)) => {
                 assert!(
                     m.seq >= from && m.seq <= last,
@@ -569,37 +598,29 @@ pub fn open_dir(data_dir: &Path, files: &[Option<Vec<u8>>]) -> Opened {
             Err(_) => break,
         }
     }
+    seen
+}
 
-    // A subscription from 1 covers the same positions without waiting for any: the same
-    // messages, and losses over the same sequences (a run found while reading may be told in
-    // pieces to the first reader and whole to a later one).
-    // A message with a TTL (a forged record's may be long past) can expire between the two
-    // reads, or during the second: a deliberate removal, told to no reader. Both are compared
-    // on what is still stored.
-    let gone = |d: &Delivery| matches!(d, Delivery::Message(m) if matches!(s.get(m.seq), Ok(None)));
-    let reached = seen.last().map_or(0, Delivery::last_seq);
-    let mut told = Vec::new();
-    let mut sub = Box::pin(s.subscribe(1, all.clone()));
-    loop {
-        let at = told.last().map_or(0, Delivery::last_seq);
-        if at >= reached {
-            break;
-        }
-        match sub.next().now_or_never() {
-            Some(Some(Ok(d))) => told.push(d),
-            None if seen.iter().filter(|d| d.last_seq() > at).all(gone) => break,
-            other => panic!(
-                "the subscription gave {other:?} before {reached}: {told:?}, next_matching {seen:?}"
-            ),
-        }
-    }
-    drop(sub);
+/// Whether `d` is a message no longer stored.
+fn is_gone(s: &StreamHandle, d: &Delivery) -> bool {
+    matches!(d, Delivery::Message(m) if matches!(s.get(m.seq), Ok(None)))
+}
+
+/// A subscription from 1 covers the same positions as `seen` (what next_matching gave) without
+/// waiting for any: the same messages, and losses over the same sequences (a run found while
+/// reading may be told in pieces to the first reader and whole to a later one).
+///
+/// A message with a TTL (a forged record's may be long past) can expire between the two
+/// reads, or during the second: a deliberate removal, told to no reader. Both are compared
+/// on what is still stored.
+fn check_subscription_agrees(s: &StreamHandle, all: &FilterSet, seen: &[Delivery]) {
+    let told = read_with_subscription(s, all, seen);
     // IMPORTANT: which messages are gone is read once, for both lists: read for each list in
     // turn, a message whose TTL ran out between the two would be kept in one and not the other.
     let gone_now: std::collections::HashSet<u64> = seen
         .iter()
         .chain(&told)
-        .filter(|d| gone(d))
+        .filter(|d| is_gone(s, d))
         .map(Delivery::last_seq)
         .collect();
     let still_stored = |deliveries: &[Delivery]| -> Vec<Delivery> {
@@ -610,37 +631,69 @@ pub fn open_dir(data_dir: &Path, files: &[Option<Vec<u8>>]) -> Opened {
             .collect()
     };
     assert_eq!(
-        coverage(&still_stored(&seen)),
+        coverage(&still_stored(seen)),
         coverage(&still_stored(&told)),
         "next_matching, then the subscription"
     );
+}
 
+/// What a subscription from 1 gives without waiting, up to where `seen` reached; panics when it
+/// would wait for a position `seen` holds that is still stored.
+fn read_with_subscription(s: &StreamHandle, all: &FilterSet, seen: &[Delivery]) -> Vec<Delivery> {
+    let reached = seen.last().map_or(0, Delivery::last_seq);
+    let mut told = Vec::new();
+    let mut sub = Box::pin(s.subscribe(1, all.clone()));
+    loop {
+        let at = told.last().map_or(0, Delivery::last_seq);
+        if at >= reached {
+            break;
+        }
+        match sub.next().now_or_never() {
+            Some(Some(Ok(d))) => told.push(d),
+            None if seen
+                .iter()
+                .filter(|d| d.last_seq() > at)
+                .all(|d| is_gone(s, d)) =>
+            {
+                break;
+            }
+            other => panic!(
+                "the subscription gave {other:?} before {reached}: {told:?}, next_matching {seen:?}"
+            ),
+        }
+    }
+    told
+}
+
+/// Each message of `seen` read again with `get` (it must not have changed, if still there):
+/// `seq → (subject, payload)`.
+fn read_again(s: &StreamHandle, seen: Vec<Delivery>) -> BTreeMap<u64, (String, Bytes)> {
+    let mut messages = BTreeMap::new();
     for d in seen {
         let Delivery::Message(m) = d else { continue };
         if let Ok(Some(again)) = s.get(m.seq) {
             assert_eq!((&again.subject, &again.payload), (&m.subject, &m.payload));
         }
-        out.messages.insert(m.seq, (m.subject, m.payload));
+        messages.insert(m.seq, (m.subject, m.payload));
     }
-    let _ = s.info(Some(&all));
+    messages
+}
 
+/// Publishes one message and reads it back; the sequence it got (None: the publish was
+/// refused), which must be past `last`.
+fn publish_after_open(s: &StreamHandle, last: u64) -> Option<u64> {
     let payload = Bytes::from_static(b"published after open");
-    if let Ok(ack) =
-        futures::executor::block_on(s.publish("f.new", Headers::new(), payload.clone()))
-    {
-        assert!(
-            ack.seq > last,
-            "publish after open got {} ≤ last {last}",
-            ack.seq
-        );
-        if let Ok(Some(m)) = s.get(ack.seq) {
-            assert_eq!(m.payload, payload);
-        }
-        out.published = Some(ack.seq);
+    let ack =
+        futures::executor::block_on(s.publish("f.new", Headers::new(), payload.clone())).ok()?;
+    assert!(
+        ack.seq > last,
+        "publish after open got {} ≤ last {last}",
+        ack.seq
+    );
+    if let Ok(Some(m)) = s.get(ack.seq) {
+        assert_eq!(m.payload, payload);
     }
-    let _ = s.info(None);
-    store.close();
-    out
+    Some(ack.seq)
 }
 
 /// What deliveries cover: each message, and each run of lost positions (adjacent runs merged).

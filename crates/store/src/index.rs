@@ -14,9 +14,10 @@ use std::path::PathBuf;
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use crate::decode::{BlockProblem, FileDecodeError};
+use crate::decode::{BlockProblem, FileDecodeError, MAX_SEQ};
 use crate::fsutil::{Reader, put_uvarint, put_varint};
-use crate::table::{BlockEntry, BlockStats, MAX_SEQ, RangeSet, SubjectSummary, Table, Unread};
+use crate::ranges::RangeSet;
+use crate::table::{BlockEntry, BlockStats, SubjectSummary, Table, Unread};
 
 /// The file's name in `msgs/`.
 pub const FILE: &str = "index.db";

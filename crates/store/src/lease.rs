@@ -11,10 +11,9 @@
 
 use std::path::Path;
 
-use crate::decode::FileDecodeError;
+use crate::decode::{FileDecodeError, MAX_SEQ};
 use crate::error::Result;
 use crate::sidecar;
-use crate::table::MAX_SEQ;
 
 /// The file's name in `msgs/`.
 pub const FILE: &str = "lease.db";

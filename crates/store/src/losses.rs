@@ -18,11 +18,11 @@
 
 use std::path::Path;
 
-use crate::decode::FileDecodeError;
+use crate::decode::{FileDecodeError, MAX_SEQ};
 use crate::error::Result;
 use crate::fsutil::{Reader, put_uvarint};
+use crate::ranges::RangeSet;
 use crate::sidecar;
-use crate::table::{MAX_SEQ, RangeSet};
 
 /// The file's name in `msgs/`.
 pub const FILE: &str = "lost.db";

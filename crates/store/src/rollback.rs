@@ -16,7 +16,7 @@
 
 use crate::block::BlocksEnd;
 use crate::error::Result;
-use crate::recovery;
+use crate::recovery::{self, Recovered};
 use crate::state::State;
 use crate::types::{RecoveryReport, WriteStats};
 
@@ -66,6 +66,25 @@ fn reload(st: &mut State) -> Result<()> {
     let mut report = RecoveryReport::new(st.config.name.clone());
     // Whatever recovery finds and repairs, it logs itself.
     let recovered = recovery::recover(&dir.join("msgs"), &settings, &mut report)?;
-    st.restore(recovered);
+    restore(st, recovered);
     Ok(())
+}
+
+/// Replaces what the stream holds with what recovery found in its files; the configuration,
+/// identity, write health and counters stay.
+fn restore(st: &mut State, r: Recovered) {
+    st.table = r.table;
+    st.blocks = r.blocks;
+    st.dedupe = r.dedupe;
+    st.last_msg_id = r.last_msg_id;
+    st.ttl = r.ttl;
+    st.schedules = r.schedules;
+    st.sources = r.sources;
+    st.purge_to = None;
+    st.expired_to = None;
+    st.dirty = !r.index_current;
+    st.lease = r.lease;
+    // Never above the last sequence: the next one appended must not be visible before it
+    // is written.
+    st.visible = st.visible.min(st.table.last_seq);
 }

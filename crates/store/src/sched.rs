@@ -62,7 +62,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::fuzzing::table_of;
+    use crate::table::table_of;
 
     proptest! {
         /// What is written reads back the same, less the schedule whose message now has

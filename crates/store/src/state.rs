@@ -16,7 +16,6 @@ use crate::lease;
 use crate::losses::Lost;
 use crate::proto::{self, FilterSet};
 use crate::record::{self, Kind, RecordRef};
-use crate::recovery::Recovered;
 use crate::schedule::Schedules;
 use crate::sources::SourceIndex;
 use crate::table::{Found, MsgMeta, Table};
@@ -210,25 +209,6 @@ impl State {
     /// Whether the batch holds records not written yet (what [`State::flush`] writes).
     pub fn has_unwritten(&self) -> bool {
         self.blocks.has_pending() || self.purge_to.is_some()
-    }
-
-    /// Replaces what the stream holds with what recovery found in its files (undoing a failed
-    /// batch, see `rollback`); the configuration, identity, write health and counters stay.
-    pub fn restore(&mut self, r: Recovered) {
-        self.table = r.table;
-        self.blocks = r.blocks;
-        self.dedupe = r.dedupe;
-        self.last_msg_id = r.last_msg_id;
-        self.ttl = r.ttl;
-        self.schedules = r.schedules;
-        self.sources = r.sources;
-        self.purge_to = None;
-        self.expired_to = None;
-        self.dirty = !r.index_current;
-        self.lease = r.lease;
-        // Never above the last sequence: the next one appended must not be visible before it
-        // is written.
-        self.visible = self.visible.min(self.table.last_seq);
     }
 
     /// Writes the batch's front-removal marker (if any) and the batch to the active block.

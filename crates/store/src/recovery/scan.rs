@@ -12,11 +12,13 @@ use std::path::Path;
 
 use super::baseline::Baseline;
 use crate::block::{Loc, block_path};
+use crate::decode::MAX_SEQ;
 use crate::error::{Result, StoreError};
 use crate::losses::Losses;
 use crate::proto::{self, names};
+use crate::ranges::RangeSet;
 use crate::record::{self, DecodeError, Kind, RecordRef, flags};
-use crate::table::{MAX_SEQ, MsgMeta, RangeSet, Table};
+use crate::table::{MsgMeta, Table};
 use crate::types::{RecoveryReport, Truncation};
 
 /// The stream after the scan.

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::msg_meta::MsgMeta;
-use super::ranges::RangeSet;
+use crate::ranges::RangeSet;
 use crate::record::flags;
 
 /// Counters of one block.

@@ -7,7 +7,6 @@
 mod block_entry;
 mod load;
 mod msg_meta;
-mod ranges;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -15,18 +14,12 @@ use std::sync::Arc;
 
 pub use block_entry::{BlockEntry, BlockStats, Unread};
 pub use msg_meta::MsgMeta;
-pub use ranges::RangeSet;
 
+use crate::block::Loc;
 use crate::error::Result;
 use crate::losses::{LossCause, Losses, Lost};
 use crate::proto::{self, FilterSet};
 use crate::types::LostState;
-
-/// The highest last sequence a stream file may name (2^63 − 1). Recovery refuses a record,
-/// marker, lease or index.db above it: the store never wrote one (2^63 messages at a billion
-/// a second take 292 years), and from one near `u64::MAX` the next sequence, or the lease
-/// raised past it, would overflow.
-pub const MAX_SEQ: u64 = i64::MAX as u64;
 
 /// A subject's live count and the blocks that may hold it: no block outside
 /// `[first_block, last_block]` does; blocks inside may not (bounds are tightened by reads).
@@ -661,12 +654,31 @@ fn first_match_in(block: &BlockEntry, from: u64, upto: u64, filter: &FilterSet) 
     None
 }
 
+/// A message table holding one message per `(sequence, subject)`, in block 1: what the sidecar
+/// readers' tests and fuzz targets check entries against.
+pub fn table_of(messages: &[(u64, &str)]) -> Table {
+    let mut table = Table::default();
+    for &(seq, subject) in messages {
+        let meta = MsgMeta {
+            subject: Arc::from(subject),
+            ts: 0,
+            loc: Loc {
+                block: 1,
+                offset: 0,
+                len: 0,
+            },
+            flags: 0,
+        };
+        table.insert(seq, meta);
+    }
+    table
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::block::Loc;
 
     /// A table of `(gap before, subject)` messages, `per_block` to a block.
     fn table(subjects: &[(u64, String)], per_block: usize) -> Table {

@@ -1,5 +1,5 @@
-//! A set of sequences kept as disjoint inclusive ranges: a block's deleted sequences cost one
-//! entry per run of deletes, never one per sequence.
+//! A set of sequences kept as disjoint inclusive ranges: a block's deleted sequences, or a
+//! stream's lost positions, cost one entry per run, never one per sequence.
 
 use std::collections::BTreeMap;
 
