@@ -8,7 +8,9 @@
 //! - [`subject_index`]: filters mapped to keys, answering which keys' filters match a subject;
 //! - [`headers`]: message headers and the `NATS/1.0` header block, well-known header names;
 //! - [`error`]: JetStream API errors with their codes;
-//! - [`duration`]: Go-style durations (`1h2m3.5s`);
+//! - [`duration`]: Go-style durations (`1h2m3.5s`), as NATS headers write them;
+//! - [`config_duration`], [`config_choice`]: durations and one-of-a-few-words values as sluice's
+//!   configuration files write them (`"1m 30s"`, `"live"`);
 //! - [`transform`]: subject transforms (`{src, dest}` with `$N`, `{{wildcard(N)}}`, `*`, `>`);
 //! - [`ttl`]: the `Nats-TTL` header;
 //! - [`schedule`]: the `Nats-Schedule` header (`@at`, `@every`, cron) and its next run.
@@ -16,6 +18,8 @@
 //! Every error names the offending value and says what is wrong with it; no input makes any
 //! function here panic.
 
+pub mod config_choice;
+pub mod config_duration;
 pub mod duration;
 pub mod error;
 pub mod headers;

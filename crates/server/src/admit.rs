@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
-use crate::backend::StreamState;
-use crate::conn::ConnInfo;
-use crate::fanout::record;
 use crate::hub::Hub;
-use crate::metrics::Metrics;
-use crate::plan::Plan;
-use crate::session::ConnectionGuard;
+use sluice_backend::StreamState;
+use sluice_core::conn::ConnInfo;
+use sluice_core::fanout::record;
+use sluice_core::metrics::Metrics;
+use sluice_core::plan::Plan;
+use sluice_core::session::ConnectionGuard;
 
 /// The longest a reader waits for the stream's state before it is turned away for now.
 const STATE_TIMEOUT: Duration = Duration::from_secs(5);

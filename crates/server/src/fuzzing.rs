@@ -2,10 +2,10 @@
 //! crate's benches (which build outside this crate and so cannot reach its private modules).
 //! Not part of the hub's API: nothing here changes behaviour, and nothing else should use it.
 
-pub use crate::event_id::{
+pub use crate::net::head::{Head, HeadError, parse as parse_head};
+pub use sluice_core::event_id::{
     Cursor, EventId, EventIdError, MAX_LEN as MAX_EVENT_ID_LEN, choose_cursor,
 };
-pub use crate::net::head::{Head, HeadError, parse as parse_head};
 
 /// The items of a `POST /publish` body as the hub splits it (`ndjson`: sent as
 /// `application/x-ndjson`): `Ok(None)` for a single message, `Ok(Some(items))` for a batch,

@@ -7,20 +7,25 @@ use std::sync::atomic::AtomicUsize;
 use tokio::sync::watch;
 
 use crate::auth::{AuthConfigError, Authenticator};
-use crate::backend::Backend;
 use crate::config::Config;
-use crate::conn::ConnInfo;
-use crate::fanout::{Encoder, Fanout};
-use crate::http::mercure::Mercure;
-use crate::metrics::Metrics;
+use crate::http::mercure::state::Mercure;
 use crate::owned_runtime::OwnedRuntime;
-use crate::session::{ConnectionGuard, SessionContext};
+use sluice_backend::{Backend, BackendRoles, StreamAdmin, StreamStatistics};
+use sluice_core::conn::ConnInfo;
+use sluice_core::fanout::{Encoder, Fanout};
+use sluice_core::metrics::Metrics;
+use sluice_core::session::{ConnectionGuard, SessionContext};
 
 /// One running hub: its configuration, backend, metrics, feeds and authorization, shared by
 /// every request. Build it with [`Hub::new`], run it with [`serve`].
 pub struct Hub {
     pub(crate) config: Arc<Config>,
+    /// The stream's data path.
     pub(crate) backend: Arc<dyn Backend>,
+    /// Administration of the backend's streams.
+    pub(crate) admin: Arc<dyn StreamAdmin>,
+    /// What the backend tells `/metrics`.
+    pub(crate) statistics: Arc<dyn StreamStatistics>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) fanout: Fanout,
     /// The fan-out of Mercure's feeds, whose views select and encode on a thread of their own
@@ -45,10 +50,19 @@ impl std::fmt::Debug for Hub {
 }
 
 impl Hub {
-    /// A hub over `backend`. `config` must be validated; the authorization keys are read
-    /// here, so a missing or bad key file is an error before any socket opens.
-    pub fn new(config: Config, backend: Arc<dyn Backend>) -> Result<Arc<Self>, AuthConfigError> {
-        let metrics = Arc::new(Metrics::for_backend(&*backend));
+    /// A hub over `backend` (an `Arc` of either backend, or its roles). `config` must be
+    /// validated; the authorization keys are read here, so a missing or bad key file is an
+    /// error before any socket opens.
+    pub fn new(
+        config: Config,
+        backend: impl Into<BackendRoles>,
+    ) -> Result<Arc<Self>, AuthConfigError> {
+        let BackendRoles {
+            data: backend,
+            admin,
+            statistics,
+        } = backend.into();
+        let metrics = Arc::new(Metrics::for_backend(&*statistics));
         let lookups = metrics.token_cache_lookups.clone();
         let auth = Arc::new(
             Authenticator::counting_cache_lookups(&config.auth, lookups)?
@@ -82,6 +96,8 @@ impl Hub {
         Ok(Arc::new(Self {
             config: Arc::new(config),
             backend,
+            admin,
+            statistics,
             metrics,
             fanout,
             mercure_fanout,

@@ -9,29 +9,20 @@
 
 mod admit;
 pub mod auth;
-pub mod backend;
 mod bounded_file;
 pub mod config;
-mod conn;
-mod duration;
-mod event_id;
-mod fanout;
 mod file_version;
-mod frames;
 #[doc(hidden)]
 pub mod fuzzing;
 mod http;
 mod hub;
 mod log_filter;
-mod metrics;
 mod net;
 mod owned_runtime;
-mod plan;
-mod session;
 pub mod tls;
 mod topics;
 
-pub use event_id::{EventId, EventIdError};
 pub use hub::Hub;
 pub use log_filter::may_log;
 pub use net::{Listener, serve, serve_listeners};
+pub use sluice_core::event_id::{EventId, EventIdError};

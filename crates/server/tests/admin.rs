@@ -273,7 +273,7 @@ backends::on_both_backends!(
 /// was found and what it copied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_description_shows_each_source_and_how_it_resumed() {
-    use sluice_server::backend::embedded::StreamDecl;
+    use sluice_backend::embedded::StreamDecl;
     let mut config = admin_config(false);
     let decl = |name: &str, subjects: &[&str]| StreamDecl {
         name: name.into(),

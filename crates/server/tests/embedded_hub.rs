@@ -5,9 +5,9 @@ mod common;
 
 use common::{Embedded, data, expect_event};
 use serde_json::json;
+use sluice_backend::embedded::stream_config;
+use sluice_backend::{Backend, PublishRequest};
 use sluice_protocol::headers::{Headers, NATS_MARKER_REASON};
-use sluice_server::backend::embedded::stream_config;
-use sluice_server::backend::{Backend, PublishRequest};
 use sluice_server::config::{Config, StreamDecl};
 use sluice_store::PurgeRequest;
 
@@ -336,7 +336,7 @@ async fn a_refused_undeclared_stream_keeps_the_backend_from_opening() {
     std::fs::remove_file(stream_dir.join("meta.bak")).unwrap();
     let mut config = Config::default();
     config.embedded.data_dir = dir.path().to_owned();
-    let err = sluice_server::backend::embedded::EmbeddedBackend::open(&config.embedded)
+    let err = sluice_backend::embedded::EmbeddedBackend::open(&config.embedded)
         .await
         .unwrap_err()
         .to_string();

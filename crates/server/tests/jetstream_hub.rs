@@ -16,7 +16,7 @@ use async_nats::jetstream::stream;
 use common::{HubFactory, TestHub, expect_event};
 use futures::StreamExt;
 use serde_json::json;
-use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig};
+use sluice_backend::jetstream::{JetStreamBackend, JetStreamConfig};
 use sluice_server::config::{BackendKind, Config};
 use sluice_test_support::{NatsOptions, NatsServer, SseClient, eventually_async};
 

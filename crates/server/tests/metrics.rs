@@ -13,7 +13,7 @@ use async_nats::jetstream::stream;
 use common::{Embedded, HubFactory, TestHub, expect_event, metric_value};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig};
+use sluice_backend::jetstream::{JetStreamBackend, JetStreamConfig};
 use sluice_server::config::{BackendKind, Config};
 use sluice_test_support::{NatsServer, SseClient, eventually_async, http, repo_root};
 

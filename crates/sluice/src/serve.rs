@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use sluice_backend::BackendRoles;
+use sluice_backend::embedded::EmbeddedBackend;
+use sluice_backend::jetstream::JetStreamBackend;
 use sluice_server::Listener;
 use sluice_server::auth::Direction;
-use sluice_server::backend::Backend;
-use sluice_server::backend::embedded::EmbeddedBackend;
-use sluice_server::backend::jetstream::JetStreamBackend;
 use sluice_server::config::{self, BackendKind, Config, Overrides};
 use sluice_server::tls::Certificates;
 
@@ -87,7 +87,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let listen = config.listen;
     let tls_listen = config.tls.as_ref().and_then(|tls| tls.listen);
     let backend = open_backend(&config).await?;
-    let kind = backend.kind();
+    let kind = backend.data.kind();
     let hub = sluice_server::Hub::new(config, backend).map_err(|err| from_config(&err))?;
     let auth = hub.auth();
     if [Direction::Subscribe, Direction::Publish, Direction::Admin]
@@ -145,7 +145,7 @@ fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
     listen().with_context(|| format!("cannot listen on {addr}"))
 }
 
-async fn open_backend(config: &Config) -> anyhow::Result<Arc<dyn Backend>> {
+async fn open_backend(config: &Config) -> anyhow::Result<BackendRoles> {
     Ok(match config.backend {
         BackendKind::Embedded => {
             let (backend, reports) = EmbeddedBackend::open(&config.embedded).await?;
@@ -153,14 +153,14 @@ async fn open_backend(config: &Config) -> anyhow::Result<Arc<dyn Backend>> {
                 tracing::info!(?report, "stream recovered");
             }
             tracing::info!(data_dir = %config.embedded.data_dir.display(), stream = %config.embedded.stream, "embedded store open");
-            Arc::new(backend)
+            Arc::new(backend).into()
         }
         BackendKind::Jetstream => {
             let jetstream = config
                 .jetstream
                 .as_ref()
                 .context("backend = \"jetstream\" needs a [jetstream] section")?;
-            Arc::new(JetStreamBackend::connect(jetstream).await?)
+            Arc::new(JetStreamBackend::connect(jetstream).await?).into()
         }
     })
 }

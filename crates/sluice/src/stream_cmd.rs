@@ -16,8 +16,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::header::CONTENT_TYPE;
 use hyper::{Method, Request};
 use serde_json::{Value, json};
-use sluice_server::backend::PurgeOptions;
-use sluice_server::backend::embedded::{admin, stream_config};
+use sluice_backend::PurgeOptions;
+use sluice_backend::embedded::{admin, stream_config};
 use sluice_server::config::{self, Overrides};
 use sluice_store::{MetaRepair, Store, StoreError, StoreOptions, StreamConfig};
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use sluice_backend::embedded::EmbeddedBackend;
 use sluice_bench::{Config, Hub, Protocol};
-use sluice_server::backend::embedded::EmbeddedBackend;
 use sluice_server::config::Config as HubConfig;
 use sluice_server::{Hub as SluiceHub, Listener};
 use sluice_test_support::tempfile;

@@ -19,7 +19,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use super::error::AuthError;
-use crate::metrics::{Counters, Metrics};
+use sluice_core::metrics::{Counters, Metrics};
 
 /// The most tokens one cache holds.
 pub(crate) const MAX_ENTRIES: usize = 1024;

@@ -59,7 +59,7 @@ pub struct DirectionConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_param: Option<String>,
     /// Clock skew tolerated on `exp` and `nbf` (whole seconds, e.g. `"5s"`).
-    #[serde(default = "default_leeway", with = "crate::duration")]
+    #[serde(default = "default_leeway", with = "sluice_protocol::config_duration")]
     pub leeway: Duration,
     /// When set, a token must carry this value in its `aud` claim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -320,10 +320,10 @@ impl DirectionConfig {
         if self.leeway > MAX_LEEWAY || self.leeway.subsec_nanos() != 0 {
             return Err(AuthConfigError::invalid(
                 key("leeway"),
-                crate::duration::format(self.leeway),
+                sluice_protocol::config_duration::format(self.leeway),
                 format!(
                     "must be whole seconds, at most {}",
-                    crate::duration::format(MAX_LEEWAY)
+                    sluice_protocol::config_duration::format(MAX_LEEWAY)
                 ),
             ));
         }

@@ -33,9 +33,9 @@ pub use extract::{FoundToken, TokenPlaces, TokenSource, extract_token};
 pub use grant::{Direction, Grant};
 pub use origin::{cookie_origin_allowed, request_origin};
 
-use crate::metrics::Counters;
 use cache::TokenCache;
 use keys::KeySet;
+use sluice_core::metrics::Counters;
 use token::TokenRules;
 
 /// Checks requests against the configured tokens and keys; shared by all requests.

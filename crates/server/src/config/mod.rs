@@ -5,81 +5,29 @@
 //! Every key is documented in `docs/CONFIGURATION.md`. Unknown keys are errors, and every error
 //! names the key and the offending value.
 
+pub(crate) mod error;
 mod explain;
 mod layers;
 pub(crate) mod validate;
+pub(crate) mod values;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthConfig;
-pub use crate::backend::embedded::{DEFAULT_STREAM, EmbeddedConfig, StreamDecl};
-use crate::backend::jetstream::{JetStreamConfig, JetStreamConfigError};
-use crate::duration;
-pub use crate::http::mercure::{CollectionShape, MercureConfig};
+use crate::http::mercure::config::MercureContext;
+pub use crate::http::mercure::config::{CollectionShape, MercureConfig};
 pub use crate::tls::TlsConfig;
+pub use sluice_backend::embedded::{DEFAULT_STREAM, EmbeddedConfig, StreamDecl};
+use sluice_backend::jetstream::JetStreamConfig;
+pub use sluice_core::fanout::FanoutConfig;
+pub use sluice_core::plan::OnLoss;
+use sluice_protocol::config_duration;
 
+pub use error::ConfigError;
 pub use layers::{Overrides, load, load_str};
-
-/// A configuration that cannot be used; the message names the key and the value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read config file {path}: {reason}")]
-    Read {
-        /// The configuration file that could not be read.
-        path: PathBuf,
-        /// What the operating system reported.
-        reason: String,
-    },
-    /// The file is not valid TOML, or a value has the wrong type or an unknown key.
-    #[error("{origin}: {message}")]
-    Syntax {
-        /// Where the value came from: the file's name, `environment variable SLUICE_…` or
-        /// `flag --…`.
-        origin: String,
-        /// The parser's message, naming the key.
-        message: String,
-    },
-    /// A key has a value that is well-typed but not acceptable.
-    #[error("invalid `{key}` = {value}: {reason}")]
-    Invalid {
-        /// The dotted key, e.g. `sse.heartbeat`.
-        key: String,
-        /// The offending value, quoted as written.
-        value: String,
-        /// Why it is rejected.
-        reason: String,
-    },
-    /// A value of the `[jetstream]` section is not acceptable.
-    #[error(transparent)]
-    JetStream(#[from] JetStreamConfigError),
-    /// A value an environment variable or a flag set is not acceptable.
-    #[error("{by}: {error}")]
-    Given {
-        /// `environment variable SLUICE_…` or `flag --…`.
-        by: String,
-        /// What is wrong with the value.
-        error: Box<ConfigError>,
-    },
-}
-
-impl ConfigError {
-    pub(crate) fn invalid(
-        key: impl Into<String>,
-        value: impl std::fmt::Debug,
-        reason: impl Into<String>,
-    ) -> Self {
-        Self::Invalid {
-            key: key.into(),
-            value: format!("{value:?}"),
-            reason: reason.into(),
-        }
-    }
-}
 
 /// Which durable stream the hub serves.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -92,32 +40,11 @@ pub enum BackendKind {
     Jetstream,
 }
 
-/// Where a client resumes when its position is lost (expired, ahead of the stream, or from
-/// another incarnation of it). The client is always told with a `gap` frame first.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OnLoss {
-    /// Continue from the earliest retained message (the default).
-    #[default]
-    Earliest,
-    /// Continue with new messages only.
-    Live,
-}
-
 impl<'de> Deserialize<'de> for BackendKind {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        validate::choice(
+        sluice_protocol::config_choice::choice(
             deserializer,
             &[("embedded", Self::Embedded), ("jetstream", Self::Jetstream)],
-        )
-    }
-}
-
-impl<'de> Deserialize<'de> for OnLoss {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        validate::choice(
-            deserializer,
-            &[("earliest", Self::Earliest), ("live", Self::Live)],
         )
     }
 }
@@ -174,13 +101,13 @@ pub struct Config {
 #[serde(deny_unknown_fields, default)]
 pub struct SseConfig {
     /// Idle interval after which a `: heartbeat` comment is sent.
-    #[serde(with = "duration")]
+    #[serde(with = "config_duration")]
     pub heartbeat: Duration,
     /// Reconnection delay suggested to clients with `retry:`.
-    #[serde(with = "duration")]
+    #[serde(with = "config_duration")]
     pub retry: Duration,
     /// A connection whose socket accepts nothing for this long is closed (`slow_client`).
-    #[serde(with = "duration")]
+    #[serde(with = "config_duration")]
     pub write_timeout: Duration,
     /// Largest encoded event in bytes; a larger message is replaced by a `gap` frame.
     pub max_event_size: usize,
@@ -230,13 +157,13 @@ pub struct LimitsConfig {
     pub max_connections_per_address: usize,
     /// A connection that has not sent a complete request head within this time is closed
     /// (slowloris).
-    #[serde(with = "duration")]
+    #[serde(with = "config_duration")]
     pub header_read_timeout: Duration,
     /// Largest request head (request line and headers) in bytes; larger is a `431`.
     pub max_header_bytes: usize,
     /// A request body must arrive whole within this time after its head, or the connection
     /// is closed with a `408` (slow or endless bodies).
-    #[serde(with = "duration")]
+    #[serde(with = "config_duration")]
     pub body_read_timeout: Duration,
 }
 
@@ -248,7 +175,10 @@ pub struct ReplayConfig {
     /// `replay_cap_reached` (the client resumes by `Last-Event-ID`); 0 means no cap.
     pub max_messages: u64,
     /// When set, backlog older than this is skipped (and reported with a `gap` frame).
-    #[serde(with = "duration::option", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        with = "config_duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub window: Option<Duration>,
     /// Where to continue when the requested position is lost: `earliest` or `live`.
     pub on_loss: OnLoss,
@@ -316,19 +246,6 @@ impl Default for ProbesConfig {
     }
 }
 
-/// The in-memory fan-out (`[fanout]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct FanoutConfig {
-    /// Encoded frames kept in memory per distinct topic set (and, for all topics together, by
-    /// the node's dispatch); a client further behind reads from the stream until it catches up.
-    pub ring_size: usize,
-    /// Reads of the stream behind a ring (clients catching up) that run at once on this hub;
-    /// each is a backend subscription (on JetStream, a consumer on the server). More clients
-    /// wait for a turn.
-    pub max_catch_up_reads: usize,
-}
-
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -386,15 +303,6 @@ impl Default for ReplayConfig {
             max_messages: 0,
             window: None,
             on_loss: OnLoss::Earliest,
-        }
-    }
-}
-
-impl Default for FanoutConfig {
-    fn default() -> Self {
-        Self {
-            ring_size: 4096,
-            max_catch_up_reads: 64,
         }
     }
 }

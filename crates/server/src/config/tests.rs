@@ -1,3 +1,5 @@
+use std::path::PathBuf;
+
 use super::*;
 
 fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -7,7 +7,8 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, de};
 use sluice_protocol::subject::{validate_filter, validate_subject};
 
-use super::{BackendKind, Config, ConfigError, StreamDecl};
+use super::values::{allowed_origin, http_url};
+use super::{BackendKind, Config, ConfigError, MercureContext, StreamDecl};
 use crate::auth::AuthConfigError;
 
 /// The longest accepted `retry:` hint and heartbeat interval.
@@ -21,34 +22,6 @@ pub fn socket_addr<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SocketA
             "{text:?} is not an address like \"127.0.0.1:8080\""
         ))
     })
-}
-
-/// Deserializes one of the words of `choices`; anything else is refused listing them.
-pub fn choice<'de, D: Deserializer<'de>, T: Copy>(
-    deserializer: D,
-    choices: &'static [(&'static str, T)],
-) -> Result<T, D::Error> {
-    struct Choice<T: 'static>(&'static [(&'static str, T)]);
-    impl<T: 'static> Choice<T> {
-        fn list(&self) -> String {
-            let names: Vec<String> = self.0.iter().map(|(name, _)| format!("`{name}`")).collect();
-            format!("one of {}", names.join(", "))
-        }
-    }
-    impl<T: Copy + 'static> de::Visitor<'_> for Choice<T> {
-        type Value = T;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str(&self.list())
-        }
-        fn visit_str<E: de::Error>(self, text: &str) -> Result<T, E> {
-            self.0
-                .iter()
-                .find(|(name, _)| *name == text)
-                .map(|(_, value)| *value)
-                .ok_or_else(|| E::custom(format!("expected {}", self.list())))
-        }
-    }
-    deserializer.deserialize_any(Choice(choices))
 }
 
 /// Checks the whole configuration.
@@ -94,7 +67,16 @@ pub fn config(config: &Config) -> Result<(), ConfigError> {
         }
         other => ConfigError::invalid("auth", "", other.to_string()),
     })?;
-    config.mercure.validate(config)?;
+    let served_subjects = (config.backend == BackendKind::Embedded).then(|| {
+        config
+            .served_stream()
+            .map_or_else(|| vec![">".to_owned()], |stream| stream.subjects.clone())
+    });
+    config.mercure.validate(&MercureContext {
+        topic_prefix: &config.topic_prefix,
+        served_stream: &config.embedded.stream,
+        served_subjects,
+    })?;
     jetstream(config)
 }
 
@@ -139,7 +121,7 @@ fn sse(config: &Config) -> Result<(), ConfigError> {
         if value.is_zero() || value > MAX_INTERVAL {
             return Err(ConfigError::invalid(
                 key,
-                crate::duration::format(value),
+                sluice_protocol::config_duration::format(value),
                 "must be more than 0s and at most 1h",
             ));
         }
@@ -286,7 +268,7 @@ fn limits(config: &Config) -> Result<(), ConfigError> {
     if limits.header_read_timeout.is_zero() || limits.header_read_timeout > MAX_INTERVAL {
         return Err(ConfigError::invalid(
             "limits.header_read_timeout",
-            crate::duration::format(limits.header_read_timeout),
+            sluice_protocol::config_duration::format(limits.header_read_timeout),
             "must be more than 0s and at most 1h",
         ));
     }
@@ -300,7 +282,7 @@ fn limits(config: &Config) -> Result<(), ConfigError> {
     if limits.body_read_timeout.is_zero() || limits.body_read_timeout > MAX_INTERVAL {
         return Err(ConfigError::invalid(
             "limits.body_read_timeout",
-            crate::duration::format(limits.body_read_timeout),
+            sluice_protocol::config_duration::format(limits.body_read_timeout),
             "must be more than 0s and at most 1h",
         ));
     }
@@ -317,7 +299,7 @@ fn embedded(config: &Config) -> Result<(), ConfigError> {
         ));
     }
     if !matches!(embedded.sync.as_str(), "always" | "never") {
-        let interval = crate::duration::parse(&embedded.sync).map_err(|err| {
+        let interval = sluice_protocol::config_duration::parse(&embedded.sync).map_err(|err| {
             ConfigError::invalid(
                 "embedded.sync",
                 &embedded.sync,
@@ -421,14 +403,14 @@ fn delete_markers(key: &str, stream: &StreamDecl) -> Result<(), ConfigError> {
     if ttl < Duration::from_secs(1) {
         return Err(ConfigError::invalid(
             field,
-            crate::duration::format(ttl),
+            sluice_protocol::config_duration::format(ttl),
             "must be at least 1s, or 0 for no markers",
         ));
     }
     if !stream.allow_msg_ttl {
         return Err(ConfigError::invalid(
             field,
-            crate::duration::format(ttl),
+            sluice_protocol::config_duration::format(ttl),
             "delete markers carry a TTL: they need allow_msg_ttl = true",
         ));
     }
@@ -462,85 +444,4 @@ fn jetstream(config: &Config) -> Result<(), ConfigError> {
         )),
         None => Ok(()),
     }
-}
-
-pub(crate) fn http_url(key: &str, url: &str) -> Result<(), ConfigError> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))
-        .ok_or_else(|| ConfigError::invalid(key, url, "must start with http:// or https://"))?;
-    if rest.is_empty()
-        || rest.starts_with('/')
-        || url.chars().any(|c| c.is_whitespace() || c.is_control())
-    {
-        return Err(ConfigError::invalid(
-            key,
-            url,
-            "must be an absolute URL with a host",
-        ));
-    }
-    Ok(())
-}
-
-/// An allowed origin is `*` or exactly what a browser sends in `Origin`: a lower-case
-/// `http`/`https` scheme and host, an optional port, and nothing else. Anything else could
-/// never match a request, so it is rejected rather than silently ignored.
-pub(crate) fn allowed_origin(key: &str, origin: &str) -> Result<(), ConfigError> {
-    if origin == "*" {
-        return Ok(());
-    }
-    let never = |why: &str| {
-        ConfigError::invalid(
-            key,
-            origin,
-            format!("can never match a browser Origin: {why}"),
-        )
-    };
-    let rest = origin
-        .strip_prefix("https://")
-        .or_else(|| origin.strip_prefix("http://"))
-        .ok_or_else(|| never("it must start with http:// or https://"))?;
-    if rest.is_empty() {
-        return Err(never("it has no host"));
-    }
-    if rest.contains(['/', '?', '#']) {
-        return Err(never("an origin has no path, query or trailing slash"));
-    }
-    if rest.contains('*') {
-        return Err(never("wildcards are only allowed as the whole value `*`"));
-    }
-    if origin
-        .chars()
-        .any(|c| c.is_ascii_uppercase() || c.is_whitespace() || c.is_control())
-    {
-        return Err(never("browsers send it lower-case without whitespace"));
-    }
-    if rest.contains('@') {
-        return Err(never("an origin has no user information"));
-    }
-    let port = match rest.strip_prefix('[') {
-        Some(v6) => match v6.split_once(']') {
-            Some((_, "")) => None,
-            Some((_, after)) => Some(after.strip_prefix(':').unwrap_or(after)),
-            None => return Err(never("the IPv6 address has no closing `]`")),
-        },
-        None => rest.split_once(':').map(|(_, port)| port),
-    };
-    if let Some(port) = port
-        && port.parse::<u16>().is_err()
-    {
-        return Err(never("the port is not a number from 0 to 65535"));
-    }
-    let default_port = if origin.starts_with("https://") {
-        "443"
-    } else {
-        "80"
-    };
-    if port == Some(default_port) {
-        let without = origin.trim_end_matches(default_port).trim_end_matches(':');
-        return Err(never(&format!(
-            "browsers leave out the scheme's default port: write {without:?}"
-        )));
-    }
-    Ok(())
 }

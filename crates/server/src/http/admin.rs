@@ -28,10 +28,10 @@ use serde_json::json;
 use super::body::{self, BodyBudget, BodyLimits};
 use super::{bad_request, error_response, refusal};
 use crate::auth::{AuthError, Direction, Grant, request_origin};
-use crate::backend::{ApiError, BackendError, PurgeOptions};
-use crate::conn::ConnInfo;
 use crate::hub::Hub;
-use crate::metrics::Metrics;
+use sluice_backend::{ApiError, BackendError, PurgeOptions};
+use sluice_core::conn::ConnInfo;
+use sluice_core::metrics::Metrics;
 
 /// Largest purge body: three small fields.
 const MAX_PURGE_BODY: usize = 4096;
@@ -203,7 +203,7 @@ async fn list(
 ) -> Response {
     answer(&hub, "list", async {
         admit(&hub, &headers, uri.query(), peer(conn))?;
-        let streams = hub.backend.stream_names().await?;
+        let streams = hub.admin.stream_names().await?;
         Ok(Json(json!({ "streams": streams })).into_response())
     })
     .await
@@ -220,7 +220,7 @@ async fn info(
     answer(&hub, "info", async {
         admit(&hub, &headers, uri.query(), peer(conn))?;
         let name = stream_name(path)?;
-        let report = hub.backend.stream_report(&name).await?;
+        let report = hub.admin.stream_report(&name).await?;
         Ok(Json(report).into_response())
     })
     .await
@@ -265,7 +265,7 @@ async fn purge(
                 Refusal::invalid(format!("invalid purge subject {subject:?}: {err}"))
             })?;
         }
-        let purged = hub.backend.purge_stream(&name, options.clone()).await?;
+        let purged = hub.admin.purge_stream(&name, options.clone()).await?;
         tracing::info!(
             stream = %name,
             by = grant.subject(),
@@ -299,7 +299,7 @@ async fn remove(
                 "invalid sequence {seq:?}: expected a whole number from 1"
             ))
         })?;
-        hub.backend.delete_message(&name, seq).await?;
+        hub.admin.delete_message(&name, seq).await?;
         tracing::info!(stream = %name, by = grant.subject(), seq, "message deleted");
         Ok(Json(json!({ "deleted": seq })).into_response())
     })

@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use serde_json::value::RawValue;
 
 use super::refusal;
-use crate::backend::ApiError;
+use sluice_backend::ApiError;
 
 /// The NDJSON media type.
 const NDJSON: &str = "application/x-ndjson";

@@ -20,15 +20,15 @@ use bytes::BytesMut;
 use super::{bad_request, error_response, refusal};
 use crate::admit::{Admitted, Refusal};
 use crate::auth::Direction;
-use crate::backend::ApiError;
-use crate::conn::ConnInfo;
-use crate::event_id::choose_cursor;
-use crate::frames;
 use crate::hub::Hub;
-use crate::metrics::Metrics;
-use crate::plan::Plan;
-use crate::session::{Session, StreamHandoff};
 use crate::topics;
+use sluice_backend::ApiError;
+use sluice_core::conn::ConnInfo;
+use sluice_core::event_id::choose_cursor;
+use sluice_core::frames;
+use sluice_core::metrics::Metrics;
+use sluice_core::plan::Plan;
+use sluice_core::session::{Session, StreamHandoff};
 
 type Params = Query<Vec<(String, String)>>;
 

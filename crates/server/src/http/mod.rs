@@ -41,11 +41,11 @@ pub(crate) use events::{
     accepts_event_stream, event_stream_response, session_body, transient, turned_away,
 };
 
-use crate::backend::{ApiError, BackendError};
 use crate::config::CorsConfig;
-use crate::conn::ConnInfo;
 use crate::hub::Hub;
-use crate::metrics::Metrics;
+use sluice_backend::ApiError;
+use sluice_core::conn::ConnInfo;
+use sluice_core::metrics::Metrics;
 
 /// Builds the router for `hub`.
 pub fn router(hub: Arc<Hub>) -> Router {
@@ -221,22 +221,6 @@ pub(crate) fn refusal(status: StatusCode, description: impl Into<String>) -> Api
 /// A `400 Bad Request` refusal of the hub's own.
 pub(crate) fn bad_request(description: impl Into<String>) -> ApiError {
     refusal(StatusCode::BAD_REQUEST, description)
-}
-
-/// A backend error as an answer: the stream's refusal as it is; the backend out of reach as
-/// `503`, storage that cannot be written (a full disk) as `507 Insufficient Storage`, anything
-/// else as `500`, described by the error's message.
-impl From<BackendError> for ApiError {
-    fn from(err: BackendError) -> Self {
-        match err {
-            BackendError::Api(api) => api,
-            BackendError::Unavailable(_) => {
-                refusal(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
-            }
-            BackendError::Storage(_) => refusal(StatusCode::INSUFFICIENT_STORAGE, err.to_string()),
-            other => refusal(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
-        }
-    }
 }
 
 #[cfg(test)]

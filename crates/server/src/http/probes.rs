@@ -10,9 +10,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::backend::Health;
 use crate::hub::Hub;
-use crate::metrics::{Exposition, Metrics, Snapshot};
+use sluice_backend::Health;
+use sluice_core::metrics::{Exposition, Metrics, Snapshot};
 
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -77,7 +77,7 @@ pub async fn healthz(State(hub): State<Arc<Hub>>) -> Response {
 /// What the per-stream gauges and the feeds' lag show for this scrape: the backend's answer
 /// within one second, else nothing (counted as a backend error and logged).
 async fn read_streams(hub: &Hub) -> Snapshot {
-    let error = match tokio::time::timeout(HEALTH_TIMEOUT, hub.backend.stream_stats()).await {
+    let error = match tokio::time::timeout(HEALTH_TIMEOUT, hub.statistics.stream_stats()).await {
         Ok(Ok(streams)) => {
             let feed_lag = streams
                 .iter()

@@ -34,12 +34,12 @@ use super::batch::{self, Shape};
 use super::body::{self, BodyBudget, BodyError, BodyLimits};
 use super::{ErrorBody, bad_request, error_response, refusal};
 use crate::auth::{AuthError, Direction, Grant};
-use crate::backend::{ApiError, BackendError, PublishAck, PublishRequest};
 use crate::config::Config;
-use crate::conn::ConnInfo;
-use crate::event_id::EventId;
 use crate::hub::Hub;
-use crate::metrics::Metrics;
+use sluice_backend::{ApiError, BackendError, PublishAck, PublishRequest};
+use sluice_core::conn::ConnInfo;
+use sluice_core::event_id::EventId;
+use sluice_core::metrics::Metrics;
 
 /// Most application headers on one message.
 const MAX_HEADERS: usize = 64;

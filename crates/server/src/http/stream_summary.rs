@@ -17,9 +17,9 @@ use serde::Serialize;
 
 use super::{error_response, refusal};
 use crate::auth::Direction;
-use crate::fanout::record;
 use crate::hub::Hub;
-use crate::metrics::Metrics;
+use sluice_core::fanout::record;
+use sluice_core::metrics::Metrics;
 
 /// Longest wait for the stream's state before answering 503.
 const STATE_TIMEOUT: Duration = Duration::from_secs(2);

@@ -3,7 +3,6 @@
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +17,8 @@ use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 use tower_service::Service;
 
-use super::addresses::{AddressCounts, AddressSlot};
+use super::addresses::AddressCounts;
+use super::connection::Connection;
 use super::head::{self, Head, HeadError};
 use super::repoll::Repoll;
 use super::rewind::Rewind;
@@ -26,12 +26,12 @@ use super::runtime;
 use super::stream::{MovedSocket, Socket, stream_head, write_stream};
 use super::upstream::{self, Protocol};
 use super::{Listener, TimedIo, handshake};
-use crate::conn::{ConnInfo, ConnState};
 use crate::http::mercure::HUB_PATH as MERCURE_HUB;
 use crate::http::{accepts_event_stream, error_response, refusal, transient};
 use crate::hub::Hub;
-use crate::metrics::Metrics;
-use crate::session::StreamHandoff;
+use sluice_core::conn::{ConnInfo, ConnState};
+use sluice_core::metrics::Metrics;
+use sluice_core::session::StreamHandoff;
 
 /// Accepts connections on every one of `listeners` until `signal` completes, then drains:
 /// stops accepting, ends every event stream, and waits until every connection has finished.
@@ -153,19 +153,6 @@ fn over_address_limit(hub: Arc<Hub>) -> Router {
         let hub = hub.clone();
         async move { refuse_over_address_limit(&hub, request.headers()) }
     })
-}
-
-/// One accepted connection.
-pub(super) struct Connection {
-    pub(super) hub: Arc<Hub>,
-    /// What answers its requests (a refusal when over the per-address limit).
-    pub(super) router: Router,
-    /// Where event streams run (see [`runtime::StreamRuntime`]).
-    pub(super) streams: Handle,
-    pub(super) peer: SocketAddr,
-    /// Its place under `limits.max_connections_per_address` (`Err`: over the limit).
-    place: Result<Option<AddressSlot>, ()>,
-    _open: mpsc::Sender<()>,
 }
 
 impl Connection {

@@ -28,8 +28,8 @@ use hyper::body::Frame;
 use tokio::runtime::Handle;
 
 use super::runtime;
-use crate::conn::ConnState;
-use crate::session::Session;
+use sluice_core::conn::ConnState;
+use sluice_core::session::Session;
 
 /// The write-stall rule of one stream.
 #[derive(Debug, Clone)]

@@ -8,10 +8,10 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
 use super::TimedIo;
-use super::accept::Connection;
+use super::connection::Connection;
 use super::upstream::{self, Protocol};
-use crate::conn::{ConnInfo, ConnState};
-use crate::metrics::Metrics;
+use sluice_core::conn::{ConnInfo, ConnState};
+use sluice_core::metrics::Metrics;
 
 /// Runs the handshake on `stream`, then serves the connection with hyper.
 pub(super) async fn serve(connection: Connection, stream: TcpStream, acceptor: TlsAcceptor) {

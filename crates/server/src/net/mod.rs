@@ -32,6 +32,7 @@
 
 mod accept;
 mod addresses;
+mod connection;
 mod h2_stream;
 mod handshake;
 pub mod head;
@@ -113,7 +114,7 @@ pub async fn serve_listeners(
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     if let Some(mercure) = &hub.mercure {
-        mercure.start(&hub);
+        mercure.start(hub.shutdown_signal());
     }
     let result = accept::accept_until(hub.clone(), listeners, signal).await;
     if let Some(mercure) = &hub.mercure {

@@ -19,7 +19,7 @@ use tokio::runtime::Handle;
 
 use crate::owned_runtime::OwnedRuntime;
 
-use crate::session::Session;
+use sluice_core::session::Session;
 
 /// The most readers a feed may have for a new session of it to run on the request runtime.
 /// A session stays where it started, so a feed that grows has its first readers there and

@@ -24,7 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use crate::conn::ConnState;
+use sluice_core::conn::ConnState;
 
 /// The longest time between two direct offers of a waiting write.
 const MAX_OFFER_INTERVAL: Duration = Duration::from_secs(1);

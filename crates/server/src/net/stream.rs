@@ -17,8 +17,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::stall::WriteStall;
-use crate::conn::ConnState;
-use crate::session::Session;
+use sluice_core::conn::ConnState;
+use sluice_core::session::Session;
 
 /// Largest complete answer written by the connection layer (its error and refusal bodies
 /// are small JSON documents).

@@ -13,12 +13,12 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tower_service::Service;
 
-use super::accept::Connection;
+use super::connection::Connection;
 use super::h2_stream;
 use super::throttle::Throttle;
-use crate::conn::{ConnInfo, ConnState};
-use crate::metrics::Metrics;
-use crate::session::StreamHandoff;
+use sluice_core::conn::{ConnInfo, ConnState};
+use sluice_core::metrics::Metrics;
+use sluice_core::session::StreamHandoff;
 
 /// hyper's smallest allowed read buffer limit.
 const HYPER_MIN_BUF: usize = 8192;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use async_nats::jetstream::stream;
 use serde_json::{Value, json};
-use sluice_server::backend::embedded::StreamDecl;
-use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig};
+use sluice_backend::embedded::StreamDecl;
+use sluice_backend::jetstream::{JetStreamBackend, JetStreamConfig};
 use sluice_server::config::{BackendKind, Config};
 use sluice_test_support::{HttpResponse, NatsOptions, NatsServer, http};
 

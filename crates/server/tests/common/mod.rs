@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
+use sluice_backend::BackendRoles;
+use sluice_backend::embedded::EmbeddedBackend;
 use sluice_server::Hub;
-use sluice_server::backend::Backend;
-use sluice_server::backend::embedded::EmbeddedBackend;
 use sluice_server::config::Config;
 use sluice_test_support::{HttpResponse, SseClient, http};
 use tokio::sync::oneshot;
@@ -82,7 +82,7 @@ pub struct TestHub {
 
 impl TestHub {
     /// Serves `backend` with `config` on 127.0.0.1:0.
-    pub async fn start(mut config: Config, backend: Arc<dyn Backend>) -> Self {
+    pub async fn start(mut config: Config, backend: impl Into<BackendRoles>) -> Self {
         config.listen = "127.0.0.1:0".parse().expect("address");
         config.validate().expect("test config is valid");
         let listener = tokio::net::TcpListener::bind(config.listen)

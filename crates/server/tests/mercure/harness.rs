@@ -7,8 +7,8 @@ use std::sync::Arc;
 use async_nats::jetstream::stream;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
-use sluice_server::backend::embedded::EmbeddedBackend;
-use sluice_server::backend::jetstream::{JetStreamBackend, JetStreamConfig};
+use sluice_backend::embedded::EmbeddedBackend;
+use sluice_backend::jetstream::{JetStreamBackend, JetStreamConfig};
 use sluice_server::config::{BackendKind, Config};
 use sluice_test_support::{HttpResponse, NatsOptions, NatsServer, SseClient, http, tempfile};
 

@@ -41,10 +41,10 @@ use sluice_protocol::headers::{Headers, NATS_MSG_ID};
 use tokio::sync::{Notify, oneshot};
 
 use super::active::Listed;
-use crate::backend::{Backend, BackendError, PublishRequest};
-use crate::fanout::record;
-use crate::metrics::Metrics;
-use crate::session::ConnectionGuard;
+use sluice_backend::{Backend, BackendError, PublishRequest};
+use sluice_core::fanout::record;
+use sluice_core::metrics::Metrics;
+use sluice_core::session::ConnectionGuard;
 
 /// The header naming the node that serves a subscription.
 pub const HEADER_NODE: &str = "Mercure-Node";

@@ -29,7 +29,7 @@ use crate::auth::token::TokenRules;
 use crate::auth::{
     AuthConfigError, AuthError, DirectionConfig, Secret, TokenPlaces, extract_token,
 };
-use crate::metrics::Counters;
+use sluice_core::metrics::Counters;
 
 /// One direction's key and rules.
 pub struct Verifier {
@@ -92,7 +92,7 @@ impl Verifier {
         issuer: Option<&str>,
         cache_lookups: Counters,
     ) -> Result<Self, AuthConfigError> {
-        let invalid = |err: crate::config::ConfigError| {
+        let invalid = |err: crate::config::error::ConfigError| {
             AuthConfigError::invalid(format!("{name}_key"), "(hidden)", err.to_string())
         };
         let key = super::config::key(name, key, alg).map_err(invalid)?;

@@ -9,9 +9,9 @@ use sluice_mercure::{DEFAULT_BASE_URL, Scheme};
 use sluice_protocol::subject::filter_is_subset;
 
 use crate::auth::Secret;
-use crate::config::validate::{allowed_origin, http_url};
-use crate::config::{BackendKind, Config, ConfigError};
-use crate::duration;
+use crate::config::error::ConfigError;
+use crate::config::values::{allowed_origin, http_url};
+use sluice_protocol::config_duration;
 
 /// The cookie Mercure reads a subscriber's token from.
 pub const DEFAULT_COOKIE_NAME: &str = "mercureAuthorization";
@@ -45,7 +45,7 @@ pub struct MercureConfig {
     /// Browser origins that may publish, or `*`.
     pub publish_origins: Vec<String>,
     /// Idle interval after which a subscription gets a `:` comment.
-    #[serde(with = "duration")]
+    #[serde(with = "config_duration")]
     pub heartbeat: Duration,
     /// The URL relative URL patterns and topics resolve against.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -62,7 +62,7 @@ pub struct MercureConfig {
     pub subscriptions: bool,
     /// How long a hub node's subscriptions stay listed by the other nodes after the last sign
     /// of life they read from it in the stream (a node renews it every third of this).
-    #[serde(with = "duration")]
+    #[serde(with = "config_duration")]
     pub subscriptions_lease: Duration,
     /// The protocol whose shape the whole collection `GET /.well-known/mercure/subscriptions`
     /// is answered in: `accept` (the 1.0 draft's when `Accept` names `application/json` and
@@ -89,7 +89,7 @@ pub enum CollectionShape {
 
 impl<'de> Deserialize<'de> for CollectionShape {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        crate::config::validate::choice(
+        sluice_protocol::config_choice::choice(
             deserializer,
             &[
                 ("accept", Self::ByAccept),
@@ -167,6 +167,17 @@ pub const MERCURE_VARIABLES: &[(&str, &str)] = &[
     ("MERCURE_SUBSCRIBER_JWT_ALG", "mercure.subscriber_jwt_alg"),
 ];
 
+/// What Mercure's section is checked against, from the sections around it.
+pub(crate) struct MercureContext<'a> {
+    /// `topic_prefix`: `/events` and `/publish` must not reach Mercure's subjects.
+    pub topic_prefix: &'a str,
+    /// The embedded store's served stream, named in errors.
+    pub served_stream: &'a str,
+    /// The subjects the served stream captures, when the hub serves it itself (the embedded
+    /// store): they must include Mercure's.
+    pub served_subjects: Option<Vec<String>>,
+}
+
 impl MercureConfig {
     /// The base URL relative patterns resolve against.
     pub fn base_url(&self) -> &str {
@@ -182,14 +193,14 @@ impl MercureConfig {
     }
 
     /// Checks the section against the whole configuration (`config` holds it).
-    pub(crate) fn validate(&self, config: &Config) -> Result<(), ConfigError> {
+    pub(crate) fn validate(&self, context: &MercureContext<'_>) -> Result<(), ConfigError> {
         let scheme = Scheme::new(&self.subject_prefix).map_err(|err| {
             ConfigError::invalid("mercure.subject_prefix", &self.subject_prefix, err.reason)
         })?;
         if self.heartbeat.is_zero() || self.heartbeat > Duration::from_secs(3600) {
             return Err(ConfigError::invalid(
                 "mercure.heartbeat",
-                duration::format(self.heartbeat),
+                config_duration::format(self.heartbeat),
                 "must be between 1s and 1h",
             ));
         }
@@ -197,7 +208,7 @@ impl MercureConfig {
         if lease < Duration::from_secs(1) || lease > Duration::from_secs(3600) {
             return Err(ConfigError::invalid(
                 "mercure.subscriptions_lease",
-                duration::format(lease),
+                config_duration::format(lease),
                 "must be between 1s and 1h",
             ));
         }
@@ -256,14 +267,18 @@ impl MercureConfig {
                 "the Mercure hub needs the publishers' key (or MERCURE_PUBLISHER_JWT_KEY)",
             ));
         }
-        self.check_reach(config, &scheme)
+        self.check_reach(context, &scheme)
     }
 
     /// The prefix must be out of reach of `GET /events` and `POST /publish` (which read and
     /// write `topic_prefix` subjects), and inside the served embedded stream.
-    fn check_reach(&self, config: &Config, scheme: &Scheme) -> Result<(), ConfigError> {
+    fn check_reach(
+        &self,
+        context: &MercureContext<'_>,
+        scheme: &Scheme,
+    ) -> Result<(), ConfigError> {
         let wide = scheme.wide_filter();
-        let topic_prefix = &config.topic_prefix;
+        let topic_prefix = context.topic_prefix;
         let topics = if topic_prefix.is_empty() {
             ">".to_owned()
         } else {
@@ -281,20 +296,17 @@ impl MercureConfig {
                 ),
             ));
         }
-        if config.backend == BackendKind::Embedded {
-            let subjects = config
-                .served_stream()
-                .map_or_else(|| vec![">".to_owned()], |stream| stream.subjects.clone());
-            if !subjects.iter().any(|s| filter_is_subset(&wide, s)) {
-                return Err(ConfigError::invalid(
-                    "mercure.subject_prefix",
-                    &self.subject_prefix,
-                    format!(
-                        "the served stream {:?} does not capture {wide:?} (its subjects: {subjects:?})",
-                        config.embedded.stream
-                    ),
-                ));
-            }
+        if let Some(subjects) = &context.served_subjects
+            && !subjects.iter().any(|s| filter_is_subset(&wide, s))
+        {
+            return Err(ConfigError::invalid(
+                "mercure.subject_prefix",
+                &self.subject_prefix,
+                format!(
+                    "the served stream {:?} does not capture {wide:?} (its subjects: {subjects:?})",
+                    context.served_stream
+                ),
+            ));
         }
         Ok(())
     }

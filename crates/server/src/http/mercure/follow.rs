@@ -21,9 +21,9 @@ use tokio::sync::watch;
 
 use super::active::{Started, Table};
 use super::announce::{Announcer, HEADER_NODE, Lease, ended_start};
-use crate::backend::{Backend, BackendError, BackendMessage, Delivery};
-use crate::fanout::record;
-use crate::metrics::Metrics;
+use sluice_backend::{Backend, BackendError, BackendMessage, Delivery};
+use sluice_core::fanout::record;
+use sluice_core::metrics::Metrics;
 
 /// How long to wait before reading again after the backend failed.
 const RETRY: Duration = Duration::from_secs(1);
@@ -130,9 +130,9 @@ impl Presence {
         self.table().advance(state.last_seq, incarnation);
         if !*history_read {
             *history_read = true;
-            // The embedded store is served by this process alone: whatever other node the
-            // history lists died without ending its subscriptions.
-            if self.backend.kind() == "embedded" {
+            // A stream this process alone serves: whatever other node the history lists died
+            // without ending its subscriptions.
+            if self.backend.single_node() {
                 let gone = self.table().expire(Instant::now(), None);
                 self.announcer.publish_ends(gone).await;
             }

@@ -1,7 +1,7 @@
 //! The Mercure hub at `/.well-known/mercure` (the 0.x protocol and the 1.0 draft), on the
 //! protocol layer of `sluice-mercure` and the hub's own machinery: updates are messages of the
 //! served stream under `mercure.subject_prefix`, subscriptions are feeds of the fan-out with a
-//! Mercure [`View`](crate::fanout::View), sessions are the `/events` sessions.
+//! Mercure [`View`](sluice_core::fanout::View), sessions are the `/events` sessions.
 //!
 //! | file           | job                                                              |
 //! |----------------|------------------------------------------------------------------|
@@ -23,116 +23,26 @@ pub(crate) mod config;
 mod discovery;
 mod follow;
 mod publish;
+pub(crate) mod state;
 mod subscribe;
 mod subscriptions;
 mod view;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use sluice_mercure::Scheme;
 
-pub use config::{CollectionShape, MercureConfig};
-
-use crate::auth::{AuthConfigError, AuthError};
-use crate::backend::Backend;
+use crate::auth::AuthError;
 use crate::hub::Hub;
-use crate::metrics::Metrics;
-use auth::Verifier;
-use follow::Presence;
-
-/// The longest shutdown waits for the ends of the subscriptions it ended to be stored.
-const ENDS_DRAIN: Duration = Duration::from_secs(5);
+use sluice_core::metrics::Metrics;
 
 /// The path of the hub.
 pub const HUB_PATH: &str = sluice_mercure::form::HUB_PATH;
 
-/// What every Mercure request needs, built once with the hub.
-#[derive(Debug)]
-pub struct Mercure {
-    /// How updates are stored (shared with every feed's view).
-    scheme: Arc<Scheme>,
-    publisher: Verifier,
-    subscriber: Verifier,
-    /// Active subscriptions, with `mercure.subscriptions`.
-    presence: Option<Arc<Presence>>,
-}
-
-impl Mercure {
-    /// The hub's Mercure state when `config.enabled`, storing in `backend`; the keys were
-    /// checked with the rest of the configuration.
-    pub fn new(
-        config: &MercureConfig,
-        backend: &Arc<dyn Backend>,
-        metrics: &Arc<Metrics>,
-    ) -> Result<Option<Self>, AuthConfigError> {
-        if !config.enabled {
-            return Ok(None);
-        }
-        let invalid = |key: &str, err: String| AuthConfigError::invalid(key.to_owned(), "", err);
-        let scheme = Scheme::new(&config.subject_prefix)
-            .map_err(|err| invalid("mercure.subject_prefix", err.to_string()))?;
-        let audience = config.audience.as_deref();
-        let issuer = config.issuer.as_deref();
-        let publisher = Verifier::new(
-            "mercure.publisher_jwt",
-            config.publisher_jwt_key.as_ref(),
-            &config.publisher_jwt_alg,
-            audience,
-            issuer,
-            metrics.token_cache_lookups.clone(),
-        )?;
-        let (key, alg) = config.subscriber_key();
-        let subscriber = Verifier::new(
-            "mercure.subscriber_jwt",
-            key,
-            alg,
-            audience,
-            issuer,
-            metrics.token_cache_lookups.clone(),
-        )?;
-        let scheme = Arc::new(scheme);
-        let presence = config.subscriptions.then(|| {
-            Arc::new(Presence::new(
-                scheme.clone(),
-                backend.clone(),
-                metrics.clone(),
-                config.subscriptions_lease,
-            ))
-        });
-        Ok(Some(Self {
-            scheme,
-            publisher,
-            subscriber,
-            presence,
-        }))
-    }
-
-    /// Starts following the stream's subscription events (with `mercure.subscriptions`),
-    /// until the hub shuts down.
-    pub(crate) fn start(&self, hub: &Hub) {
-        if let Some(presence) = &self.presence {
-            tokio::spawn(presence.clone().follow(hub.shutdown_signal()));
-        }
-    }
-
-    /// Waits until the ends of the subscriptions shutdown ended are stored (or
-    /// [`ENDS_DRAIN`] passed).
-    pub(crate) async fn finish(&self) {
-        if let Some(presence) = &self.presence {
-            presence.announcer().drain(ENDS_DRAIN).await;
-        }
-    }
-
-    /// The filter the dispatch must read for Mercure's feeds.
-    pub fn wide_filter(&self) -> String {
-        self.scheme.wide_filter()
-    }
-}
+pub use state::Mercure;
 
 /// The Mercure routes (none when it is off: `/.well-known/mercure` is then a 404).
 pub fn routes(hub: &Arc<Hub>) -> Option<Router<Arc<Hub>>> {
@@ -143,7 +53,7 @@ pub fn routes(hub: &Arc<Hub>) -> Option<Router<Arc<Hub>>> {
             .post(publish::publish)
             .options(discovery::preflight),
     );
-    if mercure.presence.is_some() {
+    if mercure.follows_subscriptions() {
         let path = sluice_mercure::subscription::SUBSCRIPTIONS_PATH;
         router = router.route(path, get(subscriptions::subscriptions)).route(
             &format!("{path}/{{*rest}}"),
@@ -167,7 +77,7 @@ fn refuse_token(hub: &Hub, what: &'static str, err: AuthError) -> Response {
 /// A refusal as Mercure answers it: the status and a plain-text reason; counted under
 /// `counter` by `reason` and logged as `what` refused.
 fn refuse(
-    counter: &crate::metrics::Counters,
+    counter: &sluice_core::metrics::Counters,
     what: &'static str,
     reason: &'static str,
     status: StatusCode,

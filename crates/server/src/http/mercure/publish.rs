@@ -23,10 +23,10 @@ use sluice_protocol::headers::Headers;
 use super::super::body::{self, BodyBudget, BodyLimits};
 use super::Mercure;
 use crate::auth::{AuthError, cookie_origin_allowed};
-use crate::backend::{ApiError, PublishRequest};
-use crate::event_id::EventId;
 use crate::hub::Hub;
-use crate::metrics::Metrics;
+use sluice_backend::{ApiError, PublishRequest};
+use sluice_core::event_id::EventId;
+use sluice_core::metrics::Metrics;
 
 /// `POST /.well-known/mercure`.
 pub async fn publish(
@@ -129,7 +129,7 @@ async fn store(hub: &Hub, mercure: &Mercure, update: Update) -> Response {
     let ack = match hub.backend.publish(request).await {
         Ok(ack) => ack,
         Err(err) => {
-            crate::fanout::record(&hub.metrics, &err, "Mercure publish failed");
+            sluice_core::fanout::record(&hub.metrics, &err, "Mercure publish failed");
             let err = ApiError::from(err);
             let status =
                 StatusCode::from_u16(err.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

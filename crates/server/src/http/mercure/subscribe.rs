@@ -31,13 +31,13 @@ use super::super::{
 use super::view::MercureView;
 use crate::admit::Admitted;
 use crate::auth::AuthError;
-use crate::backend::{BackendError, Delivery, StreamState, Unavailable};
-use crate::conn::ConnInfo;
-use crate::event_id::EventId;
-use crate::fanout::{View, record};
 use crate::hub::Hub;
-use crate::plan::Plan;
-use crate::session::Session;
+use sluice_backend::{BackendError, Delivery, StreamState, Unavailable};
+use sluice_core::conn::ConnInfo;
+use sluice_core::event_id::EventId;
+use sluice_core::fanout::{View, record};
+use sluice_core::plan::Plan;
+use sluice_core::session::Session;
 
 /// Longest wait for the stream's state, or for a custom id's lookup, before answering 503.
 const BACKEND_TIMEOUT: Duration = Duration::from_secs(5);
@@ -354,7 +354,7 @@ fn refused(hub: &Hub, reason: &'static str, status: StatusCode, detail: &str) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frames::Gap;
+    use sluice_core::frames::Gap;
 
     #[test]
     fn the_header_wins_over_both_query_parameters() {

@@ -36,8 +36,8 @@ use sluice_mercure::subscription::{
 
 use super::config::CollectionShape;
 use crate::auth::AuthError;
-use crate::event_id::EventId;
 use crate::hub::Hub;
+use sluice_core::event_id::EventId;
 
 /// The query parameter a subscriber's token may come in.
 const TOKEN_PARAM: &str = "authorization";

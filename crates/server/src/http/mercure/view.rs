@@ -15,9 +15,9 @@ use sluice_mercure::mapping::hub_id;
 use sluice_mercure::{Grants, Scheme, SelectorSet, Update};
 use sluice_sse::{Frame, Parser};
 
-use crate::event_id::EventId;
-use crate::fanout::{Entry, EntryKind, Routed, View};
-use crate::frames::{Gap, GapReason};
+use sluice_core::event_id::EventId;
+use sluice_core::fanout::{Entry, EntryKind, Routed, View};
+use sluice_core::frames::{Gap, GapReason};
 
 /// A Mercure feed's selection and encoding.
 #[derive(Debug)]

@@ -1,0 +1,235 @@
+//! A bounded ring of stream positions in order: the encoded frames of one topic set, or (in the
+//! dispatch) the recent entries of every topic with their subjects.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use jiff::Timestamp;
+
+use sluice_backend::BackendMessage;
+
+use crate::frames::GapReason;
+
+/// What an entry stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A message frame.
+    Message,
+    /// A `gap` frame replacing a message larger than `sse.max_event_size`.
+    TooLarge,
+    /// A `gap` frame for positions that cannot be delivered, and why: expired (removed
+    /// from the stream's front) before they could be read, damaged, or unconfirmed.
+    Lost(GapReason),
+}
+
+impl EntryKind {
+    /// A `gap` frame for positions that cannot be delivered.
+    pub fn is_lost(self) -> bool {
+        matches!(self, Self::Lost(_))
+    }
+}
+
+/// One encoded frame for one stream message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The message's sequence.
+    pub seq: u64,
+    /// When the stream stored it (for `replay.window`).
+    pub time: Timestamp,
+    /// Message or oversized placeholder.
+    pub kind: EntryKind,
+    /// The frame, encoded once and shared by every connection.
+    pub frame: Bytes,
+}
+
+/// What a reader finds at a position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read {
+    /// The first entry at or after the position.
+    Entry(Entry),
+    /// Nothing yet: every sequence up to the feed's position has been seen.
+    Wait,
+    /// The position is older than what the ring still holds.
+    Behind,
+}
+
+/// What a ring holds: something at one stream position.
+pub trait Positioned {
+    /// The stream position (the last one, for a range).
+    fn seq(&self) -> u64;
+}
+
+impl Positioned for Entry {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+/// Items covering every matching sequence in `low..high`.
+#[derive(Debug)]
+pub struct Ring<T = Entry> {
+    entries: VecDeque<T>,
+    capacity: usize,
+    low: u64,
+    high: u64,
+}
+
+impl<T: Positioned> Ring<T> {
+    /// An empty ring whose coverage starts at `start`. Nothing is allocated until items come:
+    /// a topic set that receives nothing costs only the ring itself.
+    pub fn new(capacity: usize, start: u64) -> Self {
+        Self {
+            entries: VecDeque::new(),
+            capacity: capacity.max(1),
+            low: start,
+            high: start,
+        }
+    }
+
+    /// The oldest position still covered.
+    pub fn low(&self) -> u64 {
+        self.low
+    }
+
+    /// The next position the feed expects: everything before it has been seen.
+    pub fn high(&self) -> u64 {
+        self.high
+    }
+
+    /// Appends an item, evicting the oldest one when full; false (and nothing added) for a
+    /// position already covered. Items arrive in order.
+    pub fn push(&mut self, item: T) -> bool {
+        if item.seq() < self.high {
+            return false;
+        }
+        if self.entries.len() == self.capacity
+            && let Some(evicted) = self.entries.pop_front()
+        {
+            self.low = evicted.seq() + 1;
+        }
+        self.high = item.seq() + 1;
+        self.entries.push_back(item);
+        true
+    }
+
+    /// Records that every sequence before `next` has been seen without adding an item.
+    pub fn advance(&mut self, next: u64) {
+        self.high = self.high.max(next);
+    }
+
+    /// The items at or after `from`, in order.
+    pub fn from(&self, from: u64) -> impl Iterator<Item = &T> {
+        self.entries.range(self.index_of(from)..)
+    }
+
+    /// Where the items at or after `from` begin. A reader is mostly at the live end, past
+    /// every item or at the newest one: both are found without a search of the whole ring
+    /// (a full ring is thousands of items, and a session reads after every delivery).
+    fn index_of(&self, from: u64) -> usize {
+        let len = self.entries.len();
+        match self.entries.back() {
+            None => return 0,
+            Some(newest) if newest.seq() < from => return len,
+            Some(_) => {}
+        }
+        if len < 2 || self.entries[len - 2].seq() < from {
+            return len - 1;
+        }
+        self.entries.partition_point(|e| e.seq() < from)
+    }
+}
+
+impl Ring<Entry> {
+    /// The first entry at or after `from`.
+    pub fn read(&self, from: u64) -> Read {
+        if from < self.low {
+            return Read::Behind;
+        }
+        match self.from(from).next() {
+            Some(entry) => Read::Entry(entry.clone()),
+            None => Read::Wait,
+        }
+    }
+}
+
+/// An entry with the subject the dispatch routes it by.
+#[derive(Debug, Clone)]
+pub struct Routed {
+    /// The entry.
+    pub entry: Entry,
+    /// The message's subject; `None` for positions the stream cannot deliver, which any topic
+    /// set may have held.
+    pub subject: Option<Box<str>>,
+    /// The message itself, for the subjects whose feeds encode it through their own
+    /// [`View`](super::View) ([`Encoder::view_prefix`](super::Encoder::view_prefix)); `None` for every other entry.
+    pub message: Option<Arc<BackendMessage>>,
+}
+
+impl Positioned for Routed {
+    fn seq(&self) -> u64 {
+        self.entry.seq
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn entry(seq: u64) -> Entry {
+        Entry {
+            seq,
+            time: Timestamp::UNIX_EPOCH,
+            kind: EntryKind::Message,
+            frame: Bytes::from(seq.to_string()),
+        }
+    }
+
+    #[test]
+    fn evicts_oldest_and_reports_behind() {
+        let mut ring = Ring::new(2, 1);
+        for seq in [1, 3, 5] {
+            ring.push(entry(seq));
+        }
+        assert_eq!(ring.low(), 2);
+        assert_eq!(ring.read(1), Read::Behind);
+        assert_eq!(ring.read(2), Read::Entry(entry(3)));
+        assert_eq!(ring.read(4), Read::Entry(entry(5)));
+        assert_eq!(ring.read(6), Read::Wait);
+        ring.advance(9);
+        assert_eq!(ring.high(), 9);
+    }
+
+    proptest! {
+        /// A reader walking the ring from any covered position sees exactly the pushed entries
+        /// after it, in order: nothing skipped, nothing twice.
+        #[test]
+        fn readers_see_every_covered_entry_once(
+            gaps in proptest::collection::vec(1u64..4, 1..60),
+            capacity in 1usize..20,
+            from_offset in 0u64..100,
+            seen_beyond in 0u64..3,
+        ) {
+            let mut ring = Ring::new(capacity, 1);
+            let mut seq = 0;
+            let mut pushed = Vec::new();
+            for gap in gaps {
+                seq += gap;
+                ring.push(entry(seq));
+                pushed.push(seq);
+            }
+            // Positions after the newest entry that held nothing for this ring.
+            ring.advance(seq + 1 + seen_beyond);
+            let from = ring.low() + from_offset % (ring.high() - ring.low() + 1);
+            let mut next = from;
+            let mut seen = Vec::new();
+            while let Read::Entry(e) = ring.read(next) {
+                seen.push(e.seq);
+                next = e.seq + 1;
+            }
+            let expected: Vec<u64> = pushed.into_iter().filter(|s| *s >= from).collect();
+            prop_assert_eq!(seen, expected);
+        }
+    }
+}
