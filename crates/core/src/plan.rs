@@ -30,6 +30,19 @@ impl<'de> Deserialize<'de> for OnLoss {
     }
 }
 
+/// Where a reader asks to start. Another way to start (the latest message of each subject, the
+/// last N, since a time) is one more variant, planned by [`Plan::for_start`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartPosition {
+    /// With the messages stored from now on.
+    Live,
+    /// With the earliest message the stream retains.
+    Earliest,
+    /// After the message this id names (a resume); where that position is lost, after a `gap`,
+    /// where `[replay] on_loss` says.
+    After(EventId),
+}
+
 /// Where and how a subscription starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
@@ -44,6 +57,23 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Plans a subscription that asked to start at `start`.
+    pub fn for_start(start: StartPosition, state: &StreamState, on_loss: OnLoss) -> Self {
+        match start {
+            StartPosition::Live => Self::new(None, state, on_loss),
+            StartPosition::Earliest => {
+                let live = state.last_seq.saturating_add(1);
+                Self {
+                    start: state.first_seq.min(live),
+                    incarnation: state.incarnation,
+                    backlog_end: state.last_seq,
+                    gap: None,
+                }
+            }
+            StartPosition::After(cursor) => Self::new(Some(cursor), state, on_loss),
+        }
+    }
+
     /// Plans a subscription from `cursor` (none: new messages only).
     pub fn new(cursor: Option<EventId>, state: &StreamState, on_loss: OnLoss) -> Self {
         let live = state.last_seq.saturating_add(1);
@@ -200,5 +230,23 @@ mod tests {
         let plan = Plan::new(id(3, 7), &state(11, 10, 7), OnLoss::Earliest);
         let gap = plan.gap.expect("gap");
         assert_eq!((plan.start, gap.from, gap.to), (11, Some(4), Some(10)));
+    }
+
+    #[test]
+    fn each_start_position_is_planned_by_its_variant() {
+        let retained = state(4, 10, 7);
+        let plan = |start| Plan::for_start(start, &retained, OnLoss::Live);
+        assert_eq!(plan(StartPosition::Live).start, 11);
+        let earliest = plan(StartPosition::Earliest);
+        assert_eq!(
+            (earliest.start, earliest.backlog_end, earliest.gap),
+            (4, 10, None)
+        );
+        assert_eq!(plan(StartPosition::After(EventId::before(6, 7))).start, 6);
+        let empty = state(11, 10, 7);
+        assert_eq!(
+            Plan::for_start(StartPosition::Earliest, &empty, OnLoss::Live).start,
+            11
+        );
     }
 }

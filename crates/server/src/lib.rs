@@ -7,7 +7,6 @@
 //! encoded once) → the socket. Everything between the configuration and the backend is the
 //! crate's own; [`fuzzing`] opens its parsers to the fuzz targets.
 
-mod admit;
 pub mod auth;
 mod bounded_file;
 pub mod config;
@@ -19,6 +18,7 @@ mod hub;
 mod log_filter;
 mod net;
 mod owned_runtime;
+mod reader;
 pub mod tls;
 mod topics;
 

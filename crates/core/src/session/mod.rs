@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
 pub use guard::{ConnectionGuard, reason};
-pub use handoff::StreamHandoff;
+pub use handoff::StreamSession;
 
 use crate::event_id::EventId;
 use crate::fanout::{Cursor, Entry, EntryKind, Feed, Lost};

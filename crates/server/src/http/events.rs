@@ -18,17 +18,18 @@ use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 
 use super::{bad_request, error_response, refusal};
-use crate::admit::{Admitted, Refusal};
 use crate::auth::Direction;
 use crate::hub::Hub;
-use crate::topics;
-use sluice_backend::ApiError;
+use crate::reader::{Opening, Reader, Refusal, Start};
+use crate::topics::{self, Topics};
+use sluice_backend::{ApiError, StreamState};
 use sluice_core::conn::ConnInfo;
+use sluice_core::event_id::EventId;
 use sluice_core::event_id::choose_cursor;
 use sluice_core::frames;
 use sluice_core::metrics::Metrics;
-use sluice_core::plan::Plan;
-use sluice_core::session::{Session, StreamHandoff};
+use sluice_core::plan::StartPosition;
+use sluice_core::session::{Session, StreamSession};
 
 type Params = Query<Vec<(String, String)>>;
 
@@ -170,40 +171,92 @@ async fn subscribe<'a>(
         tracing::warn!(error = %err, "ignoring invalid Last-Event-ID header");
     }
     let conn = extensions.get::<ConnectInfo<ConnInfo>>().map(|c| &c.0);
-    let Admitted { guard, state } = match hub.admit_reader(conn).await {
-        Ok(admitted) => admitted,
-        Err(refusal) => return turned_away(hub, wants_stream, &refusal),
+    let reader = EventsReader {
+        topics: &topics,
+        cursor: cursor.id,
+        asked: cursor.id.map(|id| id.to_string()),
+        retry: config.sse.retry,
+        expires_in: grant.expires_in(),
     };
-    if let Err(err) = topics::check_within(&topics, &state.subjects, config) {
-        return reject(hub, "bad_request", bad_request(err.to_string()));
+    match hub.open_session(conn, reader).await {
+        Ok((session, ())) => carrying(stream_response(hub, Body::empty()), session),
+        Err(refusal) => turned_away(hub, wants_stream, &refusal),
     }
-    let plan = Plan::new(cursor.id, &state, config.replay.on_loss);
-    let asked = cursor.id.map(|id| id.to_string());
-    hub.count_start(&plan, asked.as_deref());
-    let mut preamble = BytesMut::new();
-    preamble.extend_from_slice(&frames::retry(config.sse.retry));
-    preamble.extend_from_slice(&frames::connected(plan.start_id(), &topics.topics));
-    if let Some(gap) = &plan.gap {
-        preamble.extend_from_slice(&frames::gap(plan.start_id(), gap));
-    }
-    tracing::debug!(topics = %topics.filters, start = plan.start, backlog_end = plan.backlog_end, "event stream starts");
-    let feed = hub.fanout.feed(&topics.filters, &state, plan.start);
-    let mut context = hub.session_context();
-    context.expires_in = grant.expires_in();
-    let session = Session::new(context, guard, feed, &plan, preamble.freeze());
-    stream_response(hub, session_body(extensions, session))
 }
 
-/// The body of a reader's response: empty when the connection layer takes the session and
-/// writes its frames itself (no HTTP body in between), else the session's frames.
-pub(crate) fn session_body(extensions: &Extensions, session: Session) -> Body {
-    match extensions.get::<StreamHandoff>() {
-        Some(handoff) => {
-            handoff.put(session);
-            Body::empty()
-        }
-        None => Body::from_stream(session.into_stream()),
+/// An `/events` stream as a [`Reader`]: its topics, the cursor it resumes from, and when its
+/// token expires.
+struct EventsReader<'r> {
+    topics: &'r Topics,
+    cursor: Option<EventId>,
+    /// The cursor as the client sent it.
+    asked: Option<String>,
+    /// The `retry:` hint its stream opens with.
+    retry: Duration,
+    expires_in: Option<Duration>,
+}
+
+impl Reader for EventsReader<'_> {
+    type Checked = ();
+    type Answer = ();
+
+    fn cursor(&self) -> Option<&str> {
+        self.asked.as_deref()
     }
+
+    async fn check(&self, hub: &Hub, state: &StreamState) -> Result<(StartPosition, ()), Refusal> {
+        topics::check_within(self.topics, &state.subjects, &hub.config)
+            .map_err(|err| Refusal::BadRequest(err.to_string()))?;
+        Ok((
+            self.cursor
+                .map_or(StartPosition::Live, StartPosition::After),
+            (),
+        ))
+    }
+
+    async fn open(self, hub: &Hub, start: Start<'_, ()>) -> Opening<()> {
+        let plan = start.plan;
+        let mut preamble = BytesMut::new();
+        preamble.extend_from_slice(&frames::retry(self.retry));
+        preamble.extend_from_slice(&frames::connected(plan.start_id(), &self.topics.topics));
+        if let Some(gap) = &plan.gap {
+            preamble.extend_from_slice(&frames::gap(plan.start_id(), gap));
+        }
+        tracing::debug!(topics = %self.topics.filters, start = plan.start, backlog_end = plan.backlog_end, "event stream starts");
+        Opening {
+            preamble: preamble.freeze(),
+            feed: hub
+                .fanout
+                .feed(&self.topics.filters, start.state, plan.start),
+            heartbeat: None,
+            expires_in: self.expires_in,
+            answer: (),
+        }
+    }
+}
+
+/// `response`, the head of a reader's event stream, carrying its `session` for the layer that
+/// writes the connection (see [`take_session`]).
+pub(crate) fn carrying(mut response: Response, session: Session) -> Response {
+    response
+        .extensions_mut()
+        .insert(StreamSession::new(session));
+    response
+}
+
+/// The session `response` carries, taken out of it: every layer that writes a connection
+/// (the raw HTTP/1.1 writer, an HTTP/2 stream, hyper's HTTP/1 body) gets a reader's session
+/// this way alone. `None` for any other answer.
+///
+/// The head is then a stream's: the `content-length: 0` the router gave the empty body is
+/// removed, since the session's frames follow.
+pub(crate) fn take_session(response: &mut Response) -> Option<Session> {
+    let session = response
+        .extensions_mut()
+        .remove::<StreamSession>()
+        .and_then(|carried| carried.take())?;
+    response.headers_mut().remove(header::CONTENT_LENGTH);
+    Some(session)
 }
 
 /// True when the request accepts `text/event-stream` (an `EventSource` does).
@@ -239,14 +292,22 @@ fn stream_response(hub: &Hub, body: Body) -> Response {
     response
 }
 
-/// A refusal that may succeed later: 200 with a jittered `retry:` for an `EventSource`,
-/// otherwise `status` with `Retry-After`. Counted in `connections_rejected` by `reason`.
-/// A reader the hub cannot let in now (see [`Refusal`]): answered as [`transient`].
+/// A reader the hub does not let in (see [`Refusal`]): a transient refusal as [`transient`]
+/// answers it, any other as a JSON error with its status.
 pub(crate) fn turned_away(hub: &Hub, wants_stream: bool, refusal: &Refusal) -> Response {
     let status = match refusal {
         Refusal::MaxConnections => StatusCode::TOO_MANY_REQUESTS,
         Refusal::ShuttingDown | Refusal::BackendUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Refusal::BadRequest(_) => StatusCode::BAD_REQUEST,
+        Refusal::Misconfigured(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
+    if !refusal.is_transient() {
+        return reject(
+            hub,
+            refusal.reason(),
+            super::refusal(status, refusal.detail()),
+        );
+    }
     transient(
         hub,
         wants_stream,
@@ -256,6 +317,8 @@ pub(crate) fn turned_away(hub: &Hub, wants_stream: bool, refusal: &Refusal) -> R
     )
 }
 
+/// A refusal that may succeed later: 200 with a jittered `retry:` for an `EventSource`,
+/// otherwise `status` with `Retry-After`. Counted in `connections_rejected` by `reason`.
 pub(crate) fn transient(
     hub: &Hub,
     wants_stream: bool,

@@ -27,11 +27,11 @@ use super::stream::{MovedSocket, Socket, stream_head, write_stream};
 use super::upstream::{self, Protocol};
 use super::{Listener, TimedIo, handshake};
 use crate::http::mercure::HUB_PATH as MERCURE_HUB;
+use crate::http::take_session;
 use crate::http::{accepts_event_stream, error_response, refusal, transient};
 use crate::hub::Hub;
 use sluice_core::conn::{ConnInfo, ConnState};
 use sluice_core::metrics::Metrics;
-use sluice_core::session::StreamHandoff;
 
 /// Accepts connections on every one of `listeners` until `signal` completes, then drains:
 /// stops accepting, ends every event stream, and waits until every connection has finished.
@@ -245,11 +245,9 @@ impl Connection {
     /// written at once.
     async fn stream(self, mut socket: Socket, head: Head, info: ConnInfo) {
         let mut request = head.request;
-        let handoff = StreamHandoff::default();
         request.extensions_mut().insert(ConnectInfo(info));
-        request.extensions_mut().insert(handoff.clone());
-        let Ok(response) = self.router.clone().call(request).await;
-        let Some(session) = handoff.take() else {
+        let Ok(mut response) = self.router.clone().call(request).await;
+        let Some(session) = take_session(&mut response) else {
             return socket.write_answer(response).await;
         };
         let head = stream_head(&response);

@@ -16,9 +16,9 @@ use tower_service::Service;
 use super::connection::Connection;
 use super::h2_stream;
 use super::throttle::Throttle;
+use crate::http::take_session;
 use sluice_core::conn::{ConnInfo, ConnState};
 use sluice_core::metrics::Metrics;
-use sluice_core::session::StreamHandoff;
 
 /// hyper's smallest allowed read buffer limit.
 const HYPER_MIN_BUF: usize = 8192;
@@ -102,7 +102,14 @@ where
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let mut request = request.map(Body::new);
         request.extensions_mut().insert(ConnectInfo(info.clone()));
-        router.clone().call(request)
+        let mut router = router.clone();
+        async move {
+            let Ok(mut response) = router.call(request).await;
+            if let Some(session) = take_session(&mut response) {
+                *response.body_mut() = Body::from_stream(session.into_stream());
+            }
+            Ok::<_, Infallible>(response)
+        }
     });
     let served = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -137,14 +144,12 @@ where
             state: stream.clone(),
         };
         request.extensions_mut().insert(ConnectInfo(stream_info));
-        let handoff = StreamHandoff::default();
-        request.extensions_mut().insert(handoff.clone());
         let router = router.clone();
         let streams = streams.clone();
         let socket = info.state.clone();
         async move {
-            let Ok(response) = router.clone().call(request).await;
-            Ok::<_, Infallible>(match handoff.take() {
+            let Ok(mut response) = router.clone().call(request).await;
+            Ok::<_, Infallible>(match take_session(&mut response) {
                 None => response,
                 Some(session) => {
                     let rule = h2_stream::StallRule {

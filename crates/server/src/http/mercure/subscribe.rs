@@ -25,19 +25,17 @@ use sluice_mercure::mapping::hub_id;
 use sluice_mercure::{Grants, LastEventId, Scheme, SelectorSet, Update};
 use sluice_protocol::subject::{FilterSet, filter_is_subset};
 
-use super::super::{
-    accepts_event_stream, event_stream_response, session_body, transient, turned_away,
-};
+use super::super::{accepts_event_stream, carrying, event_stream_response, turned_away};
+use super::state::Mercure;
 use super::view::MercureView;
-use crate::admit::Admitted;
 use crate::auth::AuthError;
 use crate::hub::Hub;
+use crate::reader::{Opening, Reader, Refusal, Start};
 use sluice_backend::{BackendError, Delivery, StreamState, Unavailable};
 use sluice_core::conn::ConnInfo;
 use sluice_core::event_id::EventId;
 use sluice_core::fanout::{View, record};
-use sluice_core::plan::Plan;
-use sluice_core::session::Session;
+use sluice_core::plan::{Plan, StartPosition};
 
 /// Longest wait for the stream's state, or for a custom id's lookup, before answering 503.
 const BACKEND_TIMEOUT: Duration = Duration::from_secs(5);
@@ -88,70 +86,146 @@ pub async fn subscribe(
     let resume = requested_resume(&headers, &params);
     let wants_stream = accepts_event_stream(&headers);
     let conn = extensions.get::<ConnectInfo<ConnInfo>>().map(|c| &c.0);
-    let Admitted { mut guard, state } = match hub.admit_reader(conn).await {
-        Ok(admitted) => admitted,
-        Err(refusal) => return turned_away(&hub, wants_stream, &refusal),
-    };
-    let wide = mercure.scheme.wide_filter();
-    if !state.subjects.iter().any(|s| filter_is_subset(&wide, s)) {
-        let detail = format!(
-            "the served stream does not capture {wide:?} (its subjects: {:?}); add it to store Mercure updates",
-            state.subjects
-        );
-        return refused(
-            &hub,
-            "misconfigured",
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &detail,
-        );
-    }
-    let start = match resume.as_deref() {
-        None => Start::live(&state, &hub),
-        Some(value) => match Start::resumed(&hub, &mercure.scheme, &state, value, &|update| {
-            set.matches_any(&update.topic_refs()) && grants.can_receive(update)
-        })
-        .await
-        {
-            Ok(start) => start,
-            Err(err) => return unavailable(&hub, wants_stream, &err),
-        },
-    };
-    let filters = match FilterSet::new(mercure.scheme.filters(&set)) {
-        Ok(filters) => filters,
-        Err(err) => return bad_request(&hub, &err),
-    };
-    if let Some(presence) = &mercure.presence {
-        // Nothing refuses the subscription after this.
-        presence.announcer().announce(&set, &grants, &mut guard);
-    }
-    let view = Arc::new(MercureView::new(
-        mercure.scheme.clone(),
+    let reader = MercureReader {
+        mercure,
         set,
         grants,
         gaps,
-        state.incarnation,
-        hub.config.sse.max_event_size,
-    ));
-    let plan = start.plan;
-    hub.count_start(&plan, resume.as_deref());
-    let preamble = match &plan.gap {
-        Some(gap) => view.gap(plan.start_id(), gap),
-        None => Bytes::from_static(OPENING),
+        resume,
+        expires_in,
+        heartbeat: config.heartbeat,
+        max_event_size: hub.config.sse.max_event_size,
     };
-    let last_event_id = start
-        .last_event_id
-        .unwrap_or_else(|| preceding_id(&plan, &state));
-    tracing::debug!(filters = %filters, start = plan.start, "Mercure subscription starts");
-    // The hub makes a Mercure fan-out whenever Mercure is on.
-    let fanout = hub.mercure_fanout.as_ref().unwrap_or(&hub.fanout);
-    let feed = fanout
-        .feed_with_view(&filters, view, &state, plan.start)
-        .await;
-    let mut context = hub.session_context();
-    context.heartbeat = config.heartbeat;
-    context.expires_in = expires_in;
-    let session = Session::new(context, guard, feed, &plan, preamble);
-    stream_response(session_body(&extensions, session), &last_event_id)
+    match hub.open_session(conn, reader).await {
+        Ok((session, last_event_id)) => {
+            carrying(stream_response(Body::empty(), &last_event_id), session)
+        }
+        Err(refusal) if refusal.is_transient() => turned_away(&hub, wants_stream, &refusal),
+        Err(refusal) => {
+            let status = match refusal {
+                Refusal::Misconfigured(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            refused(&hub, refusal.reason(), status, refusal.detail())
+        }
+    }
+}
+
+/// A Mercure subscription as a [`Reader`]: its selectors and grants (which become its feed's
+/// view) and the resume id it sent. It answers the `Last-Event-ID` of its response.
+struct MercureReader<'r> {
+    mercure: &'r Mercure,
+    set: SelectorSet,
+    grants: Arc<Grants>,
+    /// Whether it asked for sluice's `gap` events.
+    gaps: bool,
+    /// The resume id as sent.
+    resume: Option<String>,
+    expires_in: Option<Duration>,
+    heartbeat: Duration,
+    max_event_size: usize,
+}
+
+/// What a Mercure subscription learnt from the stream: the filters its selectors read, and
+/// where it asked to start.
+struct Checked {
+    filters: FilterSet,
+    position: StartPosition,
+}
+
+impl Reader for MercureReader<'_> {
+    type Checked = Checked;
+    type Answer = String;
+
+    fn cursor(&self) -> Option<&str> {
+        self.resume.as_deref()
+    }
+
+    async fn check(
+        &self,
+        hub: &Hub,
+        state: &StreamState,
+    ) -> Result<(StartPosition, Checked), Refusal> {
+        let scheme = &self.mercure.scheme;
+        let wide = scheme.wide_filter();
+        if !state.subjects.iter().any(|s| filter_is_subset(&wide, s)) {
+            return Err(Refusal::Misconfigured(format!(
+                "the served stream does not capture {wide:?} (its subjects: {:?}); add it to store Mercure updates",
+                state.subjects
+            )));
+        }
+        let filters = FilterSet::new(scheme.filters(&self.set))
+            .map_err(|err| Refusal::BadRequest(err.to_string()))?;
+        let position = match self.resume.as_deref() {
+            None => StartPosition::Live,
+            Some(value) => {
+                let receives = |update: &Update| {
+                    self.set.matches_any(&update.topic_refs()) && self.grants.can_receive(update)
+                };
+                resume_position(hub, scheme, state, value, &receives)
+                    .await
+                    .map_err(|err| {
+                        record(
+                            &hub.metrics,
+                            &err,
+                            "Mercure subscription backend request failed",
+                        );
+                        Refusal::BackendUnavailable(err.to_string())
+                    })?
+            }
+        };
+        Ok((position, Checked { filters, position }))
+    }
+
+    async fn open(self, hub: &Hub, start: Start<'_, Checked>) -> Opening<String> {
+        let Start {
+            state,
+            plan,
+            checked: Checked { filters, position },
+            guard,
+        } = start;
+        // `earliest`, or an id that resumes as asked, is its own answer; otherwise the
+        // position before the start is.
+        let answers_itself = match position {
+            StartPosition::Earliest => true,
+            StartPosition::After(_) => plan.gap.is_none(),
+            StartPosition::Live => false,
+        };
+        let last_event_id = match self.resume {
+            Some(value) if answers_itself => value,
+            _ => preceding_id(plan, state),
+        };
+        if let Some(presence) = &self.mercure.presence {
+            presence
+                .announcer()
+                .announce(&self.set, &self.grants, guard);
+        }
+        let view = Arc::new(MercureView::new(
+            self.mercure.scheme.clone(),
+            self.set,
+            self.grants,
+            self.gaps,
+            state.incarnation,
+            self.max_event_size,
+        ));
+        let preamble = match &plan.gap {
+            Some(gap) => view.gap(plan.start_id(), gap),
+            None => Bytes::from_static(OPENING),
+        };
+        tracing::debug!(filters = %filters, start = plan.start, "Mercure subscription starts");
+        // The hub makes a Mercure fan-out whenever Mercure is on.
+        let fanout = hub.mercure_fanout.as_ref().unwrap_or(&hub.fanout);
+        let feed = fanout
+            .feed_with_view(&filters, view, state, plan.start)
+            .await;
+        Opening {
+            preamble,
+            feed,
+            heartbeat: Some(self.heartbeat),
+            expires_in: self.expires_in,
+            answer: last_event_id,
+        }
+    }
 }
 
 /// The grants of a subscriber without a token: one value shared by all of them, so that a
@@ -176,64 +250,32 @@ fn requested_resume(headers: &HeaderMap, params: &[(String, String)]) -> Option<
     })
 }
 
-/// Where a subscription starts, and the `Last-Event-ID` it answers when that is not simply
-/// the position before its start.
-struct Start {
-    plan: Plan,
-    last_event_id: Option<String>,
-}
-
-impl Start {
-    /// New updates only.
-    fn live(state: &StreamState, hub: &Hub) -> Self {
-        Self {
-            plan: Plan::new(None, state, hub.config.replay.on_loss),
-            last_event_id: None,
-        }
-    }
-
-    /// After the update `value` names (`earliest`: everything retained); a custom id names
-    /// the oldest retained update with that id that `receives` says the subscriber gets.
-    async fn resumed(
-        hub: &Hub,
-        scheme: &Scheme,
-        state: &StreamState,
-        value: &str,
-        receives: &(dyn Fn(&Update) -> bool + Sync),
-    ) -> Result<Self, BackendError> {
-        let on_loss = hub.config.replay.on_loss;
-        let position = match LastEventId::classify(value) {
-            LastEventId::Earliest => {
-                let live = state.last_seq.saturating_add(1);
-                return Ok(Self {
-                    plan: Plan {
-                        start: state.first_seq.min(live),
-                        incarnation: state.incarnation,
-                        backlog_end: state.last_seq,
-                        gap: None,
-                    },
-                    last_event_id: Some(value.to_owned()),
-                });
-            }
-            LastEventId::Position(position) => EventId::parse(position).ok(),
-            LastEventId::Custom(id) => custom_id_position(hub, scheme, state, id, receives).await?,
-        };
-        let Some(position) = position else {
+/// Where a subscription that sent resume id `value` starts: `earliest` at the earliest
+/// retained update; a hub-made id after its position; a custom id after the oldest retained
+/// update with that id that `receives` says the subscriber gets. An id the hub cannot place
+/// starts it with new updates, as Mercure does.
+async fn resume_position(
+    hub: &Hub,
+    scheme: &Scheme,
+    state: &StreamState,
+    value: &str,
+    receives: &(dyn Fn(&Update) -> bool + Sync),
+) -> Result<StartPosition, BackendError> {
+    let position = match LastEventId::classify(value) {
+        LastEventId::Earliest => return Ok(StartPosition::Earliest),
+        LastEventId::Position(position) => EventId::parse(position).ok(),
+        LastEventId::Custom(id) => custom_id_position(hub, scheme, state, id, receives).await?,
+    };
+    Ok(match position {
+        Some(position) => StartPosition::After(position),
+        None => {
             tracing::info!(
                 resume = value,
                 "Mercure resume id not found; starting with new updates"
             );
-            return Ok(Self::live(state, hub));
-        };
-        let plan = Plan::new(Some(position), state, on_loss);
-        // An id that resumes as asked is its own answer; after a gap, the position before
-        // the start is.
-        let last_event_id = plan.gap.is_none().then(|| value.to_owned());
-        Ok(Self {
-            plan,
-            last_event_id,
-        })
-    }
+            StartPosition::Live
+        }
+    })
 }
 
 /// The position of the oldest retained update stored with custom id `id` that the subscriber
@@ -314,22 +356,6 @@ fn unauthorized(hub: &Hub, err: AuthError) -> Response {
 }
 
 /// The backend could not look a resume id up: a transient refusal.
-fn unavailable(hub: &Hub, wants_stream: bool, err: &BackendError) -> Response {
-    record(
-        &hub.metrics,
-        err,
-        "Mercure subscription backend request failed",
-    );
-    let status = StatusCode::SERVICE_UNAVAILABLE;
-    transient(
-        hub,
-        wants_stream,
-        "backend_unavailable",
-        status,
-        &err.to_string(),
-    )
-}
-
 /// A subscription refused as a bad request (400), naming what `err` found wrong.
 fn bad_request(hub: &Hub, err: &dyn std::fmt::Display) -> Response {
     refused(
