@@ -9,8 +9,9 @@
 //! - [`headers`]: message headers and the `NATS/1.0` header block, well-known header names;
 //! - [`error`]: JetStream API errors with their codes;
 //! - [`duration`]: Go-style durations (`1h2m3.5s`), as NATS headers write them;
-//! - [`config_duration`], [`config_choice`]: durations and one-of-a-few-words values as sluice's
-//!   configuration files write them (`"1m 30s"`, `"live"`);
+//! - [`config_duration`], [`config_choice`], [`config_error`]: durations and one-of-a-few-words
+//!   values as sluice's configuration files write them (`"1m 30s"`, `"live"`), and the error a
+//!   section's check answers with;
 //! - [`transform`]: subject transforms (`{src, dest}` with `$N`, `{{wildcard(N)}}`, `*`, `>`);
 //! - [`ttl`]: the `Nats-TTL` header;
 //! - [`schedule`]: the `Nats-Schedule` header (`@at`, `@every`, cron) and its next run.
@@ -20,6 +21,7 @@
 
 pub mod config_choice;
 pub mod config_duration;
+pub mod config_error;
 pub mod duration;
 pub mod error;
 pub mod headers;

@@ -1,10 +1,13 @@
 //! The embedded store's part of the configuration (`[embedded]`), owned here and composed
 //! into the hub's configuration.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use sluice_protocol::config_error::InvalidSetting;
+use sluice_protocol::subject::validate_filter;
 
 use sluice_protocol::config_duration;
 
@@ -118,4 +121,147 @@ impl Default for EmbeddedConfig {
             streams: vec![StreamDecl::default_stream()],
         }
     }
+}
+
+impl EmbeddedConfig {
+    /// Checks every value of the section and every stream declared in it. Whether the served
+    /// stream is one of them is the hub's check: it depends on `backend`.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        let embedded = self;
+        if embedded.data_dir.as_os_str().is_empty() {
+            return Err(InvalidSetting::new(
+                "embedded.data_dir",
+                "",
+                "must not be empty",
+            ));
+        }
+        if !matches!(embedded.sync.as_str(), "always" | "never") {
+            let interval =
+                sluice_protocol::config_duration::parse(&embedded.sync).map_err(|err| {
+                    InvalidSetting::new(
+                        "embedded.sync",
+                        &embedded.sync,
+                        format!("{err}; use always, never or a duration"),
+                    )
+                })?;
+            if interval.is_zero() {
+                return Err(InvalidSetting::new(
+                    "embedded.sync",
+                    &embedded.sync,
+                    "an interval must be positive; use always or never",
+                ));
+            }
+        }
+        let mut names = HashSet::new();
+        for (index, stream) in embedded.streams.iter().enumerate() {
+            stream_decl(&format!("embedded.streams[{index}]"), stream)?;
+            if !names.insert(stream.name.as_str()) {
+                return Err(InvalidSetting::new(
+                    format!("embedded.streams[{index}].name"),
+                    &stream.name,
+                    "is declared twice",
+                ));
+            }
+        }
+        for (index, stream) in embedded.streams.iter().enumerate() {
+            for (at, source) in stream.sources.iter().enumerate() {
+                if !names.contains(source.name.as_str()) {
+                    return Err(InvalidSetting::new(
+                        format!("embedded.streams[{index}].sources[{at}].name"),
+                        &source.name,
+                        "is not one of the streams declared in `embedded.streams`",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn stream_decl(key: &str, stream: &StreamDecl) -> Result<(), InvalidSetting> {
+    stream_name(&format!("{key}.name"), &stream.name)?;
+    if stream.subjects.is_empty() && stream.sources.is_empty() {
+        return Err(InvalidSetting::new(
+            format!("{key}.subjects"),
+            "[]",
+            "a stream needs at least one subject or one source",
+        ));
+    }
+    for (index, source) in stream.sources.iter().enumerate() {
+        source.validate(&stream.name).map_err(|err| {
+            InvalidSetting::new(
+                format!("{key}.sources[{index}]"),
+                &source.name,
+                err.to_string(),
+            )
+        })?;
+    }
+    if stream.max_msg_size > i32::MAX as u64 {
+        return Err(InvalidSetting::new(
+            format!("{key}.max_msg_size"),
+            stream.max_msg_size,
+            "must be below 2 GiB",
+        ));
+    }
+    for (field, value) in [
+        ("max_msgs", stream.max_msgs),
+        ("max_bytes", stream.max_bytes),
+        ("max_msgs_per_subject", stream.max_msgs_per_subject),
+    ] {
+        if value > i64::MAX as u64 {
+            return Err(InvalidSetting::new(
+                format!("{key}.{field}"),
+                value,
+                "is too large",
+            ));
+        }
+    }
+    for (index, subject) in stream.subjects.iter().enumerate() {
+        validate_filter(subject).map_err(|err| {
+            InvalidSetting::new(format!("{key}.subjects[{index}]"), subject, err.to_string())
+        })?;
+    }
+    delete_markers(key, stream)
+}
+
+/// Subject delete markers, as JetStream takes them: a TTL of at least a second, on a stream
+/// that allows per-message TTLs (a marker carries one).
+fn delete_markers(key: &str, stream: &StreamDecl) -> Result<(), InvalidSetting> {
+    let ttl = stream.subject_delete_marker_ttl;
+    if ttl.is_zero() {
+        return Ok(());
+    }
+    let field = format!("{key}.subject_delete_marker_ttl");
+    if ttl < Duration::from_secs(1) {
+        return Err(InvalidSetting::new(
+            field,
+            sluice_protocol::config_duration::format(ttl),
+            "must be at least 1s, or 0 for no markers",
+        ));
+    }
+    if !stream.allow_msg_ttl {
+        return Err(InvalidSetting::new(
+            field,
+            sluice_protocol::config_duration::format(ttl),
+            "delete markers carry a TTL: they need allow_msg_ttl = true",
+        ));
+    }
+    Ok(())
+}
+
+/// Stream names become directory names: no path separators, dots, wildcards or whitespace.
+fn stream_name(key: &str, name: &str) -> Result<(), InvalidSetting> {
+    let bad = name.is_empty()
+        || name.len() > 255
+        || name.chars().any(|c| {
+            c.is_whitespace() || c.is_control() || matches!(c, '.' | '*' | '>' | '/' | '\\')
+        });
+    if bad {
+        return Err(InvalidSetting::new(
+            key,
+            name,
+            "a stream name is 1 to 255 characters without whitespace, `.`, `*`, `>`, `/` or `\\`",
+        ));
+    }
+    Ok(())
 }

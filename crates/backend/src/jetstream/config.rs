@@ -150,7 +150,7 @@ impl JetStreamConfig {
     }
 
     /// The server URLs with any embedded password replaced, for logs and errors.
-    pub fn redacted_urls(&self) -> String {
+    pub(crate) fn redacted_urls(&self) -> String {
         self.urls
             .iter()
             .map(|url| redact_url(url))
@@ -161,7 +161,7 @@ impl JetStreamConfig {
     /// `text` with every secret of this configuration (token, password, credentials embedded
     /// in URLs, as written and percent-decoded) replaced, for messages that quote what a
     /// library reported.
-    pub fn scrub(&self, text: &str) -> String {
+    pub(crate) fn scrub(&self, text: &str) -> String {
         let url_secrets = self.urls.iter().filter_map(|url| {
             let addr: async_nats::ServerAddr = url.parse().ok()?;
             let decoded = url_auth::credentials(&addr)

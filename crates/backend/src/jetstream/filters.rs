@@ -20,7 +20,7 @@ impl ServerVersion {
     /// get one common filter and in-process filtering.
     pub const MULTI_FILTER_FIXED: Self = Self(2, 14, 7);
     /// The first servers with message schedules (`allow_msg_schedules`, ADR-51).
-    pub const SCHEDULES: Self = Self(2, 12, 0);
+    pub(crate) const SCHEDULES: Self = Self(2, 12, 0);
 
     /// Parses `2.10.4`, `2.11.0-RC.1` and the like; missing or odd parts count as 0.
     pub fn parse(text: &str) -> Self {

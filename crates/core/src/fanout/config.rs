@@ -2,6 +2,7 @@
 //! hub's configuration.
 
 use serde::{Deserialize, Serialize};
+use sluice_protocol::config_error::InvalidSetting;
 
 /// The in-memory fan-out (`[fanout]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -22,5 +23,26 @@ impl Default for FanoutConfig {
             ring_size: 4096,
             max_catch_up_reads: 64,
         }
+    }
+}
+
+impl FanoutConfig {
+    /// Checks every value of the section.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        if !(16..=1 << 20).contains(&self.ring_size) {
+            return Err(InvalidSetting::new(
+                "fanout.ring_size",
+                self.ring_size,
+                "must be between 16 and 1048576",
+            ));
+        }
+        if !(1..=65536).contains(&self.max_catch_up_reads) {
+            return Err(InvalidSetting::new(
+                "fanout.max_catch_up_reads",
+                self.max_catch_up_reads,
+                "must be between 1 and 65536",
+            ));
+        }
+        Ok(())
     }
 }

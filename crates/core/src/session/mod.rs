@@ -17,7 +17,8 @@ use jiff::Timestamp;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-pub use guard::{ConnectionGuard, reason};
+pub use guard::ConnectionGuard;
+use guard::reason;
 pub use handoff::StreamSession;
 
 use crate::event_id::EventId;

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use sluice_backend::jetstream::JetStreamConfigError;
+use sluice_protocol::config_error::InvalidSetting;
 
 /// A configuration that cannot be used; the message names the key and the value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,5 +60,13 @@ impl ConfigError {
             value: format!("{value:?}"),
             reason: reason.into(),
         }
+    }
+}
+
+/// A section's own check names the key, the value and why, as [`ConfigError::Invalid`] does.
+impl From<InvalidSetting> for ConfigError {
+    fn from(err: InvalidSetting) -> Self {
+        let InvalidSetting { key, value, reason } = err;
+        Self::Invalid { key, value, reason }
     }
 }

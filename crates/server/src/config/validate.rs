@@ -5,10 +5,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, de};
-use sluice_protocol::subject::{validate_filter, validate_subject};
+use sluice_protocol::subject::validate_subject;
 
 use super::values::{allowed_origin, http_url};
-use super::{BackendKind, Config, ConfigError, MercureContext, StreamDecl};
+use super::{BackendKind, Config, ConfigError, MercureContext};
 use crate::auth::AuthConfigError;
 
 /// The longest accepted `retry:` hint and heartbeat interval.
@@ -46,20 +46,7 @@ pub fn config(config: &Config) -> Result<(), ConfigError> {
     cors(config)?;
     probes(config)?;
     listeners(config)?;
-    if !(16..=1 << 20).contains(&config.fanout.ring_size) {
-        return Err(ConfigError::invalid(
-            "fanout.ring_size",
-            config.fanout.ring_size,
-            "must be between 16 and 1048576",
-        ));
-    }
-    if !(1..=65536).contains(&config.fanout.max_catch_up_reads) {
-        return Err(ConfigError::invalid(
-            "fanout.max_catch_up_reads",
-            config.fanout.max_catch_up_reads,
-            "must be between 1 and 65536",
-        ));
-    }
+    config.fanout.validate()?;
     embedded(config)?;
     config.auth.validate().map_err(|err| match err {
         AuthConfigError::Invalid { key, value, reason } => {
@@ -290,145 +277,12 @@ fn limits(config: &Config) -> Result<(), ConfigError> {
 }
 
 fn embedded(config: &Config) -> Result<(), ConfigError> {
-    let embedded = &config.embedded;
-    if embedded.data_dir.as_os_str().is_empty() {
-        return Err(ConfigError::invalid(
-            "embedded.data_dir",
-            "",
-            "must not be empty",
-        ));
-    }
-    if !matches!(embedded.sync.as_str(), "always" | "never") {
-        let interval = sluice_protocol::config_duration::parse(&embedded.sync).map_err(|err| {
-            ConfigError::invalid(
-                "embedded.sync",
-                &embedded.sync,
-                format!("{err}; use always, never or a duration"),
-            )
-        })?;
-        if interval.is_zero() {
-            return Err(ConfigError::invalid(
-                "embedded.sync",
-                &embedded.sync,
-                "an interval must be positive; use always or never",
-            ));
-        }
-    }
-    let mut names = HashSet::new();
-    for (index, stream) in embedded.streams.iter().enumerate() {
-        stream_decl(&format!("embedded.streams[{index}]"), stream)?;
-        if !names.insert(stream.name.as_str()) {
-            return Err(ConfigError::invalid(
-                format!("embedded.streams[{index}].name"),
-                &stream.name,
-                "is declared twice",
-            ));
-        }
-    }
-    for (index, stream) in embedded.streams.iter().enumerate() {
-        for (at, source) in stream.sources.iter().enumerate() {
-            if !names.contains(source.name.as_str()) {
-                return Err(ConfigError::invalid(
-                    format!("embedded.streams[{index}].sources[{at}].name"),
-                    &source.name,
-                    "is not one of the streams declared in `embedded.streams`",
-                ));
-            }
-        }
-    }
+    config.embedded.validate()?;
     if config.backend == BackendKind::Embedded && config.served_stream().is_none() {
         return Err(ConfigError::invalid(
             "embedded.stream",
-            &embedded.stream,
+            &config.embedded.stream,
             "is not one of the streams declared in `embedded.streams`",
-        ));
-    }
-    Ok(())
-}
-
-fn stream_decl(key: &str, stream: &StreamDecl) -> Result<(), ConfigError> {
-    stream_name(&format!("{key}.name"), &stream.name)?;
-    if stream.subjects.is_empty() && stream.sources.is_empty() {
-        return Err(ConfigError::invalid(
-            format!("{key}.subjects"),
-            "[]",
-            "a stream needs at least one subject or one source",
-        ));
-    }
-    for (index, source) in stream.sources.iter().enumerate() {
-        source.validate(&stream.name).map_err(|err| {
-            ConfigError::invalid(
-                format!("{key}.sources[{index}]"),
-                &source.name,
-                err.to_string(),
-            )
-        })?;
-    }
-    if stream.max_msg_size > i32::MAX as u64 {
-        return Err(ConfigError::invalid(
-            format!("{key}.max_msg_size"),
-            stream.max_msg_size,
-            "must be below 2 GiB",
-        ));
-    }
-    for (field, value) in [
-        ("max_msgs", stream.max_msgs),
-        ("max_bytes", stream.max_bytes),
-        ("max_msgs_per_subject", stream.max_msgs_per_subject),
-    ] {
-        if value > i64::MAX as u64 {
-            return Err(ConfigError::invalid(
-                format!("{key}.{field}"),
-                value,
-                "is too large",
-            ));
-        }
-    }
-    for (index, subject) in stream.subjects.iter().enumerate() {
-        validate_filter(subject).map_err(|err| {
-            ConfigError::invalid(format!("{key}.subjects[{index}]"), subject, err.to_string())
-        })?;
-    }
-    delete_markers(key, stream)
-}
-
-/// Subject delete markers, as JetStream takes them: a TTL of at least a second, on a stream
-/// that allows per-message TTLs (a marker carries one).
-fn delete_markers(key: &str, stream: &StreamDecl) -> Result<(), ConfigError> {
-    let ttl = stream.subject_delete_marker_ttl;
-    if ttl.is_zero() {
-        return Ok(());
-    }
-    let field = format!("{key}.subject_delete_marker_ttl");
-    if ttl < Duration::from_secs(1) {
-        return Err(ConfigError::invalid(
-            field,
-            sluice_protocol::config_duration::format(ttl),
-            "must be at least 1s, or 0 for no markers",
-        ));
-    }
-    if !stream.allow_msg_ttl {
-        return Err(ConfigError::invalid(
-            field,
-            sluice_protocol::config_duration::format(ttl),
-            "delete markers carry a TTL: they need allow_msg_ttl = true",
-        ));
-    }
-    Ok(())
-}
-
-/// Stream names become directory names: no path separators, dots, wildcards or whitespace.
-pub fn stream_name(key: &str, name: &str) -> Result<(), ConfigError> {
-    let bad = name.is_empty()
-        || name.len() > 255
-        || name.chars().any(|c| {
-            c.is_whitespace() || c.is_control() || matches!(c, '.' | '*' | '>' | '/' | '\\')
-        });
-    if bad {
-        return Err(ConfigError::invalid(
-            key,
-            name,
-            "a stream name is 1 to 255 characters without whitespace, `.`, `*`, `>`, `/` or `\\`",
         ));
     }
     Ok(())
