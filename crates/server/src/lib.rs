@@ -18,7 +18,6 @@ mod hub;
 mod log_filter;
 mod net;
 mod owned_runtime;
-mod reader;
 pub mod tls;
 mod topics;
 

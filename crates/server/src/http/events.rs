@@ -19,16 +19,18 @@ use bytes::BytesMut;
 
 use super::{bad_request, error_response, refusal};
 use crate::auth::Direction;
+use crate::config::Config;
 use crate::hub::Hub;
-use crate::reader::{Opening, Reader, Refusal, Start};
 use crate::topics::{self, Topics};
 use sluice_backend::{ApiError, StreamState};
 use sluice_core::conn::ConnInfo;
 use sluice_core::event_id::EventId;
 use sluice_core::event_id::choose_cursor;
 use sluice_core::frames;
+use sluice_core::hub::HubCore;
 use sluice_core::metrics::Metrics;
 use sluice_core::plan::StartPosition;
+use sluice_core::reader::{Opening, Reader, Refusal, Start};
 use sluice_core::session::{Session, StreamSession};
 
 type Params = Query<Vec<(String, String)>>;
@@ -172,6 +174,7 @@ async fn subscribe<'a>(
     }
     let conn = extensions.get::<ConnectInfo<ConnInfo>>().map(|c| &c.0);
     let reader = EventsReader {
+        config,
         topics: &topics,
         cursor: cursor.id,
         asked: cursor.id.map(|id| id.to_string()),
@@ -187,6 +190,7 @@ async fn subscribe<'a>(
 /// An `/events` stream as a [`Reader`]: its topics, the cursor it resumes from, and when its
 /// token expires.
 struct EventsReader<'r> {
+    config: &'r Config,
     topics: &'r Topics,
     cursor: Option<EventId>,
     /// The cursor as the client sent it.
@@ -204,8 +208,12 @@ impl Reader for EventsReader<'_> {
         self.asked.as_deref()
     }
 
-    async fn check(&self, hub: &Hub, state: &StreamState) -> Result<(StartPosition, ()), Refusal> {
-        topics::check_within(self.topics, &state.subjects, &hub.config)
+    async fn check(
+        &self,
+        _hub: &HubCore,
+        state: &StreamState,
+    ) -> Result<(StartPosition, ()), Refusal> {
+        topics::check_within(self.topics, &state.subjects, self.config)
             .map_err(|err| Refusal::BadRequest(err.to_string()))?;
         Ok((
             self.cursor
@@ -214,7 +222,7 @@ impl Reader for EventsReader<'_> {
         ))
     }
 
-    async fn open(self, hub: &Hub, start: Start<'_, ()>) -> Opening<()> {
+    async fn open(self, hub: &HubCore, start: Start<'_, ()>) -> Opening<()> {
         let plan = start.plan;
         let mut preamble = BytesMut::new();
         preamble.extend_from_slice(&frames::retry(self.retry));

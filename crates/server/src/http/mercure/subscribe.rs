@@ -30,12 +30,13 @@ use super::state::Mercure;
 use super::view::MercureView;
 use crate::auth::AuthError;
 use crate::hub::Hub;
-use crate::reader::{Opening, Reader, Refusal, Start};
 use sluice_backend::{BackendError, Delivery, StreamState, Unavailable};
 use sluice_core::conn::ConnInfo;
 use sluice_core::event_id::EventId;
 use sluice_core::fanout::{View, record};
+use sluice_core::hub::HubCore;
 use sluice_core::plan::{Plan, StartPosition};
+use sluice_core::reader::{Opening, Reader, Refusal, Start};
 
 /// Longest wait for the stream's state, or for a custom id's lookup, before answering 503.
 const BACKEND_TIMEOUT: Duration = Duration::from_secs(5);
@@ -143,7 +144,7 @@ impl Reader for MercureReader<'_> {
 
     async fn check(
         &self,
-        hub: &Hub,
+        hub: &HubCore,
         state: &StreamState,
     ) -> Result<(StartPosition, Checked), Refusal> {
         let scheme = &self.mercure.scheme;
@@ -177,7 +178,7 @@ impl Reader for MercureReader<'_> {
         Ok((position, Checked { filters, position }))
     }
 
-    async fn open(self, hub: &Hub, start: Start<'_, Checked>) -> Opening<String> {
+    async fn open(self, hub: &HubCore, start: Start<'_, Checked>) -> Opening<String> {
         let Start {
             state,
             plan,
@@ -214,7 +215,7 @@ impl Reader for MercureReader<'_> {
         };
         tracing::debug!(filters = %filters, start = plan.start, "Mercure subscription starts");
         // The hub makes a Mercure fan-out whenever Mercure is on.
-        let fanout = hub.mercure_fanout.as_ref().unwrap_or(&hub.fanout);
+        let fanout = hub.view_fanout.as_ref().unwrap_or(&hub.fanout);
         let feed = fanout
             .feed_with_view(&filters, view, state, plan.start)
             .await;
@@ -255,7 +256,7 @@ fn requested_resume(headers: &HeaderMap, params: &[(String, String)]) -> Option<
 /// update with that id that `receives` says the subscriber gets. An id the hub cannot place
 /// starts it with new updates, as Mercure does.
 async fn resume_position(
-    hub: &Hub,
+    hub: &HubCore,
     scheme: &Scheme,
     state: &StreamState,
     value: &str,
@@ -284,7 +285,7 @@ async fn resume_position(
 /// several updates with the id that the subscriber gets, resuming after the oldest may repeat
 /// the others but never skips one.
 async fn custom_id_position(
-    hub: &Hub,
+    hub: &HubCore,
     scheme: &Scheme,
     state: &StreamState,
     id: &str,

@@ -1,5 +1,5 @@
 //! How every reader starts — an `/events` stream, a Mercure subscription, anything later — in
-//! one place: [`Hub::open_session`]. What differs between readers (the checks against the
+//! one place: [`HubCore::open_session`]. What differs between readers (the checks against the
 //! stream, where they start, their opening frames, their feed) is a [`Reader`]; the rest —
 //! the hub not shutting down, a connection slot, the stream's state, the plan, how the start is
 //! counted, the session — is done here once, and every refusal is a typed [`Refusal`] that
@@ -10,20 +10,20 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use sluice_backend::StreamState;
-use sluice_core::conn::ConnInfo;
-use sluice_core::fanout::{Feed, record};
-use sluice_core::metrics::Metrics;
-use sluice_core::plan::{Plan, StartPosition};
-use sluice_core::session::{ConnectionGuard, Session};
 
-use crate::hub::Hub;
+use crate::conn::ConnInfo;
+use crate::fanout::{Feed, record};
+use crate::hub::HubCore;
+use crate::metrics::Metrics;
+use crate::plan::{Plan, StartPosition};
+use crate::session::{ConnectionGuard, Session};
 
 /// The longest a reader waits for the stream's state before it is turned away for now.
 const STATE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a reader cannot start.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Refusal {
+pub enum Refusal {
     /// The hub is shutting down (may go away: the client retries).
     ShuttingDown,
     /// `limits.max_connections` (or the per-address limit) is reached (may go away).
@@ -40,7 +40,7 @@ pub(crate) enum Refusal {
 
 impl Refusal {
     /// The label of `sluice_connections_rejected_total` and of the log.
-    pub(crate) fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> &'static str {
         match self {
             Refusal::ShuttingDown => "shutting_down",
             Refusal::MaxConnections => "max_connections",
@@ -51,7 +51,7 @@ impl Refusal {
     }
 
     /// What the client is told.
-    pub(crate) fn detail(&self) -> &str {
+    pub fn detail(&self) -> &str {
         match self {
             Refusal::ShuttingDown => "the hub is shutting down",
             Refusal::MaxConnections => "too many connections",
@@ -63,7 +63,7 @@ impl Refusal {
 
     /// True when the same request may succeed later (answered with a `retry:` hint or
     /// `Retry-After`).
-    pub(crate) fn is_transient(&self) -> bool {
+    pub fn is_transient(&self) -> bool {
         matches!(
             self,
             Refusal::ShuttingDown | Refusal::MaxConnections | Refusal::BackendUnavailable(_)
@@ -71,9 +71,10 @@ impl Refusal {
     }
 }
 
-/// What is a reader's own in how it starts. [`Hub::open_session`] asks [`Reader::check`] once
+/// What is a reader's own in how it starts. [`HubCore::open_session`] asks [`Reader::check`] once
 /// the reader is admitted, plans the start it names, then [`Reader::open`]s it.
-pub(crate) trait Reader: Sized {
+#[allow(async_fn_in_trait)] // readers are generic parameters, never trait objects
+pub trait Reader: Sized {
     /// What the reader learnt from checking the stream, kept for its opening.
     type Checked;
     /// What the protocol answers besides the stream (Mercure: its `Last-Event-ID` header).
@@ -86,16 +87,16 @@ pub(crate) trait Reader: Sized {
     /// Checks the request against the stream's `state` and says where the reader starts.
     async fn check(
         &self,
-        hub: &Hub,
+        hub: &HubCore,
         state: &StreamState,
     ) -> Result<(StartPosition, Self::Checked), Refusal>;
 
     /// Opens the reader at `start.plan`: nothing refuses it any more.
-    async fn open(self, hub: &Hub, start: Start<'_, Self::Checked>) -> Opening<Self::Answer>;
+    async fn open(self, hub: &HubCore, start: Start<'_, Self::Checked>) -> Opening<Self::Answer>;
 }
 
 /// Where a checked reader starts.
-pub(crate) struct Start<'a, C> {
+pub struct Start<'a, C> {
     /// The stream's state when it was admitted.
     pub state: &'a StreamState,
     /// Where it starts: the position it asked for, planned.
@@ -107,7 +108,7 @@ pub(crate) struct Start<'a, C> {
 }
 
 /// What an opened reader's session is made of, besides what the hub gives every session.
-pub(crate) struct Opening<A> {
+pub struct Opening<A> {
     /// The frames before the first message.
     pub preamble: Bytes,
     /// The feed it reads from the plan's start.
@@ -120,16 +121,16 @@ pub(crate) struct Opening<A> {
     pub answer: A,
 }
 
-impl Hub {
+impl HubCore {
     /// Starts `reader` on connection `conn`, or says why not: every reader starts here.
-    pub(crate) async fn open_session<R: Reader>(
+    pub async fn open_session<R: Reader>(
         &self,
         conn: Option<&ConnInfo>,
         reader: R,
     ) -> Result<(Session, R::Answer), Refusal> {
         let (mut guard, state) = self.admit(conn).await?;
         let (position, checked) = reader.check(self, &state).await?;
-        let plan = Plan::for_start(position, &state, self.config.replay.on_loss);
+        let plan = Plan::for_start(position, &state, self.settings().on_loss);
         self.count_start(&plan, reader.cursor());
         let start = Start {
             state: &state,
