@@ -222,15 +222,11 @@ mod tests {
     use crate::fanout::EntryKind;
     use crate::fanout::Fanout;
     use crate::fanout::FanoutConfig;
-    use crate::fanout::testing::{encoder, open_backend, publish};
+    use crate::fanout::testing::{Remote, encoder, open_backend, publish};
     use crate::frames::GapReason;
     use crate::metrics::Metrics;
-    use futures::StreamExt;
     use proptest::prelude::*;
-    use sluice_backend::embedded::EmbeddedBackend;
-    use sluice_backend::{
-        Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, StreamState,
-    };
+    use sluice_backend::Backend;
     use sluice_protocol::subject::FilterSet;
     use sluice_store::PurgeRequest;
     use std::time::Duration;
@@ -337,68 +333,13 @@ mod tests {
         assert_eq!(metrics.catchups.get(), 2);
     }
 
-    /// The real embedded backend, but every call and every message first returns `Pending`
-    /// once, as a network backend would, and with no in-process retention: so a cursor's
-    /// `next()` can be dropped while opening, reading, or checking skipped positions.
-    struct Yielding(Arc<EmbeddedBackend>);
-
-    #[async_trait::async_trait]
-    impl Backend for Yielding {
-        fn kind(&self) -> &'static str {
-            "yielding"
-        }
-        fn single_node(&self) -> bool {
-            false
-        }
-        async fn publish(&self, request: PublishRequest) -> Result<PublishAck, BackendError> {
-            self.0.publish(request).await
-        }
-        async fn stream_state(&self) -> Result<StreamState, BackendError> {
-            tokio::task::yield_now().await;
-            self.0.stream_state().await
-        }
-        async fn subscribe(
-            &self,
-            filters: &[String],
-            start: u64,
-        ) -> Result<MessageStream, BackendError> {
-            tokio::task::yield_now().await;
-            Ok(yield_each(self.0.subscribe(filters, start).await?))
-        }
-        async fn read_range(
-            &self,
-            filters: &[String],
-            start: u64,
-            until: u64,
-        ) -> Result<MessageStream, BackendError> {
-            tokio::task::yield_now().await;
-            Ok(yield_each(self.0.read_range(filters, start, until).await?))
-        }
-        async fn health(&self) -> Health {
-            self.0.health().await
-        }
-        async fn shutdown(&self) {
-            self.0.shutdown().await
-        }
-    }
-
-    /// `stream`, returning `Pending` once before every item.
-    fn yield_each(stream: MessageStream) -> MessageStream {
-        stream
-            .then(|item| async {
-                tokio::task::yield_now().await;
-                item
-            })
-            .boxed()
-    }
-
     /// Dropping `next()` wherever it waits (opening a catch-up subscription, reading the
     /// stream, checking skipped positions, waiting on the ring) loses nothing: with every other
     /// call polled once and dropped if not ready, the cursor still yields every message once.
     #[tokio::test]
     async fn next_is_cancel_safe() {
         let dir = tempfile::tempdir().unwrap();
-        let backend: Arc<dyn Backend> = Arc::new(Yielding(open_backend(dir.path()).await));
+        let backend: Arc<dyn Backend> = Arc::new(Remote::new(open_backend(dir.path()).await));
         let feed = feed_at_live_end(backend.clone(), 16).await;
         let mut expected = Vec::new();
         for n in 0..120 {

@@ -47,7 +47,7 @@ pub use encode::Encoder;
 pub use handle::Feed;
 pub use ring::Routed;
 pub use ring::{Entry, EntryKind};
-pub use source::{Lost, record};
+pub use source::{Lost, Role, Source, SourceSpec, record};
 pub use view::View;
 
 use sluice_backend::{Backend, StreamState};

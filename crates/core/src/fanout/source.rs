@@ -36,6 +36,10 @@ pub enum Role {
     Dispatch,
     /// A reader catching up behind the ring.
     CatchUp,
+    /// A follower of the hub's own bookkeeping subjects (Mercure's active subscriptions): its
+    /// skipped positions are not checked against what the stream retains (no round trip per
+    /// message on JetStream, where most positions are other subjects').
+    Follower,
 }
 
 impl Role {
@@ -43,6 +47,7 @@ impl Role {
         match self {
             Self::Dispatch => "dispatch",
             Self::CatchUp => "catch-up",
+            Self::Follower => "follower",
         }
     }
 }
@@ -73,9 +78,10 @@ pub struct SourceSpec {
 /// - Every position from the start onward is accounted for exactly once, in order: a message of
 ///   the topic set arrives as its entry (a message, or a `too_large` placeholder), a position
 ///   removed from the stream before it could be read arrives inside a `Lost` entry, and only
-///   control messages, other topics and deliberate deletes are passed over in silence (with
-///   [`SkipCheck::InProcess`], front removal is reported only where the backend knows it
-///   in-process).
+///   control messages, other topics and deliberate deletes are passed over in silence. Skipped
+///   positions are checked against what the stream retains (in-process where the backend knows
+///   it, else a round trip) except for [`Role::Follower`], which reads bookkeeping and steps
+///   over what it cannot read without asking.
 /// - [`Source::position`] is the next position not yet accounted for.
 /// - A bounded source ([`SourceSpec::until`]) yields nothing at or above its bound and says it
 ///   is done (`Ok(None)`) once every position below the bound is accounted for, the skipped
@@ -290,6 +296,9 @@ impl SourceSpec {
     /// skipped) or the stream's retention, asked of the backend when it cannot answer
     /// in-process.
     async fn retained_before(&self, next: u64, seq: u64) -> Result<Option<Retained>, Lost> {
+        if self.role == Role::Follower {
+            return Ok(None);
+        }
         match self.retained_in_process(next, seq) {
             Ok(retained) => Ok(retained),
             Err(NeedsRoundTrip) => Ok(Some(self.retained().await?)),
@@ -394,7 +403,7 @@ pub fn record(metrics: &Metrics, err: &BackendError, what: &str) {
 mod tests {
     use super::*;
     use crate::fanout::EntryKind;
-    use crate::fanout::testing::{encoder, open_backend, publish};
+    use crate::fanout::testing::{Remote, encoder, open_backend, publish};
     use sluice_backend::embedded::EmbeddedBackend;
     use sluice_store::PurgeRequest;
 
@@ -531,5 +540,45 @@ mod tests {
         );
         assert!(String::from_utf8_lossy(&lost.frame).contains("\"from\":4"));
         assert!(next(&mut source).await.is_none());
+    }
+
+    /// A reader of one topic among others checks the positions it skips against what the
+    /// stream retains: on a network backend, a round trip each time. A follower of bookkeeping
+    /// subjects does not: it asks for the stream's state only when it opens.
+    #[tokio::test]
+    async fn only_a_follower_steps_over_skipped_positions_without_asking() {
+        let dir = tempfile::tempdir().unwrap();
+        let embedded = open_backend(dir.path()).await;
+        for subject in ["t", "x", "x", "t", "x", "t", "x", "t"] {
+            publish(&*embedded, subject).await;
+        }
+        let incarnation = embedded.stream_state().await.unwrap().incarnation;
+        let mut state_reads = Vec::new();
+        for role in [Role::CatchUp, Role::Follower] {
+            let remote = Arc::new(Remote::new(embedded.clone()));
+            let spec = SourceSpec {
+                backend: remote.clone(),
+                until: Some(9),
+                role,
+                ..spec(embedded.clone(), incarnation)
+            };
+            let mut source = Source::open(spec, 1).await.unwrap();
+            let opened = remote.state_reads();
+            let mut seqs = Vec::new();
+            while let Some(routed) = next(&mut source).await {
+                seqs.push(routed.entry.seq);
+            }
+            assert_eq!(
+                seqs,
+                [1, 4, 6, 8],
+                "{role:?} reads every message of its topic"
+            );
+            state_reads.push(remote.state_reads() - opened);
+        }
+        assert!(
+            state_reads[0] >= 3,
+            "a catch-up reader asks at each skip: {state_reads:?}"
+        );
+        assert_eq!(state_reads[1], 0, "a follower never asks after opening");
     }
 }

@@ -14,16 +14,16 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use sluice_mercure::Scheme;
 use sluice_mercure::subscription::Subscription;
 use tokio::sync::watch;
 
 use super::active::{Started, Table};
 use super::announce::{Announcer, HEADER_NODE, Lease, ended_start};
-use sluice_backend::{Backend, BackendError, BackendMessage, Delivery};
-use sluice_core::fanout::record;
+use sluice_backend::{Backend, BackendMessage};
+use sluice_core::fanout::{Encoder, Lost, Role, Routed, Source, SourceSpec, record};
 use sluice_core::metrics::Metrics;
+use sluice_protocol::subject::{FilterSet, SubjectError};
 
 /// How long to wait before reading again after the backend failed.
 const RETRY: Duration = Duration::from_secs(1);
@@ -37,30 +37,35 @@ pub struct Presence {
     announcer: Arc<Announcer>,
     table: Mutex<Table>,
     lease: Duration,
+    /// `<prefix>.s.>`: the subscription events and lease renewals.
+    events: FilterSet,
 }
 
 impl Presence {
-    /// The active subscriptions of a node over `backend`, leases of `lease`.
+    /// The active subscriptions of a node over `backend`, leases of `lease`; an error when the
+    /// scheme's prefix makes no filter.
     pub fn new(
         scheme: Arc<Scheme>,
         backend: Arc<dyn Backend>,
         metrics: Arc<Metrics>,
         lease: Duration,
-    ) -> Self {
+    ) -> Result<Self, SubjectError> {
+        let events = FilterSet::new([scheme.subscription_events_filter()])?;
         let announcer = Arc::new(Announcer::new(
             scheme.clone(),
             backend.clone(),
             metrics.clone(),
         ));
         let table = Mutex::new(Table::new(announcer.node().to_owned()));
-        Self {
+        Ok(Self {
             scheme,
             backend,
             metrics,
             announcer,
             table,
             lease,
-        }
+            events,
+        })
     }
 
     /// This node's announcer.
@@ -83,15 +88,9 @@ impl Presence {
         loop {
             tokio::select! {
                 ended = self.follow_once(&mut history_read) => match ended {
-                    Some(err) => {
-                        self.announcer.lost_the_stream();
-                        record(
-                            &self.metrics,
-                            &err,
-                            "Mercure active subscriptions: reading the stream failed",
-                        );
-                    }
-                    None => tracing::info!("Mercure active subscriptions: the feed ended; reading again"),
+                    // Logged and counted where it failed.
+                    Lost::Failed | Lost::Replaced => self.announcer.lost_the_stream(),
+                    Lost::Ended => tracing::info!("Mercure active subscriptions: the feed ended; reading again"),
                 },
                 _ = shutdown.wait_for(|down| *down) => return,
             }
@@ -102,13 +101,20 @@ impl Presence {
         }
     }
 
-    /// Reads from the table's position on; returns when the backend fails (the error) or the
-    /// live feed ends (`None`).
-    async fn follow_once(&self, history_read: &mut bool) -> Option<BackendError> {
-        let filters = [self.scheme.subscription_events_filter()];
+    /// Reads from the table's position on, with the fan-out's [`Source`] (every position
+    /// accounted for, pinned to one incarnation): first up to the stream's last position, then
+    /// live. Returns why it stopped.
+    async fn follow_once(&self, history_read: &mut bool) -> Lost {
         let state = match self.backend.stream_state().await {
             Ok(state) => state,
-            Err(err) => return Some(err),
+            Err(err) => {
+                record(
+                    &self.metrics,
+                    &err,
+                    "Mercure active subscriptions: reading the stream's state failed",
+                );
+                return Lost::Failed;
+            }
         };
         let incarnation = state.incarnation;
         let start = {
@@ -117,14 +123,16 @@ impl Presence {
             (table.position().0 + 1).max(state.first_seq)
         };
         let until = state.last_seq.saturating_add(1);
-        let mut history = match self.backend.read_range(&filters, start, until).await {
-            Ok(history) => history,
-            Err(err) => return Some(err),
-        };
-        while let Some(delivery) = history.next().await {
-            match delivery {
-                Ok(delivery) => self.take(delivery, incarnation, until),
-                Err(err) => return Some(err),
+        let mut history =
+            match Source::open(self.source_spec(incarnation, Some(until)), start).await {
+                Ok(history) => history,
+                Err(lost) => return lost,
+            };
+        loop {
+            match history.next().await {
+                Ok(Some(routed)) => self.take(&routed, incarnation),
+                Ok(None) => break,
+                Err(lost) => return lost,
             }
         }
         self.table().advance(state.last_seq, incarnation);
@@ -137,18 +145,18 @@ impl Presence {
                 self.announcer.publish_ends(gone).await;
             }
         }
-        let mut live = match self.backend.subscribe(&filters, until).await {
+        let mut live = match Source::open(self.source_spec(incarnation, None), until).await {
             Ok(live) => live,
-            Err(err) => return Some(err),
+            Err(lost) => return lost,
         };
         let mut tick = tokio::time::interval(self.lease / 3);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                delivery = live.next() => match delivery {
-                    Some(Ok(delivery)) => self.take(delivery, incarnation, u64::MAX),
-                    Some(Err(err)) => return Some(err),
-                    None => return None,
+                routed = live.next() => match routed {
+                    Ok(Some(routed)) => self.take(&routed, incarnation),
+                    Ok(None) => return Lost::Ended,
+                    Err(lost) => return lost,
                 },
                 _ = tick.tick() => match self.announcer.renew_lease().await {
                     // Cut off, this node cannot tell a silent node from its own deafness.
@@ -165,17 +173,31 @@ impl Presence {
         }
     }
 
-    /// Folds one delivery below `until` in.
-    fn take(&self, delivery: Delivery, incarnation: u64, until: u64) {
-        let seq = match delivery {
-            Delivery::Message(message) if message.seq < until => {
-                self.apply(&message);
-                message.seq
-            }
-            Delivery::Message(_) => return,
-            Delivery::Lost(range) => range.last.min(until - 1),
-        };
-        self.table().advance(seq, incarnation);
+    /// What the follower reads: `<prefix>.s.>` of `incarnation`, whole messages (the prefix is
+    /// the encoder's view prefix, so nothing is encoded), up to `until` when bounded.
+    fn source_spec(&self, incarnation: u64, until: Option<u64>) -> SourceSpec {
+        SourceSpec {
+            backend: self.backend.clone(),
+            metrics: self.metrics.clone(),
+            filters: self.events.clone(),
+            encoder: Encoder {
+                incarnation,
+                topic_prefix: String::new(),
+                max_event_size: usize::MAX,
+                event_type: String::new(),
+                view_prefix: Some(self.scheme.prefix().to_owned()),
+            },
+            role: Role::Follower,
+            until,
+        }
+    }
+
+    /// Folds one entry in: a message is applied, a lost range stepped over.
+    fn take(&self, routed: &Routed, incarnation: u64) {
+        if let Some(message) = &routed.message {
+            self.apply(message);
+        }
+        self.table().advance(routed.entry.seq, incarnation);
     }
 
     /// Counts a message of `<prefix>.s.>` the table did not take in.

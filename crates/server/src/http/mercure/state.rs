@@ -62,14 +62,19 @@ impl Mercure {
             metrics.token_cache_lookups.clone(),
         )?;
         let scheme = Arc::new(scheme);
-        let presence = config.subscriptions.then(|| {
-            Arc::new(Presence::new(
-                scheme.clone(),
-                backend.clone(),
-                metrics.clone(),
-                config.subscriptions_lease,
-            ))
-        });
+        let presence = config
+            .subscriptions
+            .then(|| {
+                Presence::new(
+                    scheme.clone(),
+                    backend.clone(),
+                    metrics.clone(),
+                    config.subscriptions_lease,
+                )
+                .map(Arc::new)
+                .map_err(|err| invalid("mercure.subject_prefix", err.to_string()))
+            })
+            .transpose()?;
         Ok(Some(Self {
             scheme,
             publisher,
