@@ -14,7 +14,7 @@ use sluice_core::metrics::Metrics;
 
 /// One running hub: its configuration, its core (backend, metrics, feeds, connection slots,
 /// shutdown: [`HubCore`], which it derefs to), authorization and Mercure, shared by every
-/// request. Build it with [`Hub::new`], run it with [`serve`].
+/// request. Build it with [`Hub::new`], run it with [`crate::serve`].
 pub struct Hub {
     /// What every reader shares, with no HTTP in it.
     core: HubCore,

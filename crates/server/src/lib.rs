@@ -1,11 +1,13 @@
-//! The sluice hub as a library: [`Hub`] and [`serve`] run it over a [`backend::Backend`] (the
-//! embedded store or a NATS JetStream stream), configured by a [`config::Config`] whose
-//! authorization part is [`auth`]'s.
+//! The sluice hub as a library, its HTTP layer: [`Hub`] and [`serve`] run it over a backend in
+//! its roles (`sluice_backend::BackendRoles`: the embedded store or a NATS JetStream stream),
+//! configured by a [`config::Config`] whose authorization part is [`auth`]'s.
 //!
 //! Data flows one way: `POST /publish` → the backend (durable, sequenced) → one fan-out feed
 //! per distinct topic set → a session per client (a cursor into the feed's ring of frames
-//! encoded once) → the socket. Everything between the configuration and the backend is the
-//! crate's own; [`fuzzing`] opens its parsers to the fuzz targets.
+//! encoded once) → the socket. What lies between the backend and the socket, whatever protocol
+//! carries it, is `sluice-core`'s; this crate holds the protocols (`/events`, `/publish`,
+//! Mercure, the admin API), authorization, configuration and the connection layer.
+//! [`fuzzing`] opens its parsers to the fuzz targets.
 
 pub mod auth;
 mod bounded_file;

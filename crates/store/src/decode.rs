@@ -44,7 +44,7 @@ pub enum FileDecodeError {
     /// Entries where the file kind has none.
     #[error("unexpected entries")]
     UnexpectedEntries,
-    /// A sequence past the highest one a stream may hand out ([`MAX_SEQ`]), which would leave no
+    /// A sequence past the highest one a stream may hand out (`MAX_SEQ`), which would leave no
     /// next one.
     #[error("{what} {seq} is past the highest sequence")]
     PastHighestSequence {

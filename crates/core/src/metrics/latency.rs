@@ -57,7 +57,7 @@ struct Shard {
     sum_ns: AtomicU64,
 }
 
-/// A histogram of durations in seconds with the fixed [`BUCKETS`]; clones share the counts.
+/// A histogram of durations in seconds with fixed buckets (`BUCKETS`); clones share the counts.
 #[derive(Debug, Clone, Default)]
 pub struct Latency {
     shards: Arc<[Shard; SHARDS]>,

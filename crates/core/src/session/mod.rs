@@ -144,7 +144,7 @@ impl Session {
 
     /// Appends the next frames to write to `out` — with every frame already at hand after the
     /// first (in the ring, or read from the stream while catching up), so a woken client gets
-    /// them in one write (bounded by [`MAX_BATCH_FRAMES`] and [`MAX_BATCH_BYTES`]). False when
+    /// them in one write (bounded by `MAX_BATCH_FRAMES` and `MAX_BATCH_BYTES`). False when
     /// the stream has ended.
     pub async fn next_frames(&mut self, out: &mut Vec<Bytes>) -> bool {
         self.write_clock = None;
