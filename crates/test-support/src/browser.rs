@@ -46,7 +46,7 @@ const FLAGS: &[&str] = &[
 
 /// Where to find Chromium: `SLUICE_CHROMIUM`, else `/usr/bin/chromium` (Debian's `chromium`
 /// package, installed by `scripts/test`), else `chromium` on `PATH`.
-pub fn chromium_binary() -> PathBuf {
+fn chromium_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("SLUICE_CHROMIUM") {
         return PathBuf::from(path);
     }
@@ -66,7 +66,7 @@ pub struct Browser {
 }
 
 impl Browser {
-    /// Launches [`chromium_binary`].
+    /// Launches Chromium: `SLUICE_CHROMIUM`, else `/usr/bin/chromium`, else `chromium` on `PATH`.
     ///
     /// # Errors
     /// When Chromium cannot start or its DevTools endpoint does not answer; the error names the
@@ -83,7 +83,7 @@ impl Browser {
         Self::spawn(binary.into(), &[]).await
     }
 
-    /// Launches [`chromium_binary`] with `flags` added to the usual ones (for instance
+    /// Launches Chromium as [`Browser::launch`] does, with `flags` added to the usual ones (for instance
     /// `--ignore-certificate-errors` for a hub with a test certificate).
     ///
     /// # Errors

@@ -20,7 +20,7 @@ mod wait;
 
 use std::path::PathBuf;
 
-pub use browser::{Browser, Page, chromium_binary};
+pub use browser::{Browser, Page};
 pub use child::StartError;
 pub use http::HttpResponse;
 pub use nats::{NatsOptions, NatsServer, debian_nats_server_binary, nats_server_binary};
@@ -29,12 +29,12 @@ pub use proxy::TcpProxy;
 pub use serde_json;
 pub use sluice::SluiceProcess;
 pub use sluice_sse::Frame;
-pub use sse::{DEFAULT_FRAME_TIMEOUT, SseClient};
+pub use sse::SseClient;
 /// Re-exported so test crates can make temporary data directories without depending on it.
 pub use tempfile;
 pub use tls::TestCa;
 pub use tmpfs::Tmpfs;
-pub use wait::{EVENTUALLY, eventually, eventually_async, wall_clock_passes};
+pub use wait::{eventually, eventually_async, wall_clock_passes};
 
 /// The root of the sluice repository (where `.venv` and `Cargo.toml` live).
 pub fn repo_root() -> PathBuf {

@@ -14,7 +14,7 @@ use sluice_sse::{Frame, Parser};
 use crate::http::{REQUEST_TIMEOUT, has_content_type, open, request};
 
 /// How long [`SseClient::next_frame`] waits by default.
-pub const DEFAULT_FRAME_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_FRAME_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// An open `GET` of an event stream.
 ///

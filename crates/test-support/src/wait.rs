@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 /// How long [`eventually`] waits before failing.
-pub const EVENTUALLY: Duration = Duration::from_secs(20);
+const EVENTUALLY: Duration = Duration::from_secs(20);
 
-/// Polls `ok` until it holds; panics naming `what` after [`EVENTUALLY`].
+/// Polls `ok` until it holds; panics naming `what` after 20 seconds (`EVENTUALLY`).
 pub async fn eventually(what: &str, mut ok: impl FnMut() -> bool) {
     eventually_async(what, async || ok()).await;
 }

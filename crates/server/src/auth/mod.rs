@@ -31,7 +31,7 @@ pub use config::{AuthConfig, AuthConfigError, DirectionConfig, KeyConfig, PemKey
 pub use error::AuthError;
 pub use extract::{FoundToken, TokenPlaces, TokenSource, extract_token};
 pub use grant::{Direction, Grant};
-pub use origin::{cookie_origin_allowed, request_origin};
+pub(crate) use origin::{cookie_origin_allowed, request_origin};
 
 use cache::TokenCache;
 use keys::KeySet;
