@@ -303,12 +303,7 @@ fn stream_response(hub: &Hub, body: Body) -> Response {
 /// A reader the hub does not let in (see [`Refusal`]): a transient refusal as [`transient`]
 /// answers it, any other as a JSON error with its status.
 pub(crate) fn turned_away(hub: &Hub, wants_stream: bool, refusal: &Refusal) -> Response {
-    let status = match refusal {
-        Refusal::MaxConnections => StatusCode::TOO_MANY_REQUESTS,
-        Refusal::ShuttingDown | Refusal::BackendUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-        Refusal::BadRequest(_) => StatusCode::BAD_REQUEST,
-        Refusal::Misconfigured(_) => StatusCode::INTERNAL_SERVER_ERROR,
-    };
+    let status = refusal_status(refusal);
     if !refusal.is_transient() {
         return reject(
             hub,
@@ -323,6 +318,16 @@ pub(crate) fn turned_away(hub: &Hub, wants_stream: bool, refusal: &Refusal) -> R
         status,
         refusal.detail(),
     )
+}
+
+/// The HTTP status of a reader's refusal, whichever protocol answers it.
+pub(crate) fn refusal_status(refusal: &Refusal) -> StatusCode {
+    match refusal {
+        Refusal::MaxConnections => StatusCode::TOO_MANY_REQUESTS,
+        Refusal::ShuttingDown | Refusal::BackendUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        Refusal::BadRequest(_) => StatusCode::BAD_REQUEST,
+        Refusal::Misconfigured(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
 }
 
 /// A refusal that may succeed later: 200 with a jittered `retry:` for an `EventSource`,

@@ -21,7 +21,6 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::header;
 use axum::response::Response;
 use bytes::Bytes;
 use hyper::body::Frame;
@@ -58,9 +57,8 @@ pub fn respond(
         stream: rule.stream.clone(),
     };
     runtime::for_session(streams, &session).spawn(pump(session, batches, rule));
-    let (mut parts, _) = response.into_parts();
-    // The handler's head was made for an empty body (its length 0); this one is endless.
-    parts.headers.remove(header::CONTENT_LENGTH);
+    // `take_session` already dropped the length the router gave the empty body.
+    let (parts, _) = response.into_parts();
     Response::from_parts(parts, Body::new(body))
 }
 

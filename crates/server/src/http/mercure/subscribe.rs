@@ -25,7 +25,9 @@ use sluice_mercure::mapping::hub_id;
 use sluice_mercure::{Grants, LastEventId, Scheme, SelectorSet, Update};
 use sluice_protocol::subject::{FilterSet, filter_is_subset};
 
-use super::super::{accepts_event_stream, carrying, event_stream_response, turned_away};
+use super::super::{
+    accepts_event_stream, carrying, event_stream_response, refusal_status, turned_away,
+};
 use super::state::Mercure;
 use super::view::MercureView;
 use crate::auth::AuthError;
@@ -102,13 +104,12 @@ pub async fn subscribe(
             carrying(stream_response(Body::empty(), &last_event_id), session)
         }
         Err(refusal) if refusal.is_transient() => turned_away(&hub, wants_stream, &refusal),
-        Err(refusal) => {
-            let status = match refusal {
-                Refusal::Misconfigured(_) => StatusCode::INTERNAL_SERVER_ERROR,
-                _ => StatusCode::BAD_REQUEST,
-            };
-            refused(&hub, refusal.reason(), status, refusal.detail())
-        }
+        Err(refusal) => refused(
+            &hub,
+            refusal.reason(),
+            refusal_status(&refusal),
+            refusal.detail(),
+        ),
     }
 }
 
