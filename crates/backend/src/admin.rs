@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Most subjects a [`StreamReport`] lists; a stream with more says so in `subjects_truncated`.
-pub const MAX_REPORTED_SUBJECTS: usize = 10_000;
+pub(crate) const MAX_REPORTED_SUBJECTS: usize = 10_000;
 
 /// What a purge removes, as JetStream's `STREAM.PURGE` takes it: every message unless
 /// narrowed. The three narrowings combine.
@@ -50,9 +50,9 @@ pub struct StreamReport {
     pub num_deleted: u64,
     /// Distinct subjects with messages.
     pub num_subjects: u64,
-    /// Messages per subject, at most [`MAX_REPORTED_SUBJECTS`] of them (in subject order).
+    /// Messages per subject, at most 10,000 of them (in subject order).
     pub subjects: BTreeMap<String, u64>,
-    /// Whether `subjects` was cut at [`MAX_REPORTED_SUBJECTS`].
+    /// Whether `subjects` was cut at 10,000 subjects.
     pub subjects_truncated: bool,
     /// What the stream knows it lost.
     pub lost: LostReport,

@@ -2,8 +2,9 @@
 //! one place: [`HubCore::open_session`]. What differs between readers (the checks against the
 //! stream, where they start, their opening frames, their feed) is a [`Reader`]; the rest —
 //! the hub not shutting down, a connection slot, the stream's state, the plan, how the start is
-//! counted, the session — is done here once, and every refusal is a typed [`Refusal`] that
-//! each protocol answers in its own form.
+//! counted, the session — is done here once, and every refusal, the protocol's own checks of the
+//! request and of its credentials included, is a typed [`Refusal`] that each protocol answers
+//! in its own form.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +37,30 @@ pub enum Refusal {
     /// The hub's configuration cannot serve the reader (an operator's error, not the
     /// client's): what is missing.
     Misconfigured(String),
+    /// The reader's credentials do not let it read.
+    Denied {
+        /// How they fall short.
+        denial: Denial,
+        /// The label of the metric and the log: which check refused them (`expired`,
+        /// `forbidden_topic`).
+        reason: &'static str,
+        /// What the client is told: fixed text, or the client's own input.
+        detail: String,
+    },
+}
+
+/// How a reader's credentials fall short, in the terms of bearer tokens (RFC 6750), which every
+/// protocol of the hub uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denial {
+    /// None were given, and the hub does not serve anonymous readers.
+    Missing,
+    /// They are given in a form the hub does not accept.
+    Malformed,
+    /// They do not verify: expired, not yet valid, badly signed, meant for another hub.
+    Invalid,
+    /// They verify but do not grant what the reader asked for.
+    Insufficient,
 }
 
 impl Refusal {
@@ -47,6 +72,7 @@ impl Refusal {
             Refusal::BackendUnavailable(_) => "backend_unavailable",
             Refusal::BadRequest(_) => "bad_request",
             Refusal::Misconfigured(_) => "misconfigured",
+            Refusal::Denied { reason, .. } => reason,
         }
     }
 
@@ -57,7 +83,8 @@ impl Refusal {
             Refusal::MaxConnections => "too many connections",
             Refusal::BackendUnavailable(detail)
             | Refusal::BadRequest(detail)
-            | Refusal::Misconfigured(detail) => detail,
+            | Refusal::Misconfigured(detail)
+            | Refusal::Denied { detail, .. } => detail,
         }
     }
 

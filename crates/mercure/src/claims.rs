@@ -30,7 +30,7 @@ use crate::update::Update;
 pub const DETAIL_TYPE: &str = "https://mercure.rocks/authorization-detail";
 
 /// The JOSE `typ` of an RFC 9068 access token.
-pub const ACCESS_TOKEN_TYPE: &str = "at+jwt";
+pub(crate) const ACCESS_TOKEN_TYPE: &str = "at+jwt";
 
 /// The most selectors a `mercure.publish` or `mercure.subscribe` list may hold.
 pub const MAX_CLAIM_SELECTORS: usize = 1000;
@@ -92,7 +92,7 @@ pub struct MercureClaim {
 
 /// A Mercure authorization detail (1.0 draft).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AuthorizationDetail {
+pub(crate) struct AuthorizationDetail {
     /// Always [`DETAIL_TYPE`] for the entries read here.
     #[serde(rename = "type")]
     pub detail_type: String,

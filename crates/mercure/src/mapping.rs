@@ -41,10 +41,10 @@ pub const HEADER_UPDATE: &str = "Mercure-Update";
 pub const FORMAT_VERSION: &str = "1";
 
 /// The store's deduplication header (the same as `sluice_protocol::headers::NATS_MSG_ID`).
-pub const HEADER_MSG_ID: &str = "Nats-Msg-Id";
+pub(crate) const HEADER_MSG_ID: &str = "Nats-Msg-Id";
 
 /// What a custom id's `Nats-Msg-Id` starts with, keeping it apart from `/publish` msg ids.
-pub const MSG_ID_PREFIX: &str = "mercure:";
+pub(crate) const MSG_ID_PREFIX: &str = "mercure:";
 
 /// What every hub-made id starts with; custom ids never do (the form refuses them).
 pub const HUB_ID_PREFIX: char = '#';

@@ -35,7 +35,7 @@ const MAX_BUILD_BYTES: usize = MAX_PATTERN_BYTES;
 
 /// Why a URL pattern was not compiled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PatternError {
+pub(crate) enum PatternError {
     /// Not a URL pattern.
     #[error("not a URL pattern: {0}")]
     Syntax(String),

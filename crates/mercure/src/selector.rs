@@ -37,13 +37,13 @@ pub const MAX_TEMPLATE_VARIABLES: usize = 32;
 pub const DEFAULT_BASE_URL: &str = "http://mercure.invalid";
 
 /// The 0.x selector parameter.
-pub const PARAM_TOPIC: &str = "topic";
+pub(crate) const PARAM_TOPIC: &str = "topic";
 /// The 1.0 draft's exact selector parameter.
-pub const PARAM_MATCH: &str = "match";
+pub(crate) const PARAM_MATCH: &str = "match";
 /// The 1.0 draft's exact selector parameter, with its type spelled out.
-pub const PARAM_MATCH_EXACT: &str = "match_exact";
+pub(crate) const PARAM_MATCH_EXACT: &str = "match_exact";
 /// The 1.0 draft's URL Pattern selector parameter.
-pub const PARAM_MATCH_URLPATTERN: &str = "match_urlpattern";
+pub(crate) const PARAM_MATCH_URLPATTERN: &str = "match_urlpattern";
 
 /// What kind of selector a [`Selector`] is; part of a selector set's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -18,22 +18,22 @@ use crate::selector::{MatchType, Selector};
 use crate::update::Update;
 
 /// The JSON-LD context of every 0.x document.
-pub const CONTEXT: &str = "https://mercure.rocks/";
+pub(crate) const CONTEXT: &str = "https://mercure.rocks/";
 
 /// The path of the subscriptions collection, under which every subscription's topic lies.
 pub const SUBSCRIPTIONS_PATH: &str = "/.well-known/mercure/subscriptions";
 
 /// The `type` of one 0.x subscription.
-pub const SUBSCRIPTION_TYPE: &str = "Subscription";
+pub(crate) const SUBSCRIPTION_TYPE: &str = "Subscription";
 
 /// The `type` of a 0.x collection.
-pub const SUBSCRIPTIONS_TYPE: &str = "Subscriptions";
+pub(crate) const SUBSCRIPTIONS_TYPE: &str = "Subscriptions";
 
 /// The `type` of one 1.0 draft subscription.
-pub const DRAFT_SUBSCRIPTION_TYPE: &str = "subscription";
+pub(crate) const DRAFT_SUBSCRIPTION_TYPE: &str = "subscription";
 
 /// The `type` of a 1.0 draft collection.
-pub const DRAFT_SUBSCRIPTIONS_TYPE: &str = "subscriptions";
+pub(crate) const DRAFT_SUBSCRIPTIONS_TYPE: &str = "subscriptions";
 
 /// The event type (SSE `event:`) of 1.0 draft subscription events, which publishers may not use.
 pub const DRAFT_EVENT_TYPE: &str = "mercure";

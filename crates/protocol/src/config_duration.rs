@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serializer, de};
 
 /// What a duration may be, in the words of error messages.
-pub const EXPECTED: &str =
+pub(crate) const EXPECTED: &str =
     "a duration such as \"10s\", \"1m 30s\" or \"500ms\", or a whole number of seconds";
 
 /// Parses a duration string (a whole number is seconds); the error names `text` and says what

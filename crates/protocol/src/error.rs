@@ -30,66 +30,67 @@ pub struct ApiError {
     pub description: String,
 }
 
-/// The JetStream error codes sluice produces, for matching on [`ApiError::code`].
+/// The JetStream error codes sluice produces. Those other crates match on [`ApiError::code`]
+/// are public; the rest are reached through [`ApiError`]'s constructors.
 pub mod codes {
     /// 10003: the request is malformed.
     pub const BAD_REQUEST: u32 = 10003;
     /// 10037: no message at the requested sequence or subject.
-    pub const NO_MESSAGE_FOUND: u32 = 10037;
+    pub(crate) const NO_MESSAGE_FOUND: u32 = 10037;
     /// 10049: stream creation failed.
-    pub const STREAM_CREATE: u32 = 10049;
+    pub(crate) const STREAM_CREATE: u32 = 10049;
     /// 10050: stream deletion failed.
-    pub const STREAM_DELETE: u32 = 10050;
+    pub(crate) const STREAM_DELETE: u32 = 10050;
     /// 10052: the stream configuration is invalid.
-    pub const STREAM_INVALID_CONFIG: u32 = 10052;
+    pub(crate) const STREAM_INVALID_CONFIG: u32 = 10052;
     /// 10054: the message is larger than the stream's `max_msg_size`.
-    pub const MESSAGE_EXCEEDS_MAXIMUM: u32 = 10054;
+    pub(crate) const MESSAGE_EXCEEDS_MAXIMUM: u32 = 10054;
     /// 10057: deleting a message failed or is not permitted.
     pub const MSG_DELETE_FAILED: u32 = 10057;
     /// 10058: a stream of that name exists with a different configuration.
-    pub const STREAM_NAME_EXIST: u32 = 10058;
+    pub(crate) const STREAM_NAME_EXIST: u32 = 10058;
     /// 10059: no stream of that name.
     pub const STREAM_NOT_FOUND: u32 = 10059;
     /// 10060: `Nats-Expected-Stream` names another stream.
-    pub const STREAM_NOT_MATCH: u32 = 10060;
+    pub(crate) const STREAM_NOT_MATCH: u32 = 10060;
     /// 10065: the subjects overlap those of an existing stream.
-    pub const STREAM_SUBJECT_OVERLAP: u32 = 10065;
+    pub(crate) const STREAM_SUBJECT_OVERLAP: u32 = 10065;
     /// 10069: stream update failed.
-    pub const STREAM_UPDATE: u32 = 10069;
+    pub(crate) const STREAM_UPDATE: u32 = 10069;
     /// 10070: `Nats-Expected-Last-Msg-Id` does not match.
-    pub const WRONG_LAST_MSG_ID: u32 = 10070;
+    pub(crate) const WRONG_LAST_MSG_ID: u32 = 10070;
     /// 10071: `Nats-Expected-Last-Sequence` or `Nats-Expected-Last-Subject-Sequence` does not match.
-    pub const WRONG_LAST_SEQUENCE: u32 = 10071;
+    pub(crate) const WRONG_LAST_SEQUENCE: u32 = 10071;
     /// 10077: the store refused the message (discard-new limits).
-    pub const STREAM_STORE_FAILED: u32 = 10077;
+    pub(crate) const STREAM_STORE_FAILED: u32 = 10077;
     /// 10093: a consumer's filter matches no subject of its stream.
-    pub const CONSUMER_FILTER_NOT_SUBSET: u32 = 10093;
+    pub(crate) const CONSUMER_FILTER_NOT_SUBSET: u32 = 10093;
     /// 10097: the header block is larger than 64 KiB.
-    pub const HEADER_EXCEEDS_MAXIMUM: u32 = 10097;
+    pub(crate) const HEADER_EXCEEDS_MAXIMUM: u32 = 10097;
     /// 10109: the stream is sealed.
-    pub const STREAM_SEALED: u32 = 10109;
+    pub(crate) const STREAM_SEALED: u32 = 10109;
     /// 10110: purging failed or is not permitted.
-    pub const STREAM_PURGE_FAILED: u32 = 10110;
+    pub(crate) const STREAM_PURGE_FAILED: u32 = 10110;
     /// 10111: a rollup failed or is not permitted.
-    pub const STREAM_ROLLUP_FAILED: u32 = 10111;
+    pub(crate) const STREAM_ROLLUP_FAILED: u32 = 10111;
     /// 10128: the stream name contains a path separator.
-    pub const STREAM_NAME_CONTAINS_PATH_SEPARATORS: u32 = 10128;
+    pub(crate) const STREAM_NAME_CONTAINS_PATH_SEPARATORS: u32 = 10128;
     /// 10165: the `Nats-TTL` header is invalid.
     pub const MESSAGE_TTL_INVALID: u32 = 10165;
     /// 10166: `Nats-TTL` was given but the stream does not allow per-message TTLs.
-    pub const MESSAGE_TTL_DISABLED: u32 = 10166;
+    pub(crate) const MESSAGE_TTL_DISABLED: u32 = 10166;
     /// 10188: `Nats-Schedule` was given but the stream does not allow schedules.
-    pub const MESSAGE_SCHEDULES_DISABLED: u32 = 10188;
+    pub(crate) const MESSAGE_SCHEDULES_DISABLED: u32 = 10188;
     /// 10189: the `Nats-Schedule` pattern (or its time zone) is invalid.
-    pub const MESSAGE_SCHEDULES_PATTERN_INVALID: u32 = 10189;
+    pub(crate) const MESSAGE_SCHEDULES_PATTERN_INVALID: u32 = 10189;
     /// 10190: the `Nats-Schedule-Target` is missing or invalid.
-    pub const MESSAGE_SCHEDULES_TARGET_INVALID: u32 = 10190;
+    pub(crate) const MESSAGE_SCHEDULES_TARGET_INVALID: u32 = 10190;
     /// 10191: the `Nats-Schedule-TTL` is invalid.
-    pub const MESSAGE_SCHEDULES_TTL_INVALID: u32 = 10191;
+    pub(crate) const MESSAGE_SCHEDULES_TTL_INVALID: u32 = 10191;
     /// 10192: the `Nats-Schedule-Rollup` is invalid.
-    pub const MESSAGE_SCHEDULES_ROLLUP_INVALID: u32 = 10192;
+    pub(crate) const MESSAGE_SCHEDULES_ROLLUP_INVALID: u32 = 10192;
     /// 10227: a client-supplied `Nats-Stream-Source` header.
-    pub const STREAM_SOURCE_HEADER_NOT_ALLOWED: u32 = 10227;
+    pub(crate) const STREAM_SOURCE_HEADER_NOT_ALLOWED: u32 = 10227;
 }
 
 impl ApiError {

@@ -39,10 +39,6 @@ pub const NATS_SCHEDULE_TARGET: &str = "Nats-Schedule-Target";
 pub const NATS_SCHEDULE_TIME_ZONE: &str = "Nats-Schedule-Time-Zone";
 /// The `Nats-TTL` given to each message a schedule produces.
 pub const NATS_SCHEDULE_TTL: &str = "Nats-Schedule-TTL";
-/// The `Nats-Rollup` given to each message a schedule produces.
-pub const NATS_SCHEDULE_ROLLUP: &str = "Nats-Schedule-Rollup";
-/// A subject whose last message supplies the payload of each scheduled message.
-pub const NATS_SCHEDULE_SOURCE: &str = "Nats-Schedule-Source";
 /// On a message produced by a schedule: the subject of the schedule that produced it.
 pub const NATS_SCHEDULER: &str = "Nats-Scheduler";
 /// On a message produced by a schedule: the next fire time, or `purge` for a one-shot schedule.
@@ -51,14 +47,8 @@ pub const NATS_SCHEDULE_NEXT: &str = "Nats-Schedule-Next";
 pub const NATS_STREAM_SOURCE: &str = "Nats-Stream-Source";
 /// `Nats-Marker-Reason` of a marker written when `max_age` removed a subject's last message.
 pub const MARKER_REASON_MAX_AGE: &str = "MaxAge";
-/// `Nats-Marker-Reason` of a marker written when a purge removed a subject's messages.
-pub const MARKER_REASON_PURGE: &str = "Purge";
-/// `Nats-Marker-Reason` of a marker written when a delete removed a subject's last message.
-pub const MARKER_REASON_REMOVE: &str = "Remove";
 /// `Nats-Rollup` value: replace every earlier message on the subject.
 pub const ROLLUP_SUBJECT: &str = "sub";
-/// `Nats-Rollup` value: replace every earlier message in the stream.
-pub const ROLLUP_ALL: &str = "all";
 /// `Nats-Schedule-Next` value on the message fired by a one-shot schedule.
 pub const SCHEDULE_NEXT_PURGE: &str = "purge";
 /// Prefix of the optimistic-concurrency headers; stripped from sourced messages.
@@ -67,7 +57,7 @@ pub const NATS_EXPECTED_PREFIX: &str = "Nats-Expected-";
 pub const NATS_BATCH_PREFIX: &str = "Nats-Batch-";
 
 /// The version line every header block starts with.
-pub const VERSION_LINE: &str = "NATS/1.0";
+pub(crate) const VERSION_LINE: &str = "NATS/1.0";
 
 /// The largest header block [`Headers::decode`] accepts, in bytes (JetStream's 64 KiB limit).
 pub const MAX_HEADER_BLOCK_LEN: usize = 64 * 1024;

@@ -26,10 +26,10 @@ use crate::quote::shown;
 pub const MAX_SUBJECT_LEN: usize = 1024;
 
 /// The wildcard token matching exactly one token.
-pub const SINGLE_WILDCARD: &str = "*";
+pub(crate) const SINGLE_WILDCARD: &str = "*";
 
 /// The wildcard token matching one or more trailing tokens.
-pub const FULL_WILDCARD: &str = ">";
+pub(crate) const FULL_WILDCARD: &str = ">";
 
 /// Why a subject or filter was rejected. Every variant names the offending value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -55,7 +55,6 @@ mod ttl;
 mod types;
 mod writer;
 
-pub use block::DEFAULT_BLOCK_SIZE;
 pub use config::{
     DiscardPolicy, SourceConfig, StorageType, StreamConfig, SubjectTransform, SyncPolicy,
     validate_stream_name,

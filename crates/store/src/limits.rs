@@ -119,12 +119,12 @@ pub fn expire(st: &mut State, now: i64) -> Result<Vec<MsgMeta>> {
 /// The header values of a subject delete marker.
 pub fn marker_headers(st: &State) -> crate::proto::Headers {
     let mut h = crate::proto::Headers::new();
-    h.insert(names::MARKER_REASON, "MaxAge");
+    h.insert(names::MARKER_REASON, names::MARKER_REASON_MAX_AGE);
     h.insert(
         names::TTL,
         format!("{}s", st.config.subject_delete_marker_ttl.as_secs().max(1)),
     );
-    h.insert(names::ROLLUP, "sub");
+    h.insert(names::ROLLUP, names::ROLLUP_SUBJECT);
     h
 }
 

@@ -94,7 +94,7 @@ pub fn fire(
     let next = if schedule.is_repeating() {
         next
     } else {
-        out.insert(names::SCHEDULE_NEXT, "purge");
+        out.insert(names::SCHEDULE_NEXT, names::SCHEDULE_NEXT_PURGE);
         None
     };
     Some((target, out, next))

@@ -2,6 +2,7 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use sluice_core::reader::{Denial, Refusal};
 
 /// The realm named in every `WWW-Authenticate` challenge.
 pub const REALM: &str = "sluice";
@@ -63,14 +64,21 @@ pub enum AuthError {
 }
 
 impl AuthError {
-    /// 403 for a forbidden topic, 401 for everything else.
-    pub fn status(&self) -> StatusCode {
+    /// How the credentials fall short.
+    pub fn denial(&self) -> Denial {
         match self {
+            AuthError::MissingToken => Denial::Missing,
+            AuthError::MalformedHeader => Denial::Malformed,
             AuthError::ForbiddenTopic { .. } | AuthError::NotAdmin | AuthError::CrossSiteCookie => {
-                StatusCode::FORBIDDEN
+                Denial::Insufficient
             }
-            _ => StatusCode::UNAUTHORIZED,
+            _ => Denial::Invalid,
         }
+    }
+
+    /// 403 when the token does not grant the request, 401 for everything else.
+    pub fn status(&self) -> StatusCode {
+        denial_status(self.denial())
     }
 
     /// A short, stable label for metrics and logs.
@@ -93,26 +101,49 @@ impl AuthError {
     }
 
     /// The RFC 6750 `WWW-Authenticate` challenge for this refusal.
-    ///
-    /// A missing token gets the bare challenge; other refusals add an `error` code, and for a
-    /// bad token an `error_description` (fixed text, never echoing request input).
     pub fn www_authenticate(&self) -> HeaderValue {
-        let challenge = match self {
-            AuthError::MissingToken => format!("Bearer realm=\"{REALM}\""),
-            AuthError::ForbiddenTopic { .. } | AuthError::NotAdmin | AuthError::CrossSiteCookie => {
-                format!("Bearer realm=\"{REALM}\", error=\"insufficient_scope\"")
-            }
-            AuthError::MalformedHeader => format!(
-                "Bearer realm=\"{REALM}\", error=\"invalid_request\", error_description=\"{self}\""
-            ),
-            _ => format!(
-                "Bearer realm=\"{REALM}\", error=\"invalid_token\", error_description=\"{self}\""
-            ),
-        };
-        // Built only from fixed ASCII text without quotes or control characters.
-        HeaderValue::from_str(&challenge)
-            .unwrap_or_else(|_| HeaderValue::from_static("Bearer realm=\"sluice\""))
+        challenge(self.denial(), &self.to_string())
     }
+}
+
+/// A reader turned away by its credentials, as the hub core types it.
+impl From<AuthError> for Refusal {
+    fn from(err: AuthError) -> Self {
+        Refusal::Denied {
+            denial: err.denial(),
+            reason: err.reason(),
+            detail: err.to_string(),
+        }
+    }
+}
+
+/// 403 when credentials that verify do not grant the request, 401 otherwise.
+pub(crate) fn denial_status(denial: Denial) -> StatusCode {
+    match denial {
+        Denial::Insufficient => StatusCode::FORBIDDEN,
+        Denial::Missing | Denial::Malformed | Denial::Invalid => StatusCode::UNAUTHORIZED,
+    }
+}
+
+/// The RFC 6750 `WWW-Authenticate` challenge for a refusal of credentials described by
+/// `detail` (an [`AuthError`]'s fixed text).
+///
+/// Missing credentials get the bare challenge; other refusals add an `error` code, and bad
+/// ones an `error_description`.
+pub(crate) fn challenge(denial: Denial, detail: &str) -> HeaderValue {
+    let challenge = match denial {
+        Denial::Missing => format!("Bearer realm=\"{REALM}\""),
+        Denial::Insufficient => format!("Bearer realm=\"{REALM}\", error=\"insufficient_scope\""),
+        Denial::Malformed => format!(
+            "Bearer realm=\"{REALM}\", error=\"invalid_request\", error_description=\"{detail}\""
+        ),
+        Denial::Invalid => format!(
+            "Bearer realm=\"{REALM}\", error=\"invalid_token\", error_description=\"{detail}\""
+        ),
+    };
+    // Built only from fixed ASCII text without quotes or control characters.
+    HeaderValue::from_str(&challenge)
+        .unwrap_or_else(|_| HeaderValue::from_static("Bearer realm=\"sluice\""))
 }
 
 impl IntoResponse for AuthError {

@@ -29,6 +29,7 @@ use sluice_protocol::subject::FilterSet;
 
 pub use config::{AuthConfig, AuthConfigError, DirectionConfig, KeyConfig, PemKey, Secret};
 pub use error::AuthError;
+pub(crate) use error::{challenge, denial_status};
 pub use extract::{FoundToken, TokenPlaces, TokenSource, extract_token};
 pub use grant::{Direction, Grant};
 pub(crate) use origin::{cookie_origin_allowed, request_origin};

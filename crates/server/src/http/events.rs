@@ -14,15 +14,15 @@ use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{Extensions, HeaderMap, HeaderValue, StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::BytesMut;
 
-use super::{bad_request, error_response, refusal};
-use crate::auth::Direction;
+use super::{error_response, refusal};
+use crate::auth::{self, Direction};
 use crate::config::Config;
 use crate::hub::Hub;
 use crate::topics::{self, Topics};
-use sluice_backend::{ApiError, StreamState};
+use sluice_backend::StreamState;
 use sluice_core::conn::ConnInfo;
 use sluice_core::event_id::EventId;
 use sluice_core::event_id::choose_cursor;
@@ -66,8 +66,8 @@ pub async fn by_path(
     let path = match path {
         Ok(Path(path)) => path,
         Err(err) => {
-            let err = bad_request(format!("topic path: {}", err.body_text()));
-            return reject(&hub, "bad_request", err);
+            let refusal = Refusal::BadRequest(format!("topic path: {}", err.body_text()));
+            return turned_away(&hub, false, &refusal);
         }
     };
     let topic = topics::from_path(&path);
@@ -105,12 +105,6 @@ fn query_topics(params: &[(String, String)]) -> impl Iterator<Item = &str> {
         .map(|(_, v)| v.as_str())
 }
 
-fn reject(hub: &Hub, reason: &'static str, err: ApiError) -> Response {
-    Metrics::count(&hub.metrics.rejected, "reason", reason);
-    tracing::info!(reason, status = err.status, detail = %err.description, "event stream refused");
-    error_response(&err)
-}
-
 /// What a subscription needs from its request.
 struct RequestParts<'r> {
     params: &'r [(String, String)],
@@ -134,11 +128,11 @@ async fn subscribe<'a>(
     let wants_stream = accepts_event_stream(headers);
     if let Some(name) = raw_query.and_then(undecodable_parameter) {
         let err = format!("query parameter {name:?}: its value is not UTF-8 once percent-decoded");
-        return reject(hub, "bad_request", bad_request(err));
+        return turned_away(hub, wants_stream, &Refusal::BadRequest(err));
     }
     let topics = match topics::parse(requested, config) {
         Ok(topics) => topics,
-        Err(err) => return reject(hub, "bad_request", bad_request(err.to_string())),
+        Err(err) => return turned_away(hub, wants_stream, &Refusal::BadRequest(err.to_string())),
     };
     let grant = hub
         .auth
@@ -150,11 +144,7 @@ async fn subscribe<'a>(
         });
     let grant = match grant {
         Ok(grant) => grant,
-        Err(err) => {
-            Metrics::count(&hub.metrics.rejected, "reason", err.reason());
-            tracing::info!(reason = err.reason(), status = err.status().as_u16(), detail = %err, "event stream refused");
-            return err.into_response();
-        }
+        Err(err) => return turned_away(hub, wants_stream, &err.into()),
     };
     let header = headers
         .get("last-event-id")
@@ -166,7 +156,8 @@ async fn subscribe<'a>(
     let cursor = match choose_cursor(header, query) {
         Ok(cursor) => cursor,
         Err(err) => {
-            return reject(hub, "bad_request", bad_request(format!("last-id: {err}")));
+            let refusal = Refusal::BadRequest(format!("last-id: {err}"));
+            return turned_away(hub, wants_stream, &refusal);
         }
     };
     if let Some(err) = &cursor.ignored_header {
@@ -300,24 +291,36 @@ fn stream_response(hub: &Hub, body: Body) -> Response {
     response
 }
 
-/// A reader the hub does not let in (see [`Refusal`]): a transient refusal as [`transient`]
-/// answers it, any other as a JSON error with its status.
+/// A reader the hub does not let in (see [`Refusal`]), counted in `connections_rejected` by
+/// its reason and logged: a transient refusal as [`transient`] answers it, any other as
+/// [`refusal_response`].
 pub(crate) fn turned_away(hub: &Hub, wants_stream: bool, refusal: &Refusal) -> Response {
     let status = refusal_status(refusal);
-    if !refusal.is_transient() {
-        return reject(
-            hub,
-            refusal.reason(),
-            super::refusal(status, refusal.detail()),
-        );
+    let (reason, detail) = (refusal.reason(), refusal.detail());
+    if refusal.is_transient() {
+        return transient(hub, wants_stream, reason, status, detail);
     }
-    transient(
-        hub,
-        wants_stream,
-        refusal.reason(),
-        status,
-        refusal.detail(),
-    )
+    Metrics::count(&hub.metrics.rejected, "reason", reason);
+    tracing::info!(
+        reason,
+        status = status.as_u16(),
+        detail,
+        "event stream refused"
+    );
+    refusal_response(refusal)
+}
+
+/// A refusal that retrying will not change, as JSON with its status; one of credentials
+/// carries the `WWW-Authenticate` challenge.
+pub(crate) fn refusal_response(refusal: &Refusal) -> Response {
+    let mut response = error_response(&super::refusal(refusal_status(refusal), refusal.detail()));
+    if let Refusal::Denied { denial, detail, .. } = refusal {
+        let challenge = auth::challenge(*denial, detail);
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, challenge);
+    }
+    response
 }
 
 /// The HTTP status of a reader's refusal, whichever protocol answers it.
@@ -327,6 +330,7 @@ pub(crate) fn refusal_status(refusal: &Refusal) -> StatusCode {
         Refusal::ShuttingDown | Refusal::BackendUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         Refusal::BadRequest(_) => StatusCode::BAD_REQUEST,
         Refusal::Misconfigured(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        Refusal::Denied { denial, .. } => auth::denial_status(*denial),
     }
 }
 

@@ -38,8 +38,8 @@ use serde::Serialize;
 use tower_http::cors::{AllowCredentials, AllowOrigin, CorsLayer};
 
 pub(crate) use events::{
-    accepts_event_stream, carrying, event_stream_response, refusal_status, take_session, transient,
-    turned_away,
+    accepts_event_stream, carrying, event_stream_response, refusal_response, refusal_status,
+    take_session, transient, turned_away,
 };
 
 use crate::config::CorsConfig;

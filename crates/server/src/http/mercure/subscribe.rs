@@ -26,7 +26,8 @@ use sluice_mercure::{Grants, LastEventId, Scheme, SelectorSet, Update};
 use sluice_protocol::subject::{FilterSet, filter_is_subset};
 
 use super::super::{
-    accepts_event_stream, carrying, event_stream_response, refusal_status, turned_away,
+    accepts_event_stream, carrying, event_stream_response, refusal_response, refusal_status,
+    turned_away,
 };
 use super::state::Mercure;
 use super::view::MercureView;
@@ -37,6 +38,7 @@ use sluice_core::conn::ConnInfo;
 use sluice_core::event_id::EventId;
 use sluice_core::fanout::{View, record};
 use sluice_core::hub::HubCore;
+use sluice_core::metrics::Metrics;
 use sluice_core::plan::{Plan, StartPosition};
 use sluice_core::reader::{Opening, Reader, Refusal, Start};
 
@@ -65,9 +67,10 @@ pub async fn subscribe(
     };
     let config = &hub.config.mercure;
     let pairs = params.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    let wants_stream = accepts_event_stream(&headers);
     let set = match SelectorSet::from_query(pairs, config.base_url()) {
         Ok(set) => set,
-        Err(err) => return bad_request(&hub, &err),
+        Err(err) => return refused(&hub, wants_stream, &Refusal::BadRequest(err.to_string())),
     };
     let gaps = params.iter().any(|(k, v)| k == GAPS_PARAM && v == "1");
     let query_token = params
@@ -83,11 +86,10 @@ pub async fn subscribe(
     let (grants, expires_in) = match grants {
         Ok(Some(verified)) => (verified.grants, verified.expires_in),
         Ok(None) if config.anonymous => (anonymous_grants(), None),
-        Ok(None) => return unauthorized(&hub, AuthError::MissingToken),
-        Err(err) => return unauthorized(&hub, err),
+        Ok(None) => return refused(&hub, wants_stream, &AuthError::MissingToken.into()),
+        Err(err) => return refused(&hub, wants_stream, &err.into()),
     };
     let resume = requested_resume(&headers, &params);
-    let wants_stream = accepts_event_stream(&headers);
     let conn = extensions.get::<ConnectInfo<ConnInfo>>().map(|c| &c.0);
     let reader = MercureReader {
         mercure,
@@ -103,13 +105,7 @@ pub async fn subscribe(
         Ok((session, last_event_id)) => {
             carrying(stream_response(Body::empty(), &last_event_id), session)
         }
-        Err(refusal) if refusal.is_transient() => turned_away(&hub, wants_stream, &refusal),
-        Err(refusal) => refused(
-            &hub,
-            refusal.reason(),
-            refusal_status(&refusal),
-            refusal.detail(),
-        ),
+        Err(refusal) => refused(&hub, wants_stream, &refusal),
     }
 }
 
@@ -352,24 +348,25 @@ fn stream_response(body: Body, last_event_id: &str) -> Response {
     response
 }
 
-/// A subscription refused by its token (401 with the challenge).
-fn unauthorized(hub: &Hub, err: AuthError) -> Response {
-    super::refuse_token(hub, "Mercure subscription", err)
-}
-
-/// The backend could not look a resume id up: a transient refusal.
-/// A subscription refused as a bad request (400), naming what `err` found wrong.
-fn bad_request(hub: &Hub, err: &dyn std::fmt::Display) -> Response {
-    refused(
-        hub,
-        "bad_request",
-        StatusCode::BAD_REQUEST,
-        &err.to_string(),
-    )
-}
-
-/// A subscription refused with `status`, counted under `reason`.
-fn refused(hub: &Hub, reason: &'static str, status: StatusCode, detail: &str) -> Response {
+/// A subscription the hub does not let in: a transient refusal as `/events` answers it,
+/// refused credentials as JSON with the `WWW-Authenticate` challenge, any other as Mercure
+/// answers it (the status and a plain-text reason); counted under its reason.
+fn refused(hub: &Hub, wants_stream: bool, refusal: &Refusal) -> Response {
+    if refusal.is_transient() {
+        return turned_away(hub, wants_stream, refusal);
+    }
+    let status = refusal_status(refusal);
+    let (reason, detail) = (refusal.reason(), refusal.detail());
+    if matches!(refusal, Refusal::Denied { .. }) {
+        Metrics::count(&hub.metrics.rejected, "reason", reason);
+        tracing::info!(
+            reason,
+            status = status.as_u16(),
+            detail,
+            "Mercure subscription refused"
+        );
+        return refusal_response(refusal);
+    }
     super::refuse(
         &hub.metrics.rejected,
         "Mercure subscription",
