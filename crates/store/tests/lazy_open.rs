@@ -310,6 +310,32 @@ fn an_index_of_version_1_is_rebuilt_from_the_blocks_with_a_warning() {
     store.close();
 }
 
+#[test]
+fn a_missing_index_is_rebuilt_from_the_blocks_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    deep_stream(dir.path(), 50);
+    let blocks = block_files(dir.path());
+    fs::remove_file(dir.path().join("streams/D/msgs/index.db")).unwrap();
+
+    let (store, reports) = Store::open(dir.path(), opts(2048)).unwrap();
+    assert_eq!(reports[0].path, RecoveryPath::Rebuild);
+    let expected = format!("index.db missing; rebuilding from {blocks} block file(s)");
+    assert_eq!(reports[0].warnings, [expected], "{:?}", reports[0]);
+    assert!(reports[0].lost.is_empty() && reports[0].truncated.is_empty());
+    assert_eq!(store.stream("D").unwrap().info(None).state.msgs, 50);
+    store.close();
+
+    // A stream with no block has nothing to rebuild: no warning.
+    let empty = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(empty.path(), opts(2048)).unwrap();
+    store.create_stream(StreamConfig::new("E", ["e"])).unwrap();
+    store.close();
+    let _ = fs::remove_file(empty.path().join("streams/E/msgs/index.db"));
+    let (store, reports) = Store::open(empty.path(), opts(2048)).unwrap();
+    assert!(reports[0].warnings.is_empty(), "{:?}", reports[0]);
+    store.close();
+}
+
 /// Open trusts index.db's block list without listing the directory only when no block follows
 /// its last one. Blocks started after the snapshot — some of them already deleted again by a
 /// purge, which rewrites index.db before deleting — are all found after a crash.

@@ -65,7 +65,7 @@ struct Matching {
 }
 
 /// The baseline of the stream in `msgs_dir`: index.db's when it matches the blocks, else an
-/// empty one (recorded in `report`, with a warning when index.db was there but unusable).
+/// empty one (recorded in `report`, with a warning when index.db was missing or unusable while blocks are there).
 pub fn load(msgs_dir: &Path, report: &mut RecoveryReport) -> Result<Baseline> {
     match matching_index(msgs_dir) {
         Ok(Some(m)) => {
@@ -82,7 +82,15 @@ pub fn load(msgs_dir: &Path, report: &mut RecoveryReport) -> Result<Baseline> {
         }
         Ok(None) => {
             report.path = RecoveryPath::Rebuild;
-            from_blocks(msgs_dir, Vec::new())
+            let base = from_blocks(msgs_dir, Vec::new())?;
+            // A stream that never wrote a block has nothing to rebuild and nothing to say.
+            if !base.ids.is_empty() {
+                let blocks = base.ids.len();
+                report.warn(format!(
+                    "index.db missing; rebuilding from {blocks} block file(s)"
+                ));
+            }
+            Ok(base)
         }
         Err(why) => {
             report.path = RecoveryPath::Rebuild;
