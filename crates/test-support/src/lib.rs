@@ -1,6 +1,6 @@
 //! Test bed for sluice: real `nats-server` and `sluice` processes on loopback ports, a strict
-//! Server-Sent Events client, a JSON HTTP client, a certificate authority made at test time, a small tmpfs that fills up (root only) and a
-//! headless Chromium driver.
+//! Server-Sent Events client, a JSON HTTP client, a certificate authority made at test time, a small tmpfs that fills up (root only), a
+//! power-loss file system on FUSE ([`lossfs`], root only) and a headless Chromium driver.
 //!
 //! Every process is killed when its handle is dropped, also while a failing test unwinds, and
 //! every wait has a deadline. A process that does not start gives a [`StartError`] naming the
@@ -10,6 +10,7 @@ pub mod browser;
 mod child;
 pub mod h2_frames;
 pub mod http;
+pub mod lossfs;
 mod nats;
 mod proxy;
 mod sluice;

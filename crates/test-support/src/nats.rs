@@ -45,6 +45,9 @@ pub struct NatsOptions {
     pub config: Option<String>,
     /// Extra command line arguments.
     pub args: Vec<OsString>,
+    /// Where the JetStream store lives, when not in the server's temporary directory (a
+    /// power-loss file system, say). Left in place when the server is dropped.
+    pub store_in: Option<PathBuf>,
 }
 
 impl Default for NatsOptions {
@@ -53,6 +56,7 @@ impl Default for NatsOptions {
             binary: nats_server_binary(),
             config: None,
             args: Vec::new(),
+            store_in: None,
         }
     }
 }
@@ -75,6 +79,12 @@ impl NatsOptions {
     /// Adds a command line argument.
     pub fn with_arg(mut self, arg: impl Into<OsString>) -> Self {
         self.args.push(arg.into());
+        self
+    }
+
+    /// Keeps the JetStream store in `dir` instead of the server's temporary directory.
+    pub fn with_store_in(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.store_in = Some(dir.into());
         self
     }
 }
@@ -137,9 +147,13 @@ impl NatsServer {
         self.port
     }
 
-    /// The directory holding the JetStream store (and the config file, if any).
+    /// The directory holding the JetStream store (and the config file, if any, unless the
+    /// store is kept elsewhere: [`NatsOptions::with_store_in`]).
     pub fn store_dir(&self) -> &Path {
-        self.store.path()
+        self.options
+            .store_in
+            .as_deref()
+            .unwrap_or(self.store.path())
     }
 
     /// The process id, while running.
@@ -212,7 +226,7 @@ async fn spawn(
         args.extend(["-c".into(), store.join("nats.conf").into()]);
     }
     args.extend(["-a", "127.0.0.1", "-p", &port_arg, "-js", "-sd"].map(OsString::from));
-    args.push(store.into());
+    args.push(options.store_in.as_deref().unwrap_or(store).into());
     args.extend(options.args.iter().cloned());
     let mut process =
         ManagedChild::spawn(&options.binary, args, |_| {}).map_err(|err| StartError {
