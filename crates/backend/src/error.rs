@@ -216,7 +216,9 @@ impl From<StoreError> for BackendError {
                 Self::Api(ApiError::bad_request().described(reason))
             }
             StoreError::Closed(name) => Self::Unavailable(Unavailable::StreamClosed(name)),
-            err @ StoreError::WriteFailed { .. } => Self::Storage(err),
+            err @ (StoreError::WriteFailed { .. }
+            | StoreError::SyncFailed { .. }
+            | StoreError::Fenced { .. }) => Self::Storage(err),
             other => Self::Store(other),
         }
     }

@@ -67,6 +67,11 @@ pub enum Delivery {
     /// Positions the stream cannot deliver (only the embedded store reports them; JetStream
     /// keeps what it lost to itself, in its stream info).
     Lost(LostRange),
+    /// Positions whose messages of the reader's subjects were removed before it read them:
+    /// by a delete, a purge of those subjects or the per-subject limit, anywhere in the
+    /// stream. The embedded store reports every such removal; on JetStream only those this
+    /// hub made through its administration API (see [`Backend::subscribe`]).
+    Removed(RemovedRange),
 }
 
 impl Delivery {
@@ -74,9 +79,23 @@ impl Delivery {
     pub fn message(self) -> Option<BackendMessage> {
         match self {
             Self::Message(message) => Some(message),
-            Self::Lost(_) => None,
+            Self::Lost(_) | Self::Removed(_) => None,
         }
     }
+}
+
+/// Positions `first..=last` where messages a reader's filters match were removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemovedRange {
+    /// First position: at most the first removed position of the reader's subjects.
+    pub first: u64,
+    /// Last position (inclusive). Every position in the range that held a message the
+    /// reader's filters match was removed; some may have held other subjects.
+    pub last: u64,
+    /// The subjects (or subject filters) of the removed messages, matched by the reader's
+    /// filters: the readers concerned are those whose filters match one of them. Empty when
+    /// they are not known: the removal concerns every reader.
+    pub subjects: Vec<String>,
 }
 
 /// Positions `first..=last` the stream cannot deliver.
@@ -98,8 +117,10 @@ pub struct StreamState {
     pub first_seq: u64,
     /// Positions below this one that are gone were removed by a limit or a purge: a reader
     /// that asks for them is told (`expired`). Those from here up to `first_seq` went by
-    /// their own TTL or a delete and are skipped silently. At most `first_seq`; equal to it
-    /// where the backend cannot tell why messages went (NATS JetStream).
+    /// their own TTL (skipped silently) or were removed with their subjects known (a delete,
+    /// a purge of some subjects, the per-subject limit: told to the readers of those subjects
+    /// as [`Delivery::Removed`]). At most `first_seq`; equal to it where the backend cannot
+    /// tell why messages went (NATS JetStream).
     pub expired_below: u64,
     /// Last sequence ever assigned; 0 when nothing was ever stored.
     pub last_seq: u64,
@@ -237,9 +258,13 @@ pub trait Backend: Send + Sync + 'static {
     /// Every message with `seq >= start` whose subject matches any of `filters`, in sequence
     /// order: first what is stored, then live messages as they arrive, with no gap and no
     /// duplicate between the two. Positions the stream knows it cannot deliver come as
-    /// [`Delivery::Lost`] in their place. Reading is paced by the consumer: nothing is buffered beyond
-    /// a small bound. The stream ends with an error when the feed is lost and cannot be
-    /// recovered; the caller resumes from the last sequence it saw.
+    /// [`Delivery::Lost`] in their place, and messages of `filters` removed before the read
+    /// reached them (a delete, a purge of their subjects, the per-subject limit) as
+    /// [`Delivery::Removed`]: every such removal on the embedded store; on JetStream, whose
+    /// consumers pass deleted messages over without a word, only those this hub made itself
+    /// through [`StreamAdmin`] while it ran. Reading is paced by the consumer: nothing is
+    /// buffered beyond a small bound. The stream ends with an error when the feed is lost and
+    /// cannot be recovered; the caller resumes from the last sequence it saw.
     async fn subscribe(
         &self,
         filters: &[String],
@@ -253,7 +278,7 @@ pub trait Backend: Send + Sync + 'static {
     /// come before the end; readers ignore it.
     ///
     /// A position is accounted for once it was delivered (a message or within a
-    /// [`Delivery::Lost`] range), or once the backend knows that no message matching `filters`
+    /// [`Delivery::Lost`] or [`Delivery::Removed`] range), or once the backend knows that no message matching `filters`
     /// stands there: the embedded store from its index, JetStream from the consumer's count of
     /// matching messages still pending after the last one it sent. When `until <= start` the
     /// stream ends at once. Like `subscribe`, the stream ends with an error instead when the

@@ -44,6 +44,7 @@ async fn read_to_end(mut feed: MessageStream) -> Vec<Result<u64, LostRange>> {
                 match next.unwrap_or_else(|err| panic!("read error after {seen:?}: {err}")) {
                     Delivery::Message(message) => Ok(message.seq),
                     Delivery::Lost(lost) => Err(lost),
+                    Delivery::Removed(removed) => panic!("nothing is removed here: {removed:?}"),
                 },
             ),
         }

@@ -22,8 +22,16 @@ use crate::event_id::EventId;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GapReason {
-    /// The requested position is no longer retained (expired or purged).
+    /// The requested position is no longer retained: removed from the front of the stream by
+    /// its age or a limit on the whole stream, or purged with everything before it. A range of
+    /// positions: some of them may have held other topics.
     Expired,
+    /// Messages of the client's topics were removed from the stream before it read them — a
+    /// delete, a purge of those topics, the per-subject limit (`max_msgs_per_subject`) —
+    /// anywhere in the stream. Only clients whose topics match a removed message are told;
+    /// `from` and `to` bound the removed positions of their topics (positions in between may
+    /// have held other topics, none held a message they would have got).
+    Removed,
     /// The requested position is beyond the end of the stream.
     Ahead,
     /// The requested position belongs to an earlier incarnation of the stream (it was deleted
@@ -45,6 +53,7 @@ impl GapReason {
     pub fn label(self) -> &'static str {
         match self {
             Self::Expired => "expired",
+            Self::Removed => "removed",
             Self::Ahead => "ahead",
             Self::Incarnation => "incarnation",
             Self::TooLarge => "too_large",

@@ -11,7 +11,7 @@ use crate::error::{Result, StoreError, copy_io_error};
 use crate::record::{Kind, RecordRef};
 
 /// Default block size before rollover.
-pub const DEFAULT_BLOCK_SIZE: u64 = 8 << 20;
+pub(crate) const DEFAULT_BLOCK_SIZE: u64 = 8 << 20;
 
 /// A record ready to be read outside the stream's lock.
 pub enum RecordSource {
@@ -234,7 +234,7 @@ impl Blocks {
     /// Blocks in `msgs_dir`, adopting the existing (already recovered) blocks `existing`
     /// as `(id, size)`; their files are opened on first use.
     pub fn file(msgs_dir: PathBuf, max_size: u64, existing: &[(u32, u64)]) -> Result<Self> {
-        fs::create_dir_all(&msgs_dir).map_err(StoreError::io(&msgs_dir))?;
+        crate::fsutil::create_dir_durable(&msgs_dir)?;
         let blocks = existing
             .iter()
             .map(|&(id, size)| {

@@ -42,6 +42,28 @@ pub enum StoreError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// An fsync of the stream's block files failed. The kernel may have dropped the data it
+    /// could not write and will not report it again (the "fsyncgate" lesson), so nothing of the
+    /// batch was acknowledged and the stream accepts no more writes until the process restarts
+    /// and recovers what the disk holds (see [`StoreError::Fenced`]).
+    #[error(
+        "syncing {path} failed: {source}; the stream accepts no writes until sluice restarts and recovers what the disk holds"
+    )]
+    SyncFailed {
+        /// The file being synced.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A write refused because an fsync of the stream's files failed earlier (the stream's
+    /// reads go on): restart to recover what the disk holds.
+    #[error("stream {stream:?} accepts no writes since {cause}")]
+    Fenced {
+        /// The stream.
+        stream: String,
+        /// The failed fsync, as [`StoreError::SyncFailed`] described it.
+        cause: String,
+    },
     /// Another store (in this or another process) has the data directory open.
     #[error("data directory {0} is in use by another sluice store")]
     Locked(PathBuf),
@@ -104,7 +126,10 @@ impl StoreError {
     /// Whether this is an I/O error for want of space: a full disk (`ENOSPC`) or an exhausted
     /// quota (`EDQUOT`).
     pub fn is_storage_full(&self) -> bool {
-        let (Self::WriteFailed { source, .. } | Self::Io { source, .. }) = self else {
+        let (Self::WriteFailed { source, .. }
+        | Self::SyncFailed { source, .. }
+        | Self::Io { source, .. }) = self
+        else {
             return false;
         };
         matches!(
@@ -132,6 +157,10 @@ impl StoreError {
     pub(crate) fn copy_as_write_failure(&self) -> Self {
         match self {
             Self::WriteFailed { path, source } | Self::Io { path, source } => Self::WriteFailed {
+                path: path.clone(),
+                source: copy_io_error(source),
+            },
+            Self::SyncFailed { path, source } => Self::SyncFailed {
                 path: path.clone(),
                 source: copy_io_error(source),
             },

@@ -37,6 +37,43 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
     f.sync_all().map_err(StoreError::io(path))
 }
 
+/// Creates `dir` and whatever of its ancestors is missing, each one's name made durable: the
+/// parent of every directory created is fsynced after it. Without that a power loss can drop
+/// the new directory's name, and with it every file later fsynced inside it.
+pub fn create_dir_durable(dir: &Path) -> Result<()> {
+    let mut missing = Vec::new();
+    let mut ancestor = Some(dir);
+    while let Some(path) = ancestor.filter(|path| !path.as_os_str().is_empty() && !path.is_dir()) {
+        missing.push(path);
+        ancestor = path.parent();
+    }
+    // IMPORTANT: outermost first, so that each parent exists (and is durable) before its child.
+    for path in missing.into_iter().rev() {
+        match fs::create_dir(path) {
+            Ok(()) => {}
+            // Another creator won the race; its name is made durable below all the same.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => {}
+            Err(e) => {
+                return Err(StoreError::Io {
+                    path: path.to_path_buf(),
+                    source: e,
+                });
+            }
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether `e` is the disk failing to read or write (`EIO`, the same number on every Unix), as
+/// opposed to a missing file, a refused permission or a lack of resources.
+pub fn is_disk_failure(e: &std::io::Error) -> bool {
+    const EIO: i32 = 5;
+    e.raw_os_error() == Some(EIO)
+}
+
 /// fsyncs a directory so that entries created or renamed in it survive a crash.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)

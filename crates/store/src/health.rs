@@ -18,6 +18,8 @@ pub struct Health {
     pub blocks: FailureLog,
     /// Writes of index.db and the sidecars.
     pub snapshots: FailureLog,
+    /// Set once an fsync failed: writes fail until the process restarts.
+    fenced: Option<String>,
 }
 
 impl Default for Health {
@@ -31,15 +33,23 @@ impl Default for Health {
                 "snapshots",
                 "writing index.db or a sidecar failed; retried at the next flush (recovery rebuilds them from the blocks)",
             ),
+            fenced: None,
         }
     }
 }
 
 impl Health {
+    /// Records that an fsync failed (`why`): writes fail from now on, whatever succeeds later.
+    pub fn fence(&mut self, why: String) {
+        self.fenced = Some(why);
+    }
+
     /// What readiness and the metrics report.
     pub fn report(&self) -> WriteHealth {
         WriteHealth {
-            failing: self.blocks.failing().map(str::to_string),
+            failing: (self.fenced.as_deref())
+                .or(self.blocks.failing())
+                .map(str::to_string),
             write_errors: self.blocks.total,
             snapshot_errors: self.snapshots.total,
         }

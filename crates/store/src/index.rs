@@ -1,11 +1,12 @@
 //! `msgs/index.db`: a snapshot of the stream's table so open reads no block.
 //!
-//! Version 3 (FORMAT.md) holds no per-message entry: the header (last sequence and time, the
+//! Version 4 (FORMAT.md) holds no per-message entry: the header (last sequence and time, the
 //! last record's checksum, the first live message's time, the position below which removed
 //! messages are told as expired), per block its size, counters, time
 //! range and deleted sequences as ranges, per subject its live count and block range, the last
-//! message id, and an xxh3-64 of everything before it. Its size follows blocks + subjects +
-//! runs of deletes, not the messages. Decoding checks every count against the bytes that
+//! message id, the runs of removed positions readers of their subjects are told of
+//! ([`crate::removals`]), and an xxh3-64 of everything before it. Its size follows blocks +
+//! subjects + runs of deletes, not the messages. Decoding checks every count against the bytes that
 //! remain and every block's counters against its sequence range, so no content can make it
 //! panic or over-allocate.
 
@@ -17,12 +18,15 @@ use xxhash_rust::xxh3::xxh3_64;
 use crate::decode::{BlockProblem, FileDecodeError, MAX_SEQ};
 use crate::fsutil::{Reader, put_uvarint, put_varint};
 use crate::ranges::RangeSet;
+use crate::removals::Removals;
 use crate::table::{BlockEntry, BlockStats, SubjectSummary, Table, Unread};
 
 /// The file's name in `msgs/`.
 pub const FILE: &str = "index.db";
 const MAGIC: &[u8; 4] = b"SLIX";
-const VERSION: u8 = 3;
+const VERSION: u8 = 4;
+/// The version before the told removals were kept; still read (none is known then).
+const VERSION_WITHOUT_REMOVALS: u8 = 3;
 /// The version before `expired_below` was kept; still read (every removed position counts as
 /// expired then, as it did).
 const VERSION_WITHOUT_EXPIRED_BELOW: u8 = 2;
@@ -105,6 +109,7 @@ pub fn encode(
     let id = last_msg_id.unwrap_or("");
     put_uvarint(&mut out, id.len() as u64);
     out.extend_from_slice(id.as_bytes());
+    table.removals.encode(&mut out);
     let sum = xxh3_64(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out
@@ -121,7 +126,7 @@ fn block_error(block: u32, problem: BlockProblem) -> FileDecodeError {
 /// is checked against what came before it.
 pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, FileDecodeError> {
     let mut r = Reader::new(verified(bytes)?);
-    let header = decode_header(&mut r)?;
+    let (header, version) = decode_header(&mut r)?;
     let (blocks, entries) = decode_blocks(&mut r, header.last_seq)?;
     let mut table = Table::unloaded(msgs_dir, header.last_seq, header.last_ts as i64, entries);
     let first_live = table.first_seq();
@@ -139,6 +144,10 @@ pub fn decode(bytes: &[u8], msgs_dir: PathBuf) -> Result<Snapshot, FileDecodeErr
     let id = r
         .string()
         .ok_or(FileDecodeError::Malformed("last message id"))?;
+    if version == VERSION {
+        table.removals = Removals::decode(&mut r, header.last_seq)?;
+        table.removals.forget_below(table.expired_below);
+    }
     if r.remaining() != 0 {
         return Err(FileDecodeError::Malformed("trailer"));
     }
@@ -174,14 +183,20 @@ struct Header {
     expired_below: Option<u64>,
 }
 
-/// Magic, version and the stream's counters.
-fn decode_header(r: &mut Reader<'_>) -> Result<Header, FileDecodeError> {
+/// Magic, version and the stream's counters; the version.
+fn decode_header(r: &mut Reader<'_>) -> Result<(Header, u8), FileDecodeError> {
     let bad = FileDecodeError::Malformed;
     if r.bytes(4) != Some(MAGIC) {
         return Err(FileDecodeError::BadMagic);
     }
     let version = r.u8().ok_or(bad("version"))?;
-    if version != VERSION && version != VERSION_WITHOUT_EXPIRED_BELOW {
+    if ![
+        VERSION,
+        VERSION_WITHOUT_REMOVALS,
+        VERSION_WITHOUT_EXPIRED_BELOW,
+    ]
+    .contains(&version)
+    {
         return Err(FileDecodeError::Version {
             found: version,
             expected: None,
@@ -193,8 +208,8 @@ fn decode_header(r: &mut Reader<'_>) -> Result<Header, FileDecodeError> {
     }
     let [last_seq, last_ts, last_checksum, first_seq, first_ts] = fields;
     let expired_below = match version {
-        VERSION => Some(r.u64().ok_or(bad("header"))?),
-        _ => None,
+        VERSION_WITHOUT_EXPIRED_BELOW => None,
+        _ => Some(r.u64().ok_or(bad("header"))?),
     };
     // The next sequences must exist (found by the `store_index` and `store_open` targets).
     if last_seq > MAX_SEQ {
@@ -203,14 +218,15 @@ fn decode_header(r: &mut Reader<'_>) -> Result<Header, FileDecodeError> {
             seq: last_seq,
         });
     }
-    Ok(Header {
+    let header = Header {
         last_seq,
         last_ts,
         last_checksum,
         first_seq,
         first_ts,
         expired_below,
-    })
+    };
+    Ok((header, version))
 }
 
 /// The blocks' claims and entries, in ascending, disjoint order, none past `last_seq`.

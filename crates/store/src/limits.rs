@@ -42,7 +42,8 @@ pub fn enforce(st: &mut State, subject: Option<&str>) -> Result<()> {
             }
         }
     }
-    st.remove(&doomed, Removal::Expired)?;
+    // Superseded messages are told to the readers of their subjects, wherever they are.
+    st.remove(&doomed, Removal::Removed)?;
     let max_msgs = limit(st.config.max_msgs).unwrap_or(u64::MAX);
     let max_bytes = limit(st.config.max_bytes).unwrap_or(u64::MAX);
     let (mut count, mut bytes) = (st.table.count(), st.table.bytes());

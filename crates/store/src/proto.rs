@@ -6,7 +6,7 @@ pub use sluice_protocol::subject::{FilterSet, filter_matches, validate_filter, v
 pub use sluice_protocol::ttl::MsgTtl;
 
 use sluice_protocol::error::codes;
-use sluice_protocol::subject::is_literal;
+pub use sluice_protocol::subject::is_literal;
 
 /// Header names the store interprets.
 pub mod names {

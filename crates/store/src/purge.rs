@@ -13,7 +13,8 @@ pub fn delete_msg(st: &mut State, seq: u64) -> Result<bool> {
     if st.config.deny_delete {
         return Err(ApiError::msg_delete_not_permitted().into());
     }
-    Ok(!st.remove(&[seq], Removal::Intended)?.is_empty())
+    // Readers of its subject that had not read it are told (a `removed` gap).
+    Ok(!st.remove(&[seq], Removal::Removed)?.is_empty())
 }
 
 /// Purges per the request; returns how many messages were removed.
@@ -45,7 +46,13 @@ pub fn purge(st: &mut State, req: &PurgeRequest) -> Result<u64> {
     if !doomed.is_empty() && doomed.len() as u64 == st.table.count() {
         st.roll()?;
     }
-    Ok(st.remove(&doomed, Removal::Expired)?.len() as u64)
+    // A purge of some subjects is told to the readers of those subjects only; one of every
+    // subject (up to a sequence, or keeping the newest) is a removal from the front.
+    let why = match req.filter {
+        Some(_) => Removal::Removed,
+        None => Removal::Expired,
+    };
+    Ok(st.remove(&doomed, why)?.len() as u64)
 }
 
 /// The live sequences a purge of `filter` up to `upto` (keeping `req.keep`) removes.

@@ -106,10 +106,16 @@ fn encode_admitted(st: &State, p: &Publish) -> Result<Vec<u8>> {
 
 /// Applies one publish to the state (not yet durable).
 pub fn publish(st: &mut State, p: &Publish) -> Result<PubAck> {
+    let now = st.next_ts();
+    publish_at(st, p, now)
+}
+
+/// [`publish`] with the store time `now` (ns), taken from [`State::next_ts`] by the caller: a
+/// schedule's fire is stored with the time its next fire is counted from.
+pub fn publish_at(st: &mut State, p: &Publish, now: i64) -> Result<PubAck> {
     let c = &st.config;
     let h = &p.headers;
     let hdrs = encode_admitted(st, p)?;
-    let now = st.next_ts();
     let msg_id = h.get(names::MSG_ID).filter(|id| !id.is_empty());
     if let Some(id) = msg_id {
         st.dedupe

@@ -2,15 +2,21 @@
 //! ([`crate::sidecar`]). Each entry is a u16 (little-endian) subject length, the subject, a
 //! varint next fire time (ns) and a uvarint sequence. Written with every snapshot; read on
 //! open, keeping only the entries whose message is still in the table under the same subject.
+//!
+//! The file is a snapshot: a crash leaves it older than the messages stored after it, among
+//! them fires. [`catch_up`] brings the schedules recovered from it (and from the schedule
+//! messages after it) up to the newest fire each produced, so no stored fire is repeated.
 
 use std::path::Path;
 
 use crate::decode::FileDecodeError;
 use crate::error::Result;
 use crate::fsutil::{Reader, put_uvarint, put_varint};
-use crate::schedule::Schedules;
+use crate::proto::{Headers, names};
+use crate::record::flags;
+use crate::schedule::{self, AfterFire, Schedules};
 use crate::sidecar::{self, Sidecar};
-use crate::table::Table;
+use crate::table::{MsgMeta, Table};
 
 /// The file's name in `msgs/`.
 pub const FILE: &str = "sched.db";
@@ -55,6 +61,89 @@ pub fn decode(s: &Sidecar<'_>, table: &mut Table) -> Result<Schedules, FileDecod
         }
     }
     Ok(schedules)
+}
+
+/// Brings the recovered `schedules` up to the fires stored at or above sequence `from` (the
+/// sidecar's stamp: the fire times it holds account for every message below it; 0 when it was
+/// missing or refused). For each schedule, the newest message it produced after its own
+/// message — on its target, with `Nats-Scheduler` naming it, not sourced — sets its next fire
+/// to the schedule's next run after that message's store time (what the message's
+/// `Nats-Schedule-Next` says), unless the schedule already fires later; a one-shot (or a
+/// schedule with no run left) that produced its message is spent. `headers` reads a message's
+/// headers (`None`: unreadable); an unreadable message is passed over. A block that cannot be
+/// read leaves its schedule as it was; the first such error is returned once every other
+/// schedule is brought up to date.
+pub fn catch_up(
+    schedules: &mut Schedules,
+    table: &mut Table,
+    from: u64,
+    mut headers: impl FnMut(&MsgMeta) -> Option<Headers>,
+) -> Result<()> {
+    if from > table.last_seq {
+        return Ok(());
+    }
+    let entries: Vec<(String, u64, i64)> = schedules
+        .entries()
+        .map(|(subject, e)| (subject.to_owned(), e.seq, e.next))
+        .collect();
+    let mut first_error = None;
+    for (subject, seq, next) in entries {
+        let fired = last_fire_of(table, &subject, seq, from, &mut headers);
+        let (h, fired_at) = match fired {
+            Ok(Some(found)) => found,
+            Ok(None) => continue,
+            Err(e) => {
+                first_error.get_or_insert(e);
+                continue;
+            }
+        };
+        match schedule::after_fire(&h, fired_at) {
+            Some(AfterFire::Next(after)) if after > next => schedules.insert(&subject, seq, after),
+            Some(AfterFire::Spent) => schedules.mark_spent(&subject, seq),
+            Some(AfterFire::Next(_)) | None => {}
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// The headers of the schedule message `seq` on `subject` and the store time of the newest
+/// message it produced at or above `from`, if any.
+fn last_fire_of(
+    table: &mut Table,
+    subject: &str,
+    seq: u64,
+    from: u64,
+    headers: &mut impl FnMut(&MsgMeta) -> Option<Headers>,
+) -> Result<Option<(Headers, i64)>> {
+    let Some(h) = table.get(seq)?.cloned().and_then(|m| headers(&m)) else {
+        return Ok(None);
+    };
+    let Some(target) = h.get(names::SCHEDULE_TARGET) else {
+        return Ok(None);
+    };
+    // Fires of this schedule message come after it; those below `from` are accounted for.
+    let floor = seq.max(from.saturating_sub(1));
+    let mut upto = table.last_seq;
+    while upto > floor {
+        let Some(found) = table.last_for_subject(target, upto)? else {
+            break;
+        };
+        if found <= floor {
+            break;
+        }
+        // A record that cannot be read is passed over, as one that is not a fire.
+        if let Ok(Some(m)) = table.get(found).map(|m| m.cloned())
+            && m.flags & flags::HEADERS != 0
+            && m.flags & flags::SOURCED == 0
+            && headers(&m).is_some_and(|p| {
+                p.get(names::SCHEDULER) == Some(subject) && p.get(names::STREAM_SOURCE).is_none()
+            })
+        {
+            return Ok(Some((h, m.ts)));
+        }
+        upto = found - 1;
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

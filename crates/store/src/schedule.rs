@@ -1,6 +1,13 @@
 //! Message schedules: a message carrying `Nats-Schedule` on subject S fires copies of itself
 //! into `Nats-Schedule-Target` (with `Nats-Scheduler: S`) per its pattern. The newest schedule
 //! message on a subject is the one in force. After a restart, runs missed while down fire once.
+//!
+//! A produced message is stored with the fire's own time, and carries the next fire time in
+//! `Nats-Schedule-Next` (`purge` for a one-shot): the schedule's next run after that stored
+//! time ([`after_fire`]). Recovery takes the next fire from the newest produced message the
+//! same way ([`crate::sched::catch_up`]), so a fire that was stored is never repeated within
+//! its period, whatever snapshot of the schedules survived a crash; a fire that was not stored
+//! happens after the restart.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,6 +31,9 @@ pub struct Entry {
 pub struct Schedules {
     by_subject: BTreeMap<String, Entry>,
     by_time: BTreeSet<(i64, String)>,
+    /// Messages of spent schedules that recovery found still stored (the fire was, its
+    /// removal was not): removed at the next pass, never fired again.
+    spent: BTreeSet<u64>,
 }
 
 /// A validated schedule message: its pattern, zone and first fire time.
@@ -65,22 +75,54 @@ pub fn validate(
     }))
 }
 
-/// The message a schedule fires: the schedule message's headers without the schedule ones,
-/// plus `Nats-Scheduler`, `Nats-TTL` from `Nats-Schedule-TTL`, and `Nats-Schedule-Next: purge`
-/// for a one-shot. Returns the target subject, the headers, and the next fire time after `now`.
+/// What a stored fire of a schedule leaves of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFire {
+    /// It fires next at this time, ns.
+    Next(i64),
+    /// It has no run after the fire (a one-shot, or a run beyond the representable times): its
+    /// message is removed.
+    Spent,
+}
+
+/// The next run of `schedule` (zone `tz`) strictly after `at`, ns; `None` when there is none.
+fn run_after(schedule: &Schedule, tz: Option<&str>, at: i64) -> Option<i64> {
+    schedule
+        .next_after(timestamp(at), tz)
+        .ok()
+        .flatten()
+        .map(|t| t.as_nanosecond() as i64)
+}
+
+/// What a fire of the schedule message with headers `h`, stored at `fired_at` (ns), leaves of
+/// the schedule: the same next fire [`fire`] wrote into the produced message's
+/// `Nats-Schedule-Next`. `None` when `h` holds no valid schedule.
+pub fn after_fire(h: &Headers, fired_at: i64) -> Option<AfterFire> {
+    let schedule = Schedule::parse(h.get(names::SCHEDULE)?).ok()?;
+    let tz = h.get(names::SCHEDULE_TIME_ZONE);
+    schedule.time_zone(tz).ok()?;
+    Some(match run_after(&schedule, tz, fired_at) {
+        Some(next) if schedule.is_repeating() => AfterFire::Next(next),
+        // An `@at` whose instant is after the message: not a fire of it.
+        Some(at) => AfterFire::Next(at),
+        None => AfterFire::Spent,
+    })
+}
+
+/// The message a schedule fires at `at` (ns; the time it is stored with): the schedule
+/// message's headers without the schedule ones, plus `Nats-Scheduler`, `Nats-TTL` from
+/// `Nats-Schedule-TTL`, and `Nats-Schedule-Next`: the next fire time (RFC 3339), or `purge`
+/// for a one-shot. Returns the target subject, the headers, and the next fire time after `at`
+/// (`None`: the schedule is spent).
 pub fn fire(
     schedule_subject: &str,
     h: &Headers,
-    now: i64,
+    at: i64,
 ) -> Option<(String, Headers, Option<i64>)> {
     let schedule = Schedule::parse(h.get(names::SCHEDULE)?).ok()?;
     let target = h.get(names::SCHEDULE_TARGET)?.to_string();
     let tz = h.get(names::SCHEDULE_TIME_ZONE);
-    let next = schedule
-        .next_after(timestamp(now), tz)
-        .ok()
-        .flatten()
-        .map(|t| t.as_nanosecond() as i64);
+    let next = run_after(&schedule, tz, at).filter(|_| schedule.is_repeating());
     let mut out = h.clone();
     let ttl = h.get(names::SCHEDULE_TTL).map(str::to_string);
     out.remove_prefixed("Nats-Schedule");
@@ -91,12 +133,10 @@ pub fn fire(
     if let Some(ttl) = ttl {
         out.insert(names::TTL, ttl);
     }
-    let next = if schedule.is_repeating() {
-        next
-    } else {
-        out.insert(names::SCHEDULE_NEXT, names::SCHEDULE_NEXT_PURGE);
-        None
-    };
+    match next {
+        Some(next) => out.insert(names::SCHEDULE_NEXT, timestamp(next).to_string()),
+        None => out.insert(names::SCHEDULE_NEXT, names::SCHEDULE_NEXT_PURGE),
+    }
     Some((target, out, next))
 }
 
@@ -120,6 +160,21 @@ impl Schedules {
         if self.by_subject.get(subject).is_some_and(|e| e.seq == seq) {
             self.remove_subject(subject);
         }
+        self.spent.remove(&seq);
+    }
+
+    /// Takes the schedule on `subject` out of force as spent: its message `seq` is to be
+    /// removed ([`Schedules::take_spent`]) and it never fires again.
+    pub fn mark_spent(&mut self, subject: &str, seq: u64) {
+        if self.by_subject.get(subject).is_some_and(|e| e.seq == seq) {
+            self.remove_subject(subject);
+            self.spent.insert(seq);
+        }
+    }
+
+    /// The messages of spent schedules still to remove, taken.
+    pub fn take_spent(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.spent).into_iter().collect()
     }
 
     /// Schedules due at `now`, removed from the set (the caller re-inserts repeating ones).
@@ -139,8 +194,11 @@ impl Schedules {
         out
     }
 
-    /// The next fire time.
+    /// The next fire time (the earliest time when a spent schedule's message is to be removed).
     pub fn next(&self) -> Option<i64> {
+        if !self.spent.is_empty() {
+            return Some(i64::MIN);
+        }
         self.by_time.first().map(|(at, _)| *at)
     }
 
@@ -157,5 +215,75 @@ impl Schedules {
     /// Whether a schedule on `subject` is in force.
     pub fn has(&self, subject: &str) -> bool {
         self.by_subject.contains_key(subject)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schedule(pattern: &str) -> Headers {
+        let mut h = Headers::new();
+        h.insert(names::SCHEDULE, pattern);
+        h.insert(names::SCHEDULE_TARGET, "out.a");
+        h
+    }
+
+    const SECOND: i64 = 1_000_000_000;
+    /// 2026-11-29T19:07:50.123456789Z.
+    const AT: i64 = 1_795_979_270 * SECOND + 123_456_789;
+
+    /// The next fire a fire writes into `Nats-Schedule-Next` is the one recovery derives from
+    /// the fire's stored time.
+    #[test]
+    fn the_next_fire_written_is_the_one_recovered() {
+        for (pattern, next) in [
+            ("@every 1s", AT + SECOND),
+            ("@every 90m", AT + 5_400 * SECOND),
+            ("0 30 * * * *", 1_795_980_600 * SECOND),
+        ] {
+            let h = schedule(pattern);
+            let (target, out, armed) = fire("sched.a", &h, AT).unwrap();
+            assert_eq!((target.as_str(), armed), ("out.a", Some(next)), "{pattern}");
+            let written: jiff::Timestamp = out.get(names::SCHEDULE_NEXT).unwrap().parse().unwrap();
+            assert_eq!(written.as_nanosecond() as i64, next, "{pattern}");
+            assert_eq!(after_fire(&h, AT), Some(AfterFire::Next(next)), "{pattern}");
+            assert_eq!(out.get(names::SCHEDULER), Some("sched.a"));
+            assert_eq!(out.get(names::SCHEDULE), None);
+        }
+    }
+
+    /// A one-shot's fire says `purge` and leaves it spent; a message stored before its
+    /// instant is no fire of it.
+    #[test]
+    fn a_one_shot_is_spent_by_its_fire() {
+        let h = schedule("@at 2026-11-29T19:07:50.123456789Z");
+        let (_, out, armed) = fire("sched.a", &h, AT).unwrap();
+        assert_eq!(armed, None);
+        assert_eq!(
+            out.get(names::SCHEDULE_NEXT),
+            Some(names::SCHEDULE_NEXT_PURGE)
+        );
+        assert_eq!(after_fire(&h, AT), Some(AfterFire::Spent));
+        assert_eq!(after_fire(&h, AT + SECOND), Some(AfterFire::Spent));
+        assert_eq!(after_fire(&h, AT - 1), Some(AfterFire::Next(AT)));
+        assert_eq!(after_fire(&Headers::new(), AT), None);
+    }
+
+    /// A spent schedule leaves force at once and makes its removal due now.
+    #[test]
+    fn a_spent_schedule_is_out_of_force_and_its_removal_due() {
+        let mut s = Schedules::default();
+        s.insert("a", 1, 100);
+        s.insert("b", 2, 200);
+        s.mark_spent("a", 1);
+        // Not the message in force on its subject: nothing changes.
+        s.mark_spent("b", 9);
+        assert!(!s.has("a") && s.has("b"));
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.next(), Some(i64::MIN));
+        assert_eq!(s.take_spent(), vec![1]);
+        assert_eq!(s.next(), Some(200));
+        assert!(s.due(150).is_empty());
     }
 }

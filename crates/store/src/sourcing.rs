@@ -455,9 +455,13 @@ impl Task {
                     Ok(a) if a.duplicate => self.status(|s| s.duplicates += 1),
                     Ok(_) => self.status(|s| s.sourced += 1),
                     Err(StoreError::Closed(n)) => return Err(StoreError::Closed(n)),
-                    // Nothing of the batch was stored (a full disk): copied again from the
-                    // last position recorded, not dropped.
-                    Err(e @ StoreError::WriteFailed { .. }) => return Err(e),
+                    // Nothing of the batch was stored (a full disk, a failed fsync): copied
+                    // again from the last position recorded, not dropped.
+                    Err(
+                        e @ (StoreError::WriteFailed { .. }
+                        | StoreError::SyncFailed { .. }
+                        | StoreError::Fenced { .. }),
+                    ) => return Err(e),
                     Err(e) => {
                         tracing::warn!(stream = %self.target.name(), source = %self.src.index_name, origin_seq = seq, error = %e, "sourced message rejected by the sourcing stream; dropped");
                         self.status(|s| s.dropped += 1);

@@ -16,6 +16,7 @@ use crate::lease;
 use crate::losses::Lost;
 use crate::proto::{self, FilterSet};
 use crate::record::{self, Kind, RecordRef};
+use crate::removals::Removed;
 use crate::schedule::Schedules;
 use crate::sources::SourceIndex;
 use crate::table::{Found, MsgMeta, Table};
@@ -51,6 +52,8 @@ pub struct State {
     pub sources: SourceIndex,
     /// Set on close, or when a failed write could not be undone: every further operation fails.
     pub closed: bool,
+    /// Set when an fsync failed (what failed): every further write fails, reads go on.
+    pub fenced: Option<String>,
     /// Whether writes fail now, and the log of their failures.
     pub health: Health,
     /// Write-path counters.
@@ -69,11 +72,17 @@ pub struct State {
 /// Why messages are removed, which decides whether a reader that asked for them is told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Removal {
-    /// By a limit (messages, bytes, age, per subject) or a purge: a reader that asked for
-    /// them is told (an `expired` gap).
+    /// By a limit on the whole stream (messages, bytes, age) or a purge of every subject:
+    /// positions removed from the front are told to every reader that asks for them (an
+    /// `expired` gap, [`Table::expired_below`](crate::table::Table::expired_below)); any other
+    /// is told as [`Removal::Removed`] is.
     Expired,
-    /// As their publisher meant: their own TTL, a delete, a schedule that has fired. Nothing
-    /// was lost, so nothing is told.
+    /// By a delete, a purge of some subjects or the per-subject limit, wherever they are in
+    /// the stream: told to the readers whose filters match their subjects
+    /// ([`Table::removals`](crate::table::Table::removals)), and to no other reader.
+    Removed,
+    /// As their publisher meant: their own TTL, a schedule that has fired. Nothing was lost,
+    /// so nothing is told.
     Intended,
 }
 
@@ -152,9 +161,11 @@ impl State {
     }
 
     /// Removes live messages and records the removal durably: one purge marker for those
-    /// below the new first sequence, a tombstone for each interior one. `why` decides whether
-    /// readers that asked for those below the new first sequence are told
-    /// ([`Table::expired_below`](crate::table::Table::expired_below)). Returns what was removed.
+    /// below the new first sequence, and a tombstone for each other one — and for each one
+    /// removed as [`Removal::Removed`], so that recovery finds their subjects again. `why`
+    /// decides which readers are told of them: see [`Removal`]. Every tombstone without the
+    /// `INTENDED` flag stands for a removal told to the readers of its message's subject.
+    /// Returns what was removed.
     pub fn remove(&mut self, seqs: &[u64], why: Removal) -> Result<Vec<(u64, MsgMeta)>> {
         let mut removed: Vec<(u64, MsgMeta)> = Vec::with_capacity(seqs.len());
         for &s in seqs {
@@ -176,14 +187,28 @@ impl State {
                 self.expire_below(front + 1);
             }
         }
-        for (s, _) in removed.iter().filter(|(s, _)| *s >= first) {
-            self.append_marker(Kind::Tombstone, *s)?;
+        for (s, meta) in &removed {
+            match why {
+                Removal::Removed => self.tombstone(*s, &meta.subject)?,
+                _ if *s < first => {}
+                Removal::Expired => self.tombstone(*s, &meta.subject)?,
+                Removal::Intended => {
+                    self.append_marker_with(Kind::Tombstone, *s, record::flags::INTENDED)?;
+                }
+            }
         }
         for (s, meta) in &removed {
             self.ttl.forget(*s);
             self.schedules.forget(&meta.subject, *s);
         }
         Ok(removed)
+    }
+
+    /// Writes the tombstone of `seq`, a message of `subject`, whose readers are told of it.
+    fn tombstone(&mut self, seq: u64, subject: &Arc<str>) -> Result<()> {
+        self.append_marker(Kind::Tombstone, seq)?;
+        self.table.note_removal(seq, subject);
+        Ok(())
     }
 
     /// Removes every live message without reading one (a purge of everything): recorded by
@@ -201,7 +226,7 @@ impl State {
     /// Raises the first position readers are not told of to `seq`, for the next purge marker.
     fn expire_below(&mut self, seq: u64) {
         if seq > self.table.expired_below {
-            self.table.expired_below = seq;
+            self.table.raise_expired_below(seq);
             self.expired_to = Some(seq);
         }
     }
@@ -295,21 +320,23 @@ impl State {
     }
 
     /// What a reader of `filter` meets first at or after `from` among the visible positions
-    /// below `until`: a message (read it with [`PendingRead::finish`] after unlocking) or
-    /// positions it cannot be given (none at or above `until`). Nothing at or above `until` is
-    /// looked at.
+    /// below `until`: a message (read it with [`PendingRead::finish`] after unlocking),
+    /// positions it cannot be given, or — with `tell_removed` — removed positions of its
+    /// subjects (none at or above `until`). Nothing at or above `until` is looked at.
     pub fn next_matching(
         &mut self,
         from: u64,
         until: u64,
         filter: &FilterSet,
+        tell_removed: bool,
     ) -> Result<Option<Next>> {
         let upto = self.visible.min(until.saturating_sub(1));
-        let found = self.table.next_matching(from, upto, filter);
+        let found = self.table.next_matching(from, upto, filter, tell_removed);
         self.note_damage_found();
         Ok(match found? {
             Some(Found::Msg(seq)) => self.prepare(seq)?.map(Next::Read),
             Some(Found::Lost(lost)) => Some(Next::Lost(lost)),
+            Some(Found::Removed(removed)) => Some(Next::Removed(removed)),
             None => None,
         })
     }
@@ -421,6 +448,8 @@ pub enum Next {
     Read(PendingRead),
     /// Positions that cannot be delivered.
     Lost(Lost),
+    /// Removed positions of the reader's subjects.
+    Removed(Removed),
 }
 
 /// A located message, read and decoded without the stream's lock held.
@@ -430,6 +459,11 @@ pub struct PendingRead {
 }
 
 impl PendingRead {
+    /// The message's sequence.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
     /// Reads and verifies the record.
     pub fn finish(self) -> Result<StoredMessage> {
         let path = self.source.path();

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use crate::block::{Blocks, DEFAULT_BLOCK_SIZE};
 use crate::config::{StorageType, StreamConfig, SyncPolicy, validate_stream_name};
 use crate::error::{ApiError, Result, StoreError};
+use crate::fsutil;
 use crate::meta::{self, Meta, MetaRepair};
 use crate::meta_refusal::MetaRefusal;
 use crate::recovery::{self, Recovered};
@@ -117,7 +118,7 @@ impl Store {
     pub fn open(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<(Store, Vec<RecoveryReport>)> {
         let dir = dir.as_ref().to_path_buf();
         let streams_dir = dir.join("streams");
-        fs::create_dir_all(&streams_dir).map_err(StoreError::io(&streams_dir))?;
+        fsutil::create_dir_durable(&streams_dir)?;
         let lock = lock_dir(&dir)?;
         let store = Store::new(Some(dir), Some(lock), opts);
         let mut reports = Vec::new();
@@ -450,7 +451,7 @@ fn stream_dirs(streams_dir: &Path) -> Result<Vec<(String, PathBuf)>> {
 /// written over: it may hold messages.
 fn make_stream_dir(dir: &Path, meta: &Meta) -> Result<()> {
     if let Some(parent) = dir.parent() {
-        fs::create_dir_all(parent).map_err(StoreError::io(parent))?;
+        fsutil::create_dir_durable(parent)?;
     }
     fs::create_dir(dir).map_err(|e| match e.kind() {
         std::io::ErrorKind::AlreadyExists => StoreError::DirectoryInUse {
@@ -462,6 +463,10 @@ fn make_stream_dir(dir: &Path, meta: &Meta) -> Result<()> {
             source: e,
         },
     })?;
+    // IMPORTANT: the new directory's name is durable before anything is written in it.
+    if let Some(parent) = dir.parent() {
+        fsutil::sync_dir(parent)?;
+    }
     // The meta files come before anything else: open loads a directory as a stream only
     // through them.
     meta::write(dir, &meta.config, meta.created, meta.incarnation)
@@ -498,6 +503,7 @@ fn stream_state(meta: Meta, dir: Option<PathBuf>, r: Recovered) -> State {
         schedules: r.schedules,
         sources: r.sources,
         closed: false,
+        fenced: None,
         health: Default::default(),
         stats: Default::default(),
         dirty: !r.index_current,

@@ -19,8 +19,11 @@ impl StreamHandle {
     /// Positions the stream cannot deliver come as [`Delivery::Lost`], in sequence order: a
     /// damaged run the reader's range covers (whatever its filter — a damaged record's subject
     /// cannot be read), and first of all, for a reader resuming from inside an unconfirmed run
-    /// (`start_seq - 1` is one of its positions), the rest of that run. The stream ends with
-    /// an error when the stream is closed or deleted.
+    /// (`start_seq - 1` is one of its positions), the rest of that run. Messages of its
+    /// subjects removed by a delete, a purge of their subjects or the per-subject limit come
+    /// as [`Delivery::Removed`] (one for the removals before each message it gets); removals
+    /// of other subjects, and messages gone by their own TTL, are passed in silence. The
+    /// stream ends with an error when the stream is closed or deleted.
     pub fn subscribe(
         &self,
         start_seq: u64,
@@ -63,7 +66,7 @@ impl StreamHandle {
                     // Read before the search, so the search sees at least this much: when
                     // it covers `until - 1` and finds nothing, nothing below `until` is left.
                     let visible = *rx.borrow_and_update();
-                    match read_next(&shared, next, until, &filter) {
+                    match read_next(&shared, next, until, &filter, true) {
                         Ok(Some(d)) => {
                             let after = d.last_seq() + 1;
                             return Some((Ok(d), Some((shared, rx, after, filter))));
@@ -83,43 +86,46 @@ impl StreamHandle {
 
     /// The first message with sequence ≥ `from_seq` whose subject matches `filter`, found
     /// through the per-subject index. Positions before it that cannot be delivered give
-    /// [`StoreError::Lost`]; the reader resumes after them.
+    /// [`StoreError::Lost`]; the reader resumes after them. Removed messages are passed over
+    /// (a source copies what its origin holds, as JetStream's does).
     pub fn next_matching(
         &self,
         from_seq: u64,
         filter: &FilterSet,
     ) -> Result<Option<StoredMessage>> {
-        match read_next(&self.shared, from_seq, u64::MAX, filter)? {
+        match read_next(&self.shared, from_seq, u64::MAX, filter, false)? {
             Some(Delivery::Message(m)) => Ok(Some(m)),
             Some(Delivery::Lost(lost)) => Err(StoreError::Lost {
                 stream: self.shared.name.clone(),
                 lost,
             }),
-            None => Ok(None),
+            Some(Delivery::Removed(_)) | None => Ok(None),
         }
     }
 }
 
-/// What a reader of `filter` meets first at or after `from` and below `until`: a message, or
-/// positions it cannot be given. A record found damaged only now (it changed on disk after
-/// its block was read) is reported as a lost position of its own.
+/// What a reader of `filter` meets first at or after `from` and below `until`: a message,
+/// positions it cannot be given, or (with `tell_removed`) removed positions of its subjects. A
+/// record found damaged only now (it changed on disk after its block was read) is reported as
+/// a lost position of its own.
 fn read_next(
     shared: &Shared,
     from: u64,
     until: u64,
     filter: &FilterSet,
+    tell_removed: bool,
 ) -> Result<Option<Delivery>> {
     let next = {
         let mut st = shared.lock();
         if st.closed {
             return Err(StoreError::Closed(shared.name.clone()));
         }
-        st.next_matching(from, until, filter)?
+        st.next_matching(from, until, filter, tell_removed)?
     };
     Ok(match next {
-        Some(Next::Read(pending)) => Some(match pending.finish() {
-            Ok(m) => Delivery::Message(m),
-            Err(StoreError::Corrupt { seq, path }) => {
+        Some(Next::Read(pending)) => Some(match (pending.seq(), pending.finish()) {
+            (_, Ok(m)) => Delivery::Message(m),
+            (_, Err(StoreError::Corrupt { seq, path })) => {
                 tracing::error!(stream = %shared.name, seq, path = %path.display(), "damaged record: reported to the reader as lost");
                 Delivery::Lost(Lost {
                     first: seq,
@@ -127,9 +133,22 @@ fn read_next(
                     cause: LossCause::Damaged,
                 })
             }
-            Err(e) => return Err(e),
+            // The disk failed to read the record: its bytes may be intact, so no loss is
+            // remembered, but this reader cannot have it now.
+            (seq, Err(StoreError::Io { path, source }))
+                if crate::fsutil::is_disk_failure(&source) =>
+            {
+                tracing::error!(stream = %shared.name, seq, path = %path.display(), error = %source, "reading a record failed: reported to the reader as damaged");
+                Delivery::Lost(Lost {
+                    first: seq,
+                    last: seq,
+                    cause: LossCause::Damaged,
+                })
+            }
+            (_, Err(e)) => return Err(e),
         }),
         Some(Next::Lost(lost)) => Some(Delivery::Lost(lost)),
+        Some(Next::Removed(removed)) => Some(Delivery::Removed(removed)),
         None => None,
     })
 }

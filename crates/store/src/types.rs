@@ -40,6 +40,9 @@ pub enum Delivery {
     Message(StoredMessage),
     /// Positions the stream cannot deliver (see [`crate::LossCause`]).
     Lost(crate::Lost),
+    /// Positions whose messages of the reader's subjects were removed (a delete, a purge of
+    /// those subjects, the per-subject limit) before it read them.
+    Removed(crate::Removed),
 }
 
 impl Delivery {
@@ -47,7 +50,7 @@ impl Delivery {
     pub fn message(self) -> Option<StoredMessage> {
         match self {
             Self::Message(m) => Some(m),
-            Self::Lost(_) => None,
+            Self::Lost(_) | Self::Removed(_) => None,
         }
     }
 
@@ -56,6 +59,7 @@ impl Delivery {
         match self {
             Self::Message(m) => m.seq,
             Self::Lost(lost) => lost.last,
+            Self::Removed(removed) => removed.last,
         }
     }
 }
@@ -78,8 +82,9 @@ pub struct Retained {
     /// The first retained sequence; the last + 1 when the stream holds no messages.
     pub first_seq: u64,
     /// Positions below this one were removed by a limit or a purge: a reader that asked for
-    /// them is told they expired. Those from here to `first_seq` went by their own TTL or a
-    /// delete, which is not a loss. At most `first_seq`.
+    /// them is told they expired. Those from here to `first_seq` went by their own TTL (not a
+    /// loss), or by a delete, a purge of some subjects or the per-subject limit (told to the
+    /// readers of their subjects as [`Delivery::Removed`]). At most `first_seq`.
     pub expired_below: u64,
     /// The stream's incarnation (changes when it is deleted and created again).
     pub incarnation: u64,
@@ -95,8 +100,9 @@ pub struct StreamState {
     /// First live sequence; `last_seq + 1` when empty.
     pub first_seq: u64,
     /// Positions below this one were removed by a limit or a purge (readers asking for them
-    /// are told they expired); those from here to `first_seq` went by their own TTL or a
-    /// delete. At most `first_seq`. Not part of JetStream's state.
+    /// are told they expired); those from here to `first_seq` went by their own TTL, or were
+    /// removed with their subjects known (told as [`Delivery::Removed`]). At most `first_seq`.
+    /// Not part of JetStream's state.
     pub expired_below: u64,
     /// Time of the first live message.
     pub first_time: Option<jiff::Timestamp>,

@@ -294,31 +294,10 @@ fn batch(shared: &Shared, turn: &mut Writer, ops: Vec<Op>, place: Place, stop: O
     if place == Place::Thread {
         turn.last_batch = ops.len();
     }
-    let mut replies = Vec::with_capacity(ops.len());
-    let mut flush_now = false;
     let mut st = shared.lock();
     let start = BatchStart::of(&st);
-    for op in ops {
-        if st.closed {
-            fail_op(op, &shared.name);
-            continue;
-        }
-        match op {
-            Op::Publish(p, tx) => replies.push(Reply::Ack(tx, rules::publish(&mut st, &p))),
-            Op::PublishBatch(batch, tx) => {
-                let acks = batch.iter().map(|p| rules::publish(&mut st, p)).collect();
-                replies.push(Reply::Batch(tx, acks));
-            }
-            Op::Delete(seq, tx) => replies.push(Reply::Delete(tx, purge::delete_msg(&mut st, seq))),
-            Op::Purge(req, tx) => replies.push(Reply::Purge(tx, purge::purge(&mut st, &req))),
-            Op::Update(cfg, tx) => replies.push(Reply::Unit(tx, update(&mut st, *cfg))),
-            Op::Flush(tx) => {
-                flush_now = true;
-                replies.push(Reply::Unit(tx, Ok(())));
-            }
-        }
-    }
-    if !st.closed {
+    let (mut replies, flush_now) = apply(shared, &mut st, ops);
+    if !st.closed && st.fenced.is_none() {
         housekeeping(&mut st);
     }
     let writes = st.has_unwritten();
@@ -345,7 +324,7 @@ fn batch(shared: &Shared, turn: &mut Writer, ops: Vec<Op>, place: Place, stop: O
         let mut fsyncs = 0;
         for (path, f) in unsynced {
             if let Err(e) = f.sync_data() {
-                result = Err(StoreError::WriteFailed { path, source: e });
+                result = Err(StoreError::SyncFailed { path, source: e });
                 break;
             }
             fsyncs += 1;
@@ -360,6 +339,9 @@ fn batch(shared: &Shared, turn: &mut Writer, ops: Vec<Op>, place: Place, stop: O
         Err(e) => {
             replies = replies.into_iter().map(|r| r.fail(e)).collect();
             abandon(&mut st, start, e, stop.is_none());
+            if matches!(e, StoreError::SyncFailed { .. }) {
+                fence(&mut st, e);
+            }
         }
     }
     let retry_due =
@@ -368,8 +350,9 @@ fn batch(shared: &Shared, turn: &mut Writer, ops: Vec<Op>, place: Place, stop: O
         || (place == Place::Thread
             && ((st.dirty && turn.last_flush.elapsed() >= turn.flush_every) || retry_due))
         || (stop == Some(true) && st.dirty);
-    // A failed batch left the state as it was only once rebuilt: not when stopping.
-    if snapshot_due && !st.closed && (result.is_ok() || stop.is_none()) {
+    // A failed batch left the state as it was only once rebuilt: not when stopping. A fenced
+    // stream writes no snapshot: the next start rebuilds from what the blocks hold.
+    if snapshot_due && !st.closed && st.fenced.is_none() && (result.is_ok() || stop.is_none()) {
         write_snapshots(&mut st);
         turn.last_flush = Instant::now();
     }
@@ -380,6 +363,44 @@ fn batch(shared: &Shared, turn: &mut Writer, ops: Vec<Op>, place: Place, stop: O
     drop(st);
     shared.visible.send_replace(visible);
     replies.into_iter().for_each(Reply::send);
+}
+
+/// Applies `ops` to the stream's state in order (failing each at once when the stream is
+/// closed or fenced); the replies to send once the batch is written, and whether a snapshot was
+/// asked for.
+fn apply(shared: &Shared, st: &mut State, ops: Vec<Op>) -> (Vec<Reply>, bool) {
+    let mut replies = Vec::with_capacity(ops.len());
+    let mut flush_now = false;
+    for op in ops {
+        if st.closed {
+            fail_op(op, || StoreError::Closed(shared.name.clone()));
+            continue;
+        }
+        if let Some(cause) = &st.fenced {
+            let stream = shared.name.clone();
+            let cause = cause.clone();
+            fail_op(op, move || StoreError::Fenced {
+                stream: stream.clone(),
+                cause: cause.clone(),
+            });
+            continue;
+        }
+        match op {
+            Op::Publish(p, tx) => replies.push(Reply::Ack(tx, rules::publish(st, &p))),
+            Op::PublishBatch(batch, tx) => {
+                let acks = batch.iter().map(|p| rules::publish(st, p)).collect();
+                replies.push(Reply::Batch(tx, acks));
+            }
+            Op::Delete(seq, tx) => replies.push(Reply::Delete(tx, purge::delete_msg(st, seq))),
+            Op::Purge(req, tx) => replies.push(Reply::Purge(tx, purge::purge(st, &req))),
+            Op::Update(cfg, tx) => replies.push(Reply::Unit(tx, update(st, *cfg))),
+            Op::Flush(tx) => {
+                flush_now = true;
+                replies.push(Reply::Unit(tx, Ok(())));
+            }
+        }
+    }
+    (replies, flush_now)
 }
 
 /// Makes a written batch visible, then removes the blocks it emptied (only now: a block is
@@ -416,16 +437,25 @@ fn write_snapshots(st: &mut State) {
     }
 }
 
-fn fail_op(op: Op, name: &str) {
-    let closed = || StoreError::Closed(name.to_string());
+/// Stops the stream's writes for good after the failed fsync `e`: the kernel may have
+/// dropped pages it could not write and will not say so again, so neither a retry nor a later
+/// fsync could tell what the disk holds. Reads go on; a restart recovers from the disk.
+fn fence(st: &mut State, e: &StoreError) {
+    tracing::error!(stream = %st.config.name, error = %e, "an fsync failed: the stream accepts no writes until sluice restarts");
+    st.fenced = Some(e.to_string());
+    st.health.fence(e.to_string());
+}
+
+/// Answers `op` with `error()` without applying it.
+fn fail_op(op: Op, error: impl Fn() -> StoreError) {
     match op {
-        Op::Publish(_, tx) => Reply::Ack(tx, Err(closed())).send(),
+        Op::Publish(_, tx) => Reply::Ack(tx, Err(error())).send(),
         Op::PublishBatch(batch, tx) => {
-            Reply::Batch(tx, batch.iter().map(|_| Err(closed())).collect()).send()
+            Reply::Batch(tx, batch.iter().map(|_| Err(error())).collect()).send()
         }
-        Op::Delete(_, tx) => Reply::Delete(tx, Err(closed())).send(),
-        Op::Purge(_, tx) => Reply::Purge(tx, Err(closed())).send(),
-        Op::Update(_, tx) | Op::Flush(tx) => Reply::Unit(tx, Err(closed())).send(),
+        Op::Delete(_, tx) => Reply::Delete(tx, Err(error())).send(),
+        Op::Purge(_, tx) => Reply::Purge(tx, Err(error())).send(),
+        Op::Update(_, tx) | Op::Flush(tx) => Reply::Unit(tx, Err(error())).send(),
     }
 }
 
@@ -458,13 +488,21 @@ fn housekeeping(st: &mut State) {
 }
 
 /// Fires every due schedule once (runs missed while down collapse into one), then re-arms
-/// repeating ones after now and removes fired one-shots.
+/// repeating ones after the fire and removes fired one-shots. Each fire is stored with the
+/// time its next fire is counted from, so fires are stored at least a period apart. First
+/// removes the messages of schedules recovery found spent.
 fn fire_schedules(st: &mut State, now: i64) -> Result<()> {
+    let spent = st.schedules.take_spent();
+    if !spent.is_empty() {
+        st.remove(&spent, Removal::Intended)?;
+    }
     for (subject, entry) in st.schedules.due(now) {
         let Some(msg) = st.read_any(entry.seq)? else {
             continue;
         };
-        let Some((target, headers, next)) = crate::schedule::fire(&subject, &msg.headers, now)
+        // Not before the fire was due, even if the clock stepped back since `now`.
+        let at = st.next_ts().max(entry.next);
+        let Some((target, headers, next)) = crate::schedule::fire(&subject, &msg.headers, at)
         else {
             continue;
         };
@@ -474,7 +512,7 @@ fn fire_schedules(st: &mut State, now: i64) -> Result<()> {
             payload: msg.payload.clone(),
             internal: true,
         };
-        if let Err(e) = rules::publish(st, &fired) {
+        if let Err(e) = rules::publish_at(st, &fired, at) {
             tracing::warn!(stream = %st.config.name, schedule = %subject, error = %e, "scheduled message rejected");
         }
         match next {
@@ -492,7 +530,7 @@ fn next_wake(shared: &Shared) -> Duration {
     let mut wake = MAX_IDLE;
     // A block that cannot be read is reported by the expiry pass; wake as if nothing were due.
     if let Ok(Some(due)) = limits::next_due(&mut st) {
-        let ns = (due - now_ns()).max(0) as u64;
+        let ns = due.saturating_sub(now_ns()).max(0) as u64;
         wake = wake.min(Duration::from_nanos(ns));
     }
     if let SyncPolicy::Interval(every) = shared.sync {

@@ -169,6 +169,8 @@ fn read(s: &StreamHandle, filter: &str, start: u64, upto: u64) -> (Vec<u64>, Vec
                     seqs.push(m.seq);
                 }
                 Delivery::Lost(l) => lost.push(l),
+                // Told to readers of the deleted message's subject: not a loss.
+                Delivery::Removed(_) => {}
             }
         }
     });
@@ -837,9 +839,10 @@ fn read_range(s: &StreamHandle, filter: &str, start: u64, until: u64) -> Vec<Del
 fn seqs_and_losses(deliveries: Vec<Delivery>) -> Vec<Result<u64, Lost>> {
     deliveries
         .into_iter()
-        .map(|d| match d {
-            Delivery::Message(m) => Ok(m.seq),
-            Delivery::Lost(lost) => Err(lost),
+        .filter_map(|d| match d {
+            Delivery::Message(m) => Some(Ok(m.seq)),
+            Delivery::Lost(lost) => Some(Err(lost)),
+            Delivery::Removed(_) => None,
         })
         .collect()
 }

@@ -357,6 +357,7 @@ fn check(s: &StreamHandle, model: &Model) -> Result<u64, TestCaseError> {
             let first = match d {
                 Delivery::Message(m) => m.seq,
                 Delivery::Lost(l) => l.first,
+                Delivery::Removed(r) => r.first,
             };
             prop_assert!(
                 first > after,
@@ -384,6 +385,8 @@ fn check(s: &StreamHandle, model: &Model) -> Result<u64, TestCaseError> {
                     }
                     lost.push((l.first, l.last));
                 }
+                // Nothing is deleted or purged here: no removal can be told.
+                Delivery::Removed(r) => prop_assert!(false, "{filter}: {r:?} told"),
             }
         }
         for (&seq, m) in &model.acked {

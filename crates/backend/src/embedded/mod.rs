@@ -24,7 +24,7 @@ use sluice_store::{
 use super::error::stream_not_found;
 use super::{
     Backend, BackendError, BackendMessage, Delivery, Health, LostRange, MessageStream, PublishAck,
-    PublishRequest, PurgeOptions, Retained, StreamAdmin, StreamReport, StreamState,
+    PublishRequest, PurgeOptions, RemovedRange, Retained, StreamAdmin, StreamReport, StreamState,
     StreamStatistics, StreamStats, Unavailable, sequential,
 };
 use sluice_protocol::config_duration;
@@ -228,6 +228,11 @@ fn convert(delivery: sluice_store::Delivery) -> Delivery {
             first: lost.first,
             last: lost.last,
             damaged: lost.cause == LossCause::Damaged,
+        }),
+        sluice_store::Delivery::Removed(removed) => Delivery::Removed(RemovedRange {
+            first: removed.first,
+            last: removed.last,
+            subjects: removed.subjects,
         }),
     }
 }

@@ -238,8 +238,57 @@ struct PurgeAnswer {
     purged: u64,
 }
 
-/// Purges stream `name` as `purge` says; how many messages went.
+/// Purges stream `name` as `purge` says; how many messages went. A purge of some subjects of
+/// the served stream is noted first, for its feeds to tell the readers of those subjects
+/// ([`super::removals`]).
 pub(super) async fn purge(
+    shared: &Shared,
+    name: &str,
+    purge: PurgeOptions,
+) -> Result<u64, BackendError> {
+    let note = match &purge.subject {
+        Some(filter) if name == shared.config.stream => {
+            let state = shared
+                .read_stream(shared.config.request_timeout)
+                .await?
+                .state;
+            let last = purge
+                .up_to_seq
+                .map_or(u64::MAX, |seq| seq.saturating_sub(1));
+            let keep = purge.keep.is_some();
+            Some(
+                shared
+                    .removals
+                    .purging(state.incarnation, filter, last, keep),
+            )
+        }
+        _ => None,
+    };
+    let purged = purge_request(shared, name, purge).await;
+    if let Some(id) = note {
+        settle(shared, id, purged.is_ok()).await;
+    }
+    purged
+}
+
+/// After the removal noted as `id` was made (`done`) or refused: bounds it by the stream's
+/// last sequence now (nothing after it was removed), or forgets it.
+async fn settle(shared: &Shared, id: u64, done: bool) {
+    if !done {
+        shared.removals.forget(id);
+        return;
+    }
+    match shared.read_stream(shared.config.request_timeout).await {
+        Ok(facts) => shared
+            .removals
+            .settle(id, facts.state.last_seq, facts.state.first_seq),
+        // Left unbounded: readers skipping later positions of those subjects are told too.
+        Err(err) => tracing::warn!(error = %err, "the stream's state after a removal is unknown"),
+    }
+}
+
+/// The `STREAM.PURGE` request.
+async fn purge_request(
     shared: &Shared,
     name: &str,
     purge: PurgeOptions,
@@ -273,6 +322,57 @@ const SEQUENCE_NOT_FOUND: u32 = 10043;
 /// `500` / `10057` ("no message found", "stream store EOF" past the end); it is answered as
 /// the embedded store does, `404` / `10037`, with the server's words.
 pub(super) async fn delete(shared: &Shared, name: &str, seq: u64) -> Result<(), BackendError> {
+    // A message of the served stream is noted first, with its subject, for the feeds to tell
+    // the readers of that subject ([`super::removals`]).
+    let note = if name == shared.config.stream {
+        note_delete(shared, name, seq).await?
+    } else {
+        None
+    };
+    let deleted = delete_request(shared, name, seq).await;
+    if let Some(id) = note {
+        settle(shared, id, deleted.is_ok()).await;
+    }
+    deleted
+}
+
+#[derive(Deserialize)]
+struct GetAnswer {
+    message: GotMessage,
+}
+
+#[derive(Deserialize)]
+struct GotMessage {
+    subject: String,
+}
+
+/// Notes the delete of message `seq` of the served stream `name`, with its subject (read
+/// first); `None` when there is no such message (the delete then fails as it would).
+async fn note_delete(shared: &Shared, name: &str, seq: u64) -> Result<Option<u64>, BackendError> {
+    let state = shared
+        .read_stream(shared.config.request_timeout)
+        .await?
+        .state;
+    let got: Result<GetAnswer, _> = request_for(
+        shared,
+        name,
+        format!("STREAM.MSG.GET.{name}"),
+        json!({ "seq": seq }),
+    )
+    .await;
+    match got {
+        Ok(got) => Ok(Some(shared.removals.deleting(
+            state.incarnation,
+            seq,
+            &got.message.subject,
+        ))),
+        Err(BackendError::Api(_)) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// The `STREAM.MSG.DELETE` request.
+async fn delete_request(shared: &Shared, name: &str, seq: u64) -> Result<(), BackendError> {
     let missing = |detail: &str| {
         BackendError::Api(
             ApiError::no_message_found()

@@ -15,6 +15,7 @@ mod filters;
 mod info;
 mod known;
 mod publish;
+mod removals;
 mod stats;
 mod subscribe;
 mod url_auth;
@@ -63,6 +64,8 @@ struct Shared {
     consumers: consumers::Consumers,
     /// What is known of the stream between requests.
     known: Arc<KnownStream>,
+    /// The removals this hub made on the served stream, told to its feeds' readers.
+    removals: removals::HubRemovals,
     /// Keeps `known` up to date with the stream's advisories while the backend lives.
     _advisories: advisories::Watch,
 }
@@ -225,6 +228,7 @@ impl JetStreamBackend {
                 shut_down: AtomicBool::new(false),
                 consumers: consumers::Consumers::default(),
                 known,
+                removals: removals::HubRemovals::default(),
                 _advisories: advisories,
             }),
         })

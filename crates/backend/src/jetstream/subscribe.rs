@@ -11,6 +11,13 @@
 //! last sequence + 1 when the read is opened (the trait's contract), so no message can still
 //! come below it once the server says none is pending.
 //!
+//! A consumer passes deleted and purged messages over without a word. Before each message
+//! (and before a bounded read ends) the positions the reader skipped are checked against the
+//! removals this hub made itself ([`super::removals`]); those its filters match come first, as
+//! [`Delivery::Removed`]. A reader waiting at the end of the stream is told once the consumer
+//! has nothing left for it (its info says so), up to the stream's last position. No other
+//! removal can be known.
+//!
 //! A consumer counts as lost when the server deletes it (or reaps it), when two idle
 //! heartbeats are missed, when its delivery sequence jumps (a message was lost in flight), when
 //! a pull fails, and whenever the connection is re-established — messages in flight during a
@@ -25,6 +32,7 @@ use std::time::Duration;
 use async_nats::jetstream::consumer::{AckPolicy, Consumer, DeliverPolicy, pull};
 use async_nats::jetstream::stream::ConsumerErrorKind;
 use futures::StreamExt;
+use sluice_protocol::subject::FilterSet;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -33,7 +41,10 @@ use super::error::{api_error, bounded, from_nats, is_permanent};
 use super::filters::{FilterPlan, ServerVersion};
 use super::info;
 use super::publish::from_nats_headers;
-use crate::{ApiError, BackendError, BackendMessage, Delivery, MessageStream, Unavailable};
+use super::removals;
+use crate::{
+    ApiError, BackendError, BackendMessage, Delivery, MessageStream, RemovedRange, Unavailable,
+};
 
 /// How long a consumer may sit idle before the server deletes it, unless the stream sets a
 /// shorter limit. Live pulls keep it active, so this only matters once the feed is gone.
@@ -68,15 +79,25 @@ pub(super) async fn subscribe(
             "filters cannot be given to this server as they are; filtering in-process"
         );
     }
+    let filters = FilterSet::new(filters.iter().cloned())
+        .map_err(|err| ApiError::bad_request().described(err.to_string()))?;
+    let shared_removals_watch = shared.removals.watch();
     let mut feed = Feed {
         reconnects: shared.reconnects.clone(),
         shared,
         plan,
+        filters,
         incarnation: 0,
         next_seq: start.max(1),
+        told_to: start.max(1),
         until,
         drained: false,
         current: None,
+        pending: None,
+        passed: removals::Passed::new(),
+        removals_made: shared_removals_watch,
+        removals_untold: false,
+        at_end: false,
         finished: false,
     };
     if !feed.covered() {
@@ -84,7 +105,7 @@ pub(super) async fn subscribe(
     }
     Ok(futures::stream::unfold(feed, |mut feed| async move {
         let item = feed.next().await?;
-        Some((item.map(Delivery::Message), feed))
+        Some((item, feed))
     })
     .boxed())
 }
@@ -98,6 +119,22 @@ struct Feed {
     incarnation: u64,
     /// The next stream sequence wanted: the last delivered + 1.
     next_seq: u64,
+    /// The reader's filters (the server's may be wider: [`FilterPlan`]).
+    filters: FilterSet,
+    /// The next position not given to the reader, nor told of: skipped positions from here on
+    /// are checked against the removals this hub made ([`super::removals`]).
+    told_to: u64,
+    /// A message held back while the removals before it are told.
+    pending: Option<BackendMessage>,
+    /// Per removal this hub made, the last position the reader passed before it was made.
+    passed: removals::Passed,
+    /// Changes when this hub made a removal.
+    removals_made: watch::Receiver<u64>,
+    /// A removal was made since the feed last told what it skipped at the stream's end.
+    removals_untold: bool,
+    /// The last message taken left nothing pending for the consumer: the feed may be at the
+    /// end of the stream.
+    at_end: bool,
     /// For a bounded read: the first position it does not cover.
     until: Option<u64>,
     /// For a bounded read: the server said no message matching the consumer's filter follows
@@ -178,18 +215,31 @@ impl Feed {
             .is_some_and(|until| self.drained || self.next_seq >= until)
     }
 
-    /// The next message, recovering from consumer loss; `None` after a final error or once a
+    /// The next delivery, recovering from consumer loss; `None` after a final error or once a
     /// bounded read is covered.
-    async fn next(&mut self) -> Option<Result<BackendMessage, BackendError>> {
+    async fn next(&mut self) -> Option<Result<Delivery, BackendError>> {
         if self.finished {
             return None;
         }
+        if let Some(message) = self.pending.take() {
+            return Some(Ok(self.deliver(message)));
+        }
         loop {
             if self.covered() {
+                // What this hub removed below the bound, unread, is told before the end.
+                if let Some(removed) = self.until.and_then(|until| self.removed_before(until)) {
+                    return Some(Ok(Delivery::Removed(removed)));
+                }
                 // Dropping the consumer deletes it on the server.
                 self.current = None;
                 self.finished = true;
                 return None;
+            }
+            if self.removals_untold
+                && self.at_end
+                && let Some(removed) = self.removed_at_end().await
+            {
+                return Some(Ok(Delivery::Removed(removed)));
             }
             let current = match &mut self.current {
                 Some(current) => current,
@@ -218,6 +268,11 @@ impl Feed {
                     Some(Err(err)) => Step::Lost(Loss::of(&err), format!("the consumer failed: {err}")),
                     None => Step::Lost(Loss::Deleted, "the consumer ended".to_owned()),
                 },
+                Ok(()) = self.removals_made.changed() => {
+                    self.removals_untold = true;
+                    self.at_end = true;
+                    continue;
+                }
             };
             let message = match step {
                 Step::Message(message) => message,
@@ -227,11 +282,81 @@ impl Feed {
                 }
             };
             match self.accept(&message) {
-                Ok(Some(delivered)) => return Some(Ok(delivered)),
+                Ok(Some(delivered)) => {
+                    let passed = self
+                        .shared
+                        .removals
+                        .passed_by(&delivered.subject, delivered.seq);
+                    self.passed.extend(passed);
+                    match self.removed_before(delivered.seq) {
+                        Some(removed) => {
+                            self.pending = Some(delivered);
+                            return Some(Ok(Delivery::Removed(removed)));
+                        }
+                        None => return Some(Ok(self.deliver(delivered))),
+                    }
+                }
                 Ok(None) => continue,
                 Err((loss, detail)) => self.lose(loss, &detail),
             }
         }
+    }
+
+    /// What the reader is told of the positions it skips before `before`: the removals this
+    /// hub made there that its filters match, if any.
+    fn removed_before(&mut self, before: u64) -> Option<RemovedRange> {
+        let upto = before.checked_sub(1)?;
+        let removed = self.shared.removals.told(
+            self.incarnation,
+            &self.filters,
+            self.told_to,
+            upto,
+            &self.passed,
+        )?;
+        self.told_to = removed.last + 1;
+        Some(removed)
+    }
+
+    /// What the reader is told of the removals up to the stream's end, once the consumer has
+    /// given it every message there is: read the stream's last position first, then the
+    /// consumer's info — nothing pending and nothing sent but not taken means no message of the
+    /// reader lies between it and that position. Otherwise the feed looks again when a message
+    /// leaves nothing pending.
+    async fn removed_at_end(&mut self) -> Option<RemovedRange> {
+        self.at_end = false;
+        let current = self.current.as_ref()?;
+        let (shared, limit) = (&self.shared, self.shared.config.request_timeout);
+        let last = shared.read_stream(limit).await.ok()?.state.last_seq;
+        let what = "reading a feed's consumer";
+        let info = bounded(limit, what, async {
+            shared
+                .context
+                .get_consumer_from_stream::<pull::Config, _, _>(
+                    current.name.as_str(),
+                    shared.config.stream.as_str(),
+                )
+                .await
+                .map_err(|err| from_nats(what, err))
+        })
+        .await
+        .ok()?;
+        let info = info.cached_info();
+        if info.num_pending > 0 || info.delivered.consumer_sequence != current.delivered {
+            return None;
+        }
+        self.removals_untold = false;
+        self.removed_before(last.checked_add(1)?)
+    }
+
+    /// Gives `message` to the reader.
+    fn deliver(&mut self, message: BackendMessage) -> Delivery {
+        self.told_to = message.seq + 1;
+        self.passed.extend(
+            self.shared
+                .removals
+                .exhausted_by(&message.subject, message.seq),
+        );
+        Delivery::Message(message)
     }
 
     /// Checks a delivered message against the feed's position: `Ok(Some)` to deliver it,
@@ -260,6 +385,7 @@ impl Feed {
         if self.until.is_some() && delivery.pending == 0 {
             self.drained = true;
         }
+        self.at_end = delivery.pending == 0;
         let seq = delivery.stream_sequence;
         if seq < self.next_seq {
             tracing::debug!(
@@ -371,8 +497,10 @@ impl Feed {
                     .into());
                 }
                 self.incarnation = state.incarnation;
-                // The server starts at the first retained message anyway.
+                // The server starts at the first retained message anyway (the positions before
+                // it are told as expired by the reader of this feed).
                 self.next_seq = self.next_seq.max(state.first_seq);
+                self.told_to = self.next_seq;
             }
             Opening::Recovery if state.incarnation != self.incarnation => {
                 return Err(BackendError::Recreated {

@@ -14,15 +14,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use sluice_protocol::subject::FilterSet;
+use sluice_protocol::subject::{FilterSet, is_literal};
 use sluice_protocol::subject_index::SubjectIndex;
 use tokio::runtime::Handle;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use super::feed::{FeedCore, Reading};
-use super::ring::Ring;
-use super::ring::Routed;
+use super::ring::{self, Audience, Ring, Routed};
 use super::source::{Lost, Role, Source};
 use super::view::View;
 
@@ -125,10 +124,7 @@ impl Dispatch {
             start,
         ));
         for routed in routes.recent.from(start) {
-            if routed
-                .subject
-                .as_deref()
-                .is_none_or(|s| feed.filters.matches(s))
+            if routed.audience.concerns(&feed.filters)
                 && let Some(entry) = feed.admit(routed)
             {
                 feed.push(entry);
@@ -229,9 +225,28 @@ impl Routes {
     ) {
         for routed in batch {
             let first = keys.len();
-            match routed.subject.as_deref() {
-                Some(subject) => self.index.matches(subject, keys),
-                None => keys.extend(self.feeds.keys().copied()),
+            match &routed.audience {
+                Audience::Subject(subject) => self.index.matches(subject, keys),
+                Audience::Subjects(subjects) => {
+                    for subject in subjects.iter() {
+                        if is_literal(subject) {
+                            self.index.matches(subject, keys);
+                        } else {
+                            // A filter (a JetStream purge's): the sets it overlaps, rare.
+                            let overlapping = self
+                                .feeds
+                                .iter()
+                                .filter(|(_, feed)| ring::concerns(&feed.filters, subject));
+                            keys.extend(overlapping.map(|(key, _)| *key));
+                        }
+                    }
+                    // Several subjects may reach one set: it gets the entry once.
+                    let mut reached = keys.split_off(first);
+                    reached.sort_unstable();
+                    reached.dedup();
+                    keys.extend(reached);
+                }
+                Audience::Everyone => keys.extend(self.feeds.keys().copied()),
             }
             // Only the sets that got the entry stay in `keys`, to be woken: a view that leaves
             // an entry out wakes none of its readers.
@@ -418,6 +433,82 @@ mod tests {
         dispatched_to(&quiet, last + 1).await;
         assert!(quiet_position.has_changed().unwrap());
         assert!(!busy_position.has_changed().unwrap());
+    }
+
+    /// Messages removed before a reader got to them are told as `removed` gaps to the readers
+    /// of their subjects only: a reader behind its ring is told by its own read of the stream,
+    /// and the dispatch routes a removal by its subjects (or, for a subject filter, to the
+    /// topic sets it overlaps), never to every topic set.
+    #[tokio::test]
+    async fn removals_reach_the_topic_sets_of_their_subjects_only() {
+        use crate::fanout::EntryKind;
+        use crate::frames::GapReason;
+        let dir = tempfile::tempdir().unwrap();
+        let embedded = open_backend(dir.path()).await;
+        let backend: Arc<dyn Backend> = embedded.clone();
+        for subject in ["a", "b", "a", "b"] {
+            publish(&*backend, subject).await;
+        }
+        let stream = embedded.store().unwrap().stream("sluice").unwrap();
+        assert!(stream.delete_msg(1).await.unwrap());
+        assert!(stream.delete_msg(2).await.unwrap());
+        let fanout = fanout(backend.clone(), 64);
+        let state = backend.stream_state().await.unwrap();
+        let feed = |filters: &[&str]| {
+            let filters = FilterSet::new(filters.iter().copied()).unwrap();
+            fanout.feed(&filters, &state, 1)
+        };
+        let (a, b, c, xy) = (feed(&["a"]), feed(&["b"]), feed(&["c"]), feed(&["x.y"]));
+        let kinds = |entries: Vec<Entry>| -> Vec<(u64, EntryKind)> {
+            entries.into_iter().map(|e| (e.seq, e.kind)).collect()
+        };
+        let removed = EntryKind::Lost(GapReason::Removed);
+        let mut reader = Cursor::new(a.clone(), 1);
+        assert_eq!(
+            kinds(read(&mut reader, 2).await),
+            [(1, removed), (3, EntryKind::Message)]
+        );
+        let mut reader = Cursor::new(b.clone(), 1);
+        assert_eq!(
+            kinds(read(&mut reader, 2).await),
+            [(2, removed), (4, EntryKind::Message)]
+        );
+        publish(&*backend, "c").await;
+        let mut reader = Cursor::new(c.clone(), 1);
+        assert_eq!(kinds(read(&mut reader, 1).await), [(5, EntryKind::Message)]);
+
+        // Through the dispatch: removals at positions far ahead of anything published.
+        let encoder = a.core.encoder().clone();
+        let removal = |seq: u64, subjects: &[&str]| Routed {
+            entry: encoder.lost(seq, seq, GapReason::Removed),
+            audience: Audience::Subjects(subjects.iter().map(|s| (*s).into()).collect()),
+            message: None,
+        };
+        let (mut keys, mut woken) = (Vec::new(), Vec::new());
+        a.dispatch().core.routes().route(
+            [removal(1000, &["a"]), removal(1001, &["x.*", "a"])].into_iter(),
+            1002,
+            &mut keys,
+            &mut woken,
+        );
+        let got = |feed: &Arc<Feed>| -> Vec<u64> {
+            let mut seqs = Vec::new();
+            let mut next = 1000;
+            while let super::super::ring::Read::Entry(entry) = feed.core.read(next) {
+                assert_eq!(entry.kind, removed);
+                seqs.push(entry.seq);
+                next = entry.seq + 1;
+            }
+            seqs
+        };
+        assert_eq!(got(&a), [1000, 1001]);
+        assert_eq!(
+            got(&xy),
+            [1001],
+            "a removal by filter reaches the sets it overlaps"
+        );
+        assert!(got(&b).is_empty() && got(&c).is_empty());
+        assert_eq!(woken.len(), 2, "each set woken once");
     }
 
     /// Admits the entries at even positions only, re-encoded.

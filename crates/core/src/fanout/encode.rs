@@ -5,8 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sluice_protocol::headers::{Headers, NATS_MARKER_REASON, NATS_SCHEDULE};
 
-use super::ring::Routed;
-use super::ring::{Entry, EntryKind};
+use super::ring::{Audience, Entry, EntryKind, Routed};
 use crate::event_id::EventId;
 use crate::frames::{self, Gap, GapReason};
 use sluice_backend::BackendMessage;
@@ -42,7 +41,7 @@ impl Encoder {
         if !self.is_viewed(&message.subject) {
             return self.entry(&message).map(|entry| Routed {
                 entry,
-                subject: Some(message.subject.into_boxed_str()),
+                audience: Audience::Subject(message.subject.into_boxed_str()),
                 message: None,
             });
         }
@@ -56,7 +55,7 @@ impl Encoder {
                 kind: EntryKind::Message,
                 frame: Bytes::new(),
             },
-            subject: Some(message.subject.clone().into_boxed_str()),
+            audience: Audience::Subject(message.subject.clone().into_boxed_str()),
             message: Some(Arc::new(message)),
         })
     }

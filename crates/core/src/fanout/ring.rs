@@ -8,6 +8,7 @@ use bytes::Bytes;
 use jiff::Timestamp;
 
 use sluice_backend::BackendMessage;
+use sluice_protocol::subject::{FilterSet, is_literal};
 
 use crate::frames::GapReason;
 
@@ -19,7 +20,8 @@ pub enum EntryKind {
     /// A `gap` frame replacing a message larger than `sse.max_event_size`.
     TooLarge,
     /// A `gap` frame for positions that cannot be delivered, and why: expired (removed
-    /// from the stream's front) before they could be read, damaged, or unconfirmed.
+    /// from the stream's front) or removed (messages of the topic set deleted or purged)
+    /// before they could be read, damaged, or unconfirmed.
     Lost(GapReason),
 }
 
@@ -153,14 +155,46 @@ impl Ring<Entry> {
     }
 }
 
-/// An entry with the subject the dispatch routes it by.
+/// Which topic sets an entry concerns: what the dispatch routes it by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Audience {
+    /// Those whose filters match this subject: a message's.
+    Subject(Box<str>),
+    /// Those whose filters match one of these subjects, or overlap one of these subject
+    /// filters: removed messages' (a JetStream purge of a filter names the filter).
+    Subjects(Box<[Box<str>]>),
+    /// Every topic set: positions any of them may have held (expired, damaged, unconfirmed,
+    /// or removed messages whose subjects are not known).
+    Everyone,
+}
+
+impl Audience {
+    /// Whether the entry concerns the topic set `filters`.
+    pub fn concerns(&self, filters: &FilterSet) -> bool {
+        match self {
+            Self::Subject(subject) => filters.matches(subject),
+            Self::Subjects(subjects) => subjects.iter().any(|s| concerns(filters, s)),
+            Self::Everyone => true,
+        }
+    }
+}
+
+/// Whether `subject` — a subject, or a subject filter — concerns the topic set `filters`.
+pub fn concerns(filters: &FilterSet, subject: &str) -> bool {
+    if is_literal(subject) {
+        filters.matches(subject)
+    } else {
+        filters.overlaps(subject)
+    }
+}
+
+/// An entry with the topic sets the dispatch routes it to.
 #[derive(Debug, Clone)]
 pub struct Routed {
     /// The entry.
     pub entry: Entry,
-    /// The message's subject; `None` for positions the stream cannot deliver, which any topic
-    /// set may have held.
-    pub subject: Option<Box<str>>,
+    /// The topic sets it concerns.
+    pub audience: Audience,
     /// The message itself, for the subjects whose feeds encode it through their own
     /// [`View`](super::View) ([`Encoder::view_prefix`](super::Encoder::view_prefix)); `None` for every other entry.
     pub message: Option<Arc<BackendMessage>>,

@@ -13,7 +13,7 @@ use futures::{FutureExt, StreamExt};
 use sluice_protocol::subject::FilterSet;
 
 use super::encode::Encoder;
-use super::ring::{Entry, Routed};
+use super::ring::{Audience, Entry, Routed};
 use crate::frames::GapReason;
 use crate::metrics::Metrics;
 use sluice_backend::{Backend, BackendError, Delivery, MessageStream, Retained};
@@ -249,6 +249,25 @@ impl Source {
                     self.spec.encoder.lost(seq, lost.last, reason),
                 )))
             }
+            Delivery::Removed(removed) => {
+                self.next = removed.last + 1;
+                tracing::debug!(filters = %self.spec.filters, from = seq, to = removed.last, subjects = ?removed.subjects, role = self.spec.role.label(), "removed messages passed over");
+                let entry = self
+                    .spec
+                    .encoder
+                    .lost(seq, removed.last, GapReason::Removed);
+                let audience = match removed.subjects {
+                    subjects if subjects.is_empty() => Audience::Everyone,
+                    subjects => Audience::Subjects(
+                        subjects.into_iter().map(String::into_boxed_str).collect(),
+                    ),
+                };
+                Ok(Some(Routed {
+                    entry,
+                    audience,
+                    message: None,
+                }))
+            }
         }
     }
 
@@ -265,7 +284,7 @@ impl Source {
 fn to_everyone(entry: Entry) -> Routed {
     Routed {
         entry,
-        subject: None,
+        audience: Audience::Everyone,
         message: None,
     }
 }
@@ -273,11 +292,12 @@ fn to_everyone(entry: Entry) -> Routed {
 /// The first position of `delivery` not accounted for yet, when `next` is the next one
 /// (below `next` when none is).
 fn first_position(delivery: &Delivery, next: u64) -> u64 {
-    match delivery {
-        Delivery::Message(message) => message.seq,
-        Delivery::Lost(lost) if lost.last >= next => lost.first.max(next),
-        Delivery::Lost(lost) => lost.first,
-    }
+    let (first, last) = match delivery {
+        Delivery::Message(message) => return message.seq,
+        Delivery::Lost(lost) => (lost.first, lost.last),
+        Delivery::Removed(removed) => (removed.first, removed.last),
+    };
+    if last >= next { first.max(next) } else { first }
 }
 
 /// The skip check needs the stream's state from the backend.

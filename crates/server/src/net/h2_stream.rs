@@ -302,9 +302,9 @@ mod tests {
     }
 
     /// What one idle HTTP/2 event stream keeps besides hyper's stream state: its task (the
-    /// session inside, held once: 1,024 bytes in a debug build; 1,640 when the task was an
-    /// `async fn` that moved the session into a stream of its own) and its body must stay
-    /// well below the 8 KiB goal.
+    /// session inside, held once: 1,152 bytes in a debug build, the topic sets a `removed`
+    /// gap is routed to included; 1,640 when the task was an `async fn` that moved the session
+    /// into a stream of its own) and its body must stay well below the 8 KiB goal.
     #[test]
     fn an_open_http2_stream_keeps_little_state() {
         fn future_size<A, B, C, F: std::future::Future>(_: fn(A, B, C) -> F) -> usize {
@@ -312,6 +312,6 @@ mod tests {
         }
         let task = future_size(pump);
         let body = std::mem::size_of::<StreamBody>();
-        assert!(task + body <= 1152, "task {task} bytes, body {body} bytes");
+        assert!(task + body <= 1168, "task {task} bytes, body {body} bytes");
     }
 }

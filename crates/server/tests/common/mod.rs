@@ -59,6 +59,8 @@ macro_rules! every_scenario {
             batch_item_outside_the_grant_is_refused_alone,
             batch_publish_is_bounded,
             batches_reach_a_subscriber_exactly_once,
+            subject_purge_during_replay_is_told_to_its_readers_only,
+            resume_from_a_deleted_id_continues_right_after_it,
         );
     };
     (@tests $factory:expr; $($name:ident),* $(,)?) => {$(
@@ -136,6 +138,31 @@ impl TestHub {
 
     pub async fn get(&self, path: &str) -> HttpResponse {
         http::get(&self.url(path)).await.expect("GET")
+    }
+
+    /// An admin request from the hub's own machine (the hub runs with `admin.loopback`);
+    /// panics unless it is answered `200`; the answer.
+    pub async fn admin(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let request = http::request(
+            method.parse().expect("a method"),
+            &self.url(path),
+            &[("content-type", "application/json")],
+        )
+        .expect("an admin request")
+        .body(body.map(|b| b.to_string()).unwrap_or_default().into())
+        .expect("a body");
+        let answer = http::send(request).await.expect("admin request");
+        assert_eq!(answer.status, 200, "{method} {path}: {}", answer.text());
+        answer.json().expect("a JSON answer")
+    }
+
+    /// The name of the stream the hub serves, as the admin API lists it (the only one).
+    pub async fn served_stream(&self) -> String {
+        let listed = self.admin("GET", "/admin/streams", None).await;
+        listed["streams"][0]
+            .as_str()
+            .expect("a stream is listed")
+            .to_owned()
     }
 
     /// The value of one metric line (exact name with labels), 0 when absent.

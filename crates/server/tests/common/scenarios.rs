@@ -1392,3 +1392,229 @@ pub async fn batches_reach_a_subscriber_exactly_once(f: &dyn HubFactory) {
     );
     hub.stop().await;
 }
+
+/// The configuration of the removal scenarios: the admin API for an operator on the hub's own
+/// machine, topics under a prefix (a JetStream stream cannot capture every subject), a small
+/// ring (readers of the past read it from the stream), and room for large events.
+fn removal_config() -> Config {
+    let mut config = Config {
+        topic_prefix: "app".into(),
+        ..Config::default()
+    };
+    config.admin.loopback = true;
+    config.fanout.ring_size = 16;
+    config.sse.write_timeout = Duration::from_secs(60);
+    config.sse.max_event_size = 256 * 1024;
+    config
+}
+
+/// The stream sequence of an event id (`<seq>-<incarnation>`).
+fn seq_of(id: Option<&str>) -> u64 {
+    id.and_then(|id| id.split('-').next())
+        .and_then(|seq| seq.parse().ok())
+        .unwrap_or_else(|| panic!("an event id: {id:?}"))
+}
+
+/// What a reader was given: its messages' positions, its `removed` gaps' ranges and its
+/// `expired` ones' (positions below the stream's first, told to every reader), in order.
+#[derive(Debug, Default)]
+struct Given {
+    messages: Vec<u64>,
+    gaps: Vec<(u64, u64)>,
+    expired: Vec<(u64, u64)>,
+}
+
+impl Given {
+    /// Whether position `seq` was delivered or told of.
+    fn accounts_for(&self, seq: u64) -> bool {
+        self.messages.contains(&seq)
+            || (self.gaps.iter().chain(&self.expired)).any(|(a, b)| (*a..=*b).contains(&seq))
+    }
+}
+
+/// Reads `client`'s events until every position of `wanted` is accounted for: each message
+/// once and in order, each gap after what came before it.
+async fn read_until_accounted(
+    client: &mut sluice_test_support::SseClient,
+    wanted: &std::collections::BTreeSet<u64>,
+) -> Given {
+    let mut given = Given::default();
+    let mut after = 0;
+    while !wanted.iter().all(|seq| given.accounts_for(*seq)) {
+        let frame = client.next_event().await.expect("the stream goes on");
+        match frame.event_type() {
+            "message" => {
+                let seq = seq_of(frame.id.as_deref());
+                assert!(seq > after, "message {seq} after {after}: in order, once");
+                assert!(wanted.contains(&seq), "message {seq} is not of this reader");
+                given.messages.push(seq);
+                after = seq;
+            }
+            "gap" => {
+                let gap = data(&frame);
+                let (from, to) = (gap["from"].as_u64().unwrap(), gap["to"].as_u64().unwrap());
+                assert!(after < from && from <= to, "gap {gap} after {after}");
+                assert_eq!(
+                    seq_of(frame.id.as_deref()),
+                    to,
+                    "a gap's id is its last position"
+                );
+                match gap["reason"].as_str() {
+                    Some("removed") => given.gaps.push((from, to)),
+                    Some("expired") => given.expired.push((from, to)),
+                    _ => panic!("unexpected gap {gap}"),
+                }
+                after = to;
+            }
+            other => panic!("unexpected {other} event: {frame:?}"),
+        }
+    }
+    given
+}
+
+/// Readers replaying the past from the stream when an operator purges one topic through the
+/// hub: a reader of that topic is told of the purged messages it had not read yet with
+/// `removed` gaps, a reader of another topic gets all of its messages and no gap, a reader of
+/// both gets every message of the other topic once and gaps for the purged ones. No gap holds
+/// nothing of its reader's: every one covers a purged message of its topics.
+pub async fn subject_purge_during_replay_is_told_to_its_readers_only(f: &dyn HubFactory) {
+    const MESSAGES: u64 = 320;
+    let hub = f.start(removal_config()).await;
+    // 40 MiB: far more than the socket buffers (and a JetStream consumer's prefetch) hold
+    // while the readers read nothing, so each reads most of its topics from the stream after
+    // the purge.
+    let payload = "p".repeat(128 * 1024);
+    let mut topic_of = std::collections::BTreeMap::new();
+    for n in 0..MESSAGES {
+        let topic = if n % 2 == 0 { "a" } else { "b" };
+        let ack = hub.publish(topic, json!(payload)).await;
+        topic_of.insert(ack["seq"].as_u64().expect("a sequence"), topic);
+    }
+    let mut readers = Vec::new();
+    for query in ["?topic=a", "?topic=b", "?topic=a&topic=b"] {
+        let mut client = hub.subscribe(&format!("{query}&last-id=0")).await;
+        client.set_timeout(Duration::from_secs(60));
+        expect_event(&mut client, "connected").await.unwrap();
+        readers.push((query, client));
+    }
+    let stream = hub.served_stream().await;
+    let purged = hub
+        .admin(
+            "POST",
+            &format!("/admin/streams/{stream}/purge"),
+            Some(json!({ "subject": "app.a" })),
+        )
+        .await;
+    assert_eq!(purged["purged"], MESSAGES / 2);
+    for (query, mut client) in readers {
+        let wanted: std::collections::BTreeSet<u64> = topic_of
+            .iter()
+            .filter(|(_, topic)| query.contains(&format!("topic={topic}")))
+            .map(|(seq, _)| *seq)
+            .collect();
+        let given = read_until_accounted(&mut client, &wanted).await;
+        for seq in &wanted {
+            let purged = topic_of[seq] == "a";
+            assert!(
+                purged || given.messages.contains(seq),
+                "{query}: message {seq} of b not delivered"
+            );
+        }
+        for (from, to) in &given.gaps {
+            assert!(
+                (*from..=*to).any(|seq| topic_of.get(&seq) == Some(&"a") && wanted.contains(&seq)),
+                "{query}: gap {from}..={to} holds no purged message of its reader"
+            );
+        }
+        // The purge moved the stream's first message to the first of b: a reader that had
+        // not passed the positions before it may be told of them as expired, as of any
+        // retention.
+        let first_kept = topic_of
+            .iter()
+            .find(|(_, t)| **t == "b")
+            .map(|(seq, _)| *seq);
+        for (from, to) in &given.expired {
+            assert!(
+                Some(*to) < first_kept,
+                "{query}: expired {from}..={to} lies before the first message kept"
+            );
+        }
+        match query {
+            "?topic=b" => assert!(given.gaps.is_empty(), "no noise for b: {given:?}"),
+            _ => assert!(
+                !given.gaps.is_empty(),
+                "{query}: the purge reached unread positions, so a gap was told: {given:?}"
+            ),
+        }
+    }
+    assert!(hub.metric("sluice_gaps_total{reason=\"removed\"}") >= 2);
+    hub.stop().await;
+}
+
+/// A client resuming from an id whose message was deleted since (through the hub) continues
+/// right after it, told of the deleted messages of its topic after it with a `removed` gap,
+/// and of nothing else; a reader of another topic is told of nothing.
+pub async fn resume_from_a_deleted_id_continues_right_after_it(f: &dyn HubFactory) {
+    let hub = f.start(removal_config()).await;
+    let mut ids = Vec::new();
+    // a: 1, 2, 4, 6, 8, 10; b: 3, 5, 7, 9.
+    for topic in ["a", "a", "b", "a", "b", "a", "b", "a", "b", "a"] {
+        let ack = hub.publish(topic, json!(topic)).await;
+        ids.push(ack["id"].as_str().expect("an id").to_owned());
+    }
+    let stream = hub.served_stream().await;
+    for seq in [4, 6, 5] {
+        let path = format!("/admin/streams/{stream}/messages/{seq}");
+        assert_eq!(hub.admin("DELETE", &path, None).await["deleted"], seq);
+    }
+    let resume = |topic: &'static str, after: usize| {
+        let hub = &hub;
+        let id = ids[after - 1].clone();
+        async move {
+            let mut client = hub
+                .subscribe_with(&format!("?topic={topic}"), &[("last-event-id", &id)])
+                .await;
+            let connected = expect_event(&mut client, "connected").await.unwrap();
+            assert_eq!(
+                connected.id.as_deref(),
+                Some(id.as_str()),
+                "resumed right after it"
+            );
+            client
+        }
+    };
+    // Its last event was 4, deleted since: 6 is told (from 5 or 6: position 5 held a b), then
+    // 8 and 10.
+    let mut client = resume("a", 4).await;
+    let gap = expect_event(&mut client, "gap").await.unwrap();
+    let data = data(&gap);
+    assert_eq!(data["reason"], "removed", "{data}");
+    assert!([5, 6].contains(&data["from"].as_u64().unwrap()), "{data}");
+    assert_eq!(data["to"], 6, "{data}");
+    for seq in [8, 10] {
+        let message = expect_event(&mut client, "message").await.unwrap();
+        assert_eq!(message.id.as_deref(), Some(ids[seq - 1].as_str()));
+    }
+    // A reader of b from the same id: 5 told, then 7 and 9.
+    let mut client = resume("b", 4).await;
+    let gap = super::data(&expect_event(&mut client, "gap").await.unwrap());
+    assert_eq!(
+        (gap["from"].clone(), gap["to"].clone()),
+        (json!(5), json!(5))
+    );
+    for seq in [7, 9] {
+        let message = expect_event(&mut client, "message").await.unwrap();
+        assert_eq!(message.id.as_deref(), Some(ids[seq - 1].as_str()));
+    }
+    // From 6 (deleted too), nothing of a was deleted after it: 8 comes first.
+    let mut client = resume("a", 6).await;
+    let message = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(message.id.as_deref(), Some(ids[7].as_str()));
+    // A reader of a topic nothing was deleted of is told nothing: its next event is its own.
+    let mut client = resume("c", 4).await;
+    let c = hub.publish("c", json!("c")).await;
+    let message = expect_event(&mut client, "message").await.unwrap();
+    assert_eq!(message.id.as_deref(), c["id"].as_str());
+    assert_eq!(hub.metric("sluice_gaps_total{reason=\"removed\"}"), 2);
+    hub.stop().await;
+}

@@ -16,13 +16,12 @@ mod losses;
 mod per_message;
 mod scan;
 
-use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
 use crate::block::Blocks;
 use crate::dedupe::Dedupe;
-use crate::error::{Result, StoreError};
+use crate::error::Result;
 use crate::schedule::Schedules;
 use crate::sources::SourceIndex;
 use crate::table::Table;
@@ -73,7 +72,7 @@ pub fn recover(
     settings: &Settings,
     report: &mut RecoveryReport,
 ) -> Result<Recovered> {
-    fs::create_dir_all(msgs_dir).map_err(StoreError::io(msgs_dir))?;
+    crate::fsutil::create_dir_durable(msgs_dir)?;
     let base = baseline::load(msgs_dir, report)?;
     let Scanned {
         mut table,

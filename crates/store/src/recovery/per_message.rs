@@ -46,6 +46,11 @@ pub fn recover(
 ) -> Result<PerMessage> {
     let (mut state, stamps) = load_sidecars(msgs_dir, table, report);
     scan_messages(table, blocks, &stamps, &mut state, report)?;
+    // The schedules' fire times from the newest fires stored, not from the older snapshot.
+    let read = |m: &MsgMeta| read_headers(blocks, m);
+    if let Err(e) = sched::catch_up(&mut state.schedules, table, stamps.sched, read) {
+        report.warn(format!("schedules not brought up to their last fires: {e}"));
+    }
     Ok(state)
 }
 

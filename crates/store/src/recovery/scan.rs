@@ -19,7 +19,7 @@ use crate::proto::{self, names};
 use crate::ranges::RangeSet;
 use crate::record::{self, DecodeError, Kind, RecordRef, flags};
 use crate::table::{MsgMeta, Table};
-use crate::types::{RecoveryReport, Truncation};
+use crate::types::{RecoveryPath, RecoveryReport, Truncation};
 
 /// The stream after the scan.
 pub struct Scanned {
@@ -46,6 +46,8 @@ pub struct Scanned {
 pub struct Evidence {
     claims: Vec<(u64, u64)>,
     deleted: BTreeSet<u64>,
+    /// The sequences whose message records were read.
+    messages: RangeSet,
     purged_below: u64,
     /// A block (or part of one) was read before the current one.
     after_another: bool,
@@ -80,7 +82,36 @@ pub fn scan(msgs_dir: &Path, base: Baseline, report: &mut RecoveryReport) -> Res
         }
     }
     out.evidence.claims.extend(base.stale_claims);
+    if report.path == RecoveryPath::Rebuild {
+        expire_unexplained_front(&mut out.table, &out.evidence);
+    }
     Ok(out)
+}
+
+/// On a rebuild: positions below the first message whose own record is gone (its block was
+/// deleted once empty) went for reasons, or with subjects, that cannot be known any more (a
+/// delete, a purge, a limit, their own TTL): readers that ask for them are told they expired,
+/// rather than told nothing. A removed message whose record is still there explains itself:
+/// its tombstone, if any, names its subject (told to the readers of that subject), and
+/// without one it went as meant. (index.db keeps the removals with their subjects; only
+/// without it does this apply.)
+fn expire_unexplained_front(table: &mut Table, evidence: &Evidence) {
+    let Some(mut seq) = table.first_seq().checked_sub(1) else {
+        return;
+    };
+    while seq > 0 && seq >= table.expired_below {
+        if let Some((start, _)) = evidence.messages.first_overlapping(seq, seq) {
+            seq = start - 1;
+        } else {
+            tracing::info!(
+                below = seq + 1,
+                "a rebuild found no record of why the positions below this one went: readers \
+                 asking for them are told they expired"
+            );
+            table.raise_expired_below(seq + 1);
+            return;
+        }
+    }
 }
 
 /// How far one block was valid.
@@ -276,7 +307,11 @@ fn apply(
             );
         }
         Kind::Tombstone => {
-            table.remove(rec.seq)?;
+            let removed = table.remove(rec.seq)?;
+            // Readers of its subject are told of it, unless it went as meant (its own TTL).
+            if let Some(meta) = removed.filter(|_| rec.flags & flags::INTENDED == 0) {
+                table.note_removal(rec.seq, &meta.subject);
+            }
             table.note_marker(block);
             table.raise_last(rec.seq);
         }
@@ -285,7 +320,7 @@ fn apply(
                 table.remove(s)?;
             }
             if rec.flags & flags::INTENDED == 0 {
-                table.expired_below = table.expired_below.max(rec.seq);
+                table.raise_expired_below(rec.seq);
             }
             table.note_marker(block);
             table.raise_last(rec.seq.saturating_sub(1));
@@ -311,7 +346,10 @@ impl Evidence {
                 self.deleted.insert(rec.seq);
             }
             Kind::PurgeTo => self.purged_below = self.purged_below.max(rec.seq),
-            Kind::Msg => self.message_after_damage(rec.seq),
+            Kind::Msg => {
+                self.messages.insert(rec.seq, rec.seq);
+                self.message_after_damage(rec.seq);
+            }
             Kind::LastSeq => {}
         }
     }

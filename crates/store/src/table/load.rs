@@ -3,7 +3,9 @@
 //! the next valid record; the live messages it cannot give back are marked unreadable (a read
 //! of one is an error, a reader passing over them is told they are lost), and the damage is
 //! logged naming the block and offset. A missing block file makes all of its live messages
-//! unreadable.
+//! unreadable, and so does a block the disk fails to read (`EIO`), for as long as the process
+//! runs: its bytes may be intact, so that is not remembered as a loss, and the next start reads
+//! the block again.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
@@ -16,18 +18,37 @@ use crate::block::{Loc, block_path};
 use crate::error::{Result, StoreError};
 use crate::record::{self, Kind, RecordRef};
 
+/// What reading a block came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loaded {
+    /// Its records were read; whatever did not verify is marked unreadable and is a loss.
+    Read,
+    /// The disk failed to read it: its messages are unreadable until the process restarts,
+    /// and are no loss to remember.
+    ReadFailed,
+}
+
 /// Reads the unread part of block `id` of `msgs_dir` into `entry`. Fails only when the file
-/// cannot be read at all (the entry then stays unread).
+/// cannot be read at all for another reason than the disk's (the entry then stays unread).
 pub fn load(
     msgs_dir: &Path,
     id: u32,
     entry: &mut BlockEntry,
     intern: impl Fn(&str) -> Arc<str>,
-) -> Result<()> {
+) -> Result<Loaded> {
     let Some(unread) = entry.unread else {
-        return Ok(());
+        return Ok(Loaded::Read);
     };
     let path = block_path(msgs_dir, id);
+    let disk_failed = |entry: &mut BlockEntry, e: std::io::Error| {
+        if !crate::fsutil::is_disk_failure(&e) {
+            return Err(StoreError::io(&path)(e));
+        }
+        entry.unread = None;
+        let unreadable = entry.mark_unreadable();
+        tracing::error!(path = %path.display(), unreadable, error = %e, "reading a block failed; its messages are reported as damaged until sluice restarts");
+        Ok(Loaded::ReadFailed)
+    };
     let file = match std::fs::File::open(&path) {
         Ok(file) => file,
         // A block index.db names is gone: every live message of it is unreadable.
@@ -35,11 +56,14 @@ pub fn load(
             entry.unread = None;
             let missing = entry.mark_unreadable();
             tracing::error!(path = %path.display(), unreadable = missing, "damaged stream: a block file is missing; its messages are reported as lost");
-            return Ok(());
+            return Ok(Loaded::Read);
         }
-        Err(e) => return Err(StoreError::io(&path)(e)),
+        Err(e) => return disk_failed(entry, e),
     };
-    let len = file.metadata().map_err(StoreError::io(&path))?.len();
+    let len = match file.metadata() {
+        Ok(meta) => meta.len(),
+        Err(e) => return disk_failed(entry, e),
+    };
     let mut damage = None;
     if len < unread.end {
         damage = Some((
@@ -50,8 +74,9 @@ pub fn load(
         tracing::warn!(path = %path.display(), "block is {len} bytes, index.db says {}; the rest is ignored", unread.end);
     }
     let mut data = vec![0; usize::try_from(len.min(unread.end)).unwrap_or(usize::MAX)];
-    file.read_exact_at(&mut data, 0)
-        .map_err(StoreError::io(&path))?;
+    if let Err(e) = file.read_exact_at(&mut data, 0) {
+        return disk_failed(entry, e);
+    }
     let mut found = BTreeMap::new();
     let mut keep = |off: usize, rec: &RecordRef<'_>, rec_len: usize| {
         if rec.kind != Kind::Msg || !entry.is_live(rec.seq) || entry.msgs.contains_key(&rec.seq) {
@@ -103,5 +128,5 @@ pub fn load(
             "damaged block: {why}; its unreadable messages are reported as lost"
         );
     }
-    Ok(())
+    Ok(Loaded::Read)
 }

@@ -19,6 +19,7 @@ use crate::block::Loc;
 use crate::error::Result;
 use crate::losses::{LossCause, Losses, Lost};
 use crate::proto::{self, FilterSet};
+use crate::removals::{Removals, Removed};
 use crate::types::LostState;
 
 /// A subject's live count and the blocks that may hold it: no block outside
@@ -56,18 +57,24 @@ pub struct Table {
     /// Readers that ask for a position below this one that is no longer stored are told it
     /// expired: a limit or a purge removed it. Positions from here up to the first live one
     /// went as their publisher meant (their own TTL, a delete) and are skipped silently. At
-    /// most the first live sequence; raised only by removals from the front.
+    /// most the first live sequence; raised only by removals from the front
+    /// ([`Table::raise_expired_below`]).
     pub expired_below: u64,
+    /// Positions removed by a delete, a purge of some subjects or the per-subject limit, with
+    /// their subjects: readers of those subjects are told of them, others are not.
+    pub removals: Removals,
 }
 
 /// What a reader finds next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {
     /// A live message that matches.
     Msg(u64),
     /// Positions that cannot be delivered, before any later match: damaged records recovery
     /// found, or live records of a block that could not be read back.
     Lost(Lost),
+    /// Removed positions of the reader's subjects, before any later match.
+    Removed(Removed),
 }
 
 impl Table {
@@ -194,9 +201,14 @@ impl Table {
                     .get_key_value(s)
                     .map_or_else(|| Arc::from(s), |(k, _)| k.clone())
             };
-            if let Err(e) = load::load(dir, id, entry, intern) {
-                tracing::error!(block = id, "reading a block failed: {e}");
-                return Err(e);
+            match load::load(dir, id, entry, intern) {
+                Ok(load::Loaded::Read) => {}
+                // Not a loss: the block is read again by the next start.
+                Ok(load::Loaded::ReadFailed) => return Ok(entry),
+                Err(e) => {
+                    tracing::error!(block = id, "reading a block failed: {e}");
+                    return Err(e);
+                }
             }
             self.blocks_loaded += 1;
             // Damage found by reading is remembered (lost.db), like damage recovery finds.
@@ -499,24 +511,58 @@ impl Table {
     /// What a reader of `filter` from `from` meets first in `[from, upto]`: the first live
     /// matching message, or positions before it that cannot be delivered (a damaged run, or
     /// unreadable records of a block the filter may match: their subjects cannot be read, so
-    /// they are reported whatever the filter). Only blocks that may hold a matching subject
-    /// are read; within a block a literal filter is one range lookup, and a wildcard walks at
-    /// most as many messages as the block has subjects, then does one lookup per matching
-    /// subject.
+    /// they are reported whatever the filter), or — with `tell_removed` — removed positions of
+    /// the filter's subjects before it ([`Removals::told`]). Only blocks that may hold a
+    /// matching subject are read; within a block a literal filter is one range lookup, and a
+    /// wildcard walks at most as many messages as the block has subjects, then does one lookup
+    /// per matching subject.
     pub fn next_matching(
         &mut self,
         from: u64,
         upto: u64,
         filter: &FilterSet,
+        tell_removed: bool,
     ) -> Result<Option<Found>> {
         let damaged = self.losses.damaged_in(from, upto);
-        if let Some(lost) = damaged.filter(|l| l.first == from) {
-            return Ok(Some(Found::Lost(lost)));
+        let found = match damaged.filter(|l| l.first == from) {
+            Some(lost) => Some(Found::Lost(lost)),
+            None => {
+                let before_damage = damaged.map_or(upto, |l| l.first - 1);
+                self.next_readable(from, before_damage, filter)?
+                    .or(damaged.map(Found::Lost))
+            }
+        };
+        if !tell_removed {
+            return Ok(found);
         }
-        let before_damage = damaged.map_or(upto, |l| l.first - 1);
-        Ok(self
-            .next_readable(from, before_damage, filter)?
-            .or(damaged.map(Found::Lost)))
+        // Removals are told only before what the reader meets next: never across a message
+        // it is given.
+        let before = match &found {
+            Some(Found::Msg(seq)) => seq.checked_sub(1),
+            Some(Found::Lost(lost)) => lost.first.checked_sub(1),
+            Some(Found::Removed(r)) => r.first.checked_sub(1),
+            None => Some(upto),
+        };
+        let told = before.and_then(|before| self.removals.told(from, before, filter));
+        Ok(told.map(Found::Removed).or(found))
+    }
+
+    /// Records that `seq`, a message of `subject` (empty: not known), was removed and that
+    /// readers of its subject are to be told ([`Table::removals`]).
+    pub fn note_removal(&mut self, seq: u64, subject: &Arc<str>) {
+        let subject = (!subject.is_empty()).then(|| subject.clone());
+        let (blocks, starts) = (&self.blocks, &self.starts);
+        self.removals
+            .record(seq, subject, |a, b| live_in(blocks, starts, a, b));
+    }
+
+    /// Raises [`Table::expired_below`] to `seq`: the removals below it are forgotten, as
+    /// every reader is told of those positions.
+    pub fn raise_expired_below(&mut self, seq: u64) {
+        if seq > self.expired_below {
+            self.expired_below = seq;
+            self.removals.forget_below(seq);
+        }
     }
 
     /// [`Self::next_matching`] over the blocks alone.
@@ -626,6 +672,39 @@ impl Table {
             .flat_map(BlockEntry::live_ranges)
             .collect()
     }
+}
+
+/// Most blocks [`live_in`] looks at before it answers "maybe".
+const LIVE_CHECK_MAX_BLOCKS: usize = 64;
+
+/// Whether a live message may lie in `a..=b`, from the blocks' deleted ranges (no block is
+/// read); `true` when finding out would take more than [`LIVE_CHECK_MAX_BLOCKS`] blocks.
+fn live_in(
+    blocks: &BTreeMap<u32, BlockEntry>,
+    starts: &BTreeMap<u64, u32>,
+    a: u64,
+    b: u64,
+) -> bool {
+    if a > b {
+        return false;
+    }
+    let from = starts.range(..=a).next_back().map_or(0, |(_, id)| *id);
+    for (looked, (_, block)) in blocks.range(from..).enumerate() {
+        if looked >= LIVE_CHECK_MAX_BLOCKS {
+            return true;
+        }
+        let s = &block.stats;
+        if s.first == 0 || s.last < a {
+            continue;
+        }
+        if s.first > b {
+            return false;
+        }
+        if block.first_live(a).is_some_and(|seq| seq <= b) {
+            return true;
+        }
+    }
+    false
 }
 
 /// Up to this many subjects, a wildcard read that starts before the newest block first narrows
@@ -738,7 +817,7 @@ mod tests {
                 .find(|(seq, m)| *seq >= from && filter.matches(&m.subject))
                 .map(|(seq, _)| *seq);
             assert_eq!(
-                t.next_matching(from, t.last_seq, &filter).unwrap(),
+                t.next_matching(from, t.last_seq, &filter, false).unwrap(),
                 want.map(Found::Msg),
                 "from {from}"
             );
@@ -765,7 +844,7 @@ mod tests {
             let live = all(&mut t);
             let f = FilterSet::new([filter]).unwrap();
             let want = live.iter().find(|(s, m)| *s >= from && f.matches(&m.subject)).map(|(s, _)| *s);
-            prop_assert_eq!(t.next_matching(from, t.last_seq, &f).unwrap(), want.map(Found::Msg));
+            prop_assert_eq!(t.next_matching(from, t.last_seq, &f, false).unwrap(), want.map(Found::Msg));
             let want = live.iter().find(|(_, m)| m.ts >= ts).map_or(t.last_seq + 1, |(s, _)| *s);
             prop_assert_eq!(t.first_at_or_after(ts).unwrap(), want);
             prop_assert_eq!(t.first_seq(), live.first().map_or(t.last_seq + 1, |(s, _)| *s));

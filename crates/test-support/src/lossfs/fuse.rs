@@ -285,16 +285,8 @@ impl Filesystem for LossFuse {
         reply: ReplyData,
     ) {
         let state = &mut *self.lock();
-        if let Err(err) = state.model.handle(fh.0, ino.0) {
+        if let Err(err) = state.admit(fh.0, ino.0, FaultOp::Read) {
             reply.error(err);
-            return;
-        }
-        let model = &state.model;
-        if state
-            .faults
-            .trips(FaultOp::Read, || vec![model.path(ino.0)])
-        {
-            reply.error(Errno::EIO);
             return;
         }
         match state.model.read(ino.0, offset, size) {
@@ -316,16 +308,8 @@ impl Filesystem for LossFuse {
         reply: ReplyWrite,
     ) {
         let state = &mut *self.lock();
-        if let Err(err) = state.model.handle(fh.0, ino.0) {
+        if let Err(err) = state.admit(fh.0, ino.0, FaultOp::Write) {
             reply.error(err);
-            return;
-        }
-        let model = &state.model;
-        if state
-            .faults
-            .trips(FaultOp::Write, || vec![model.path(ino.0)])
-        {
-            reply.error(Errno::EIO);
             return;
         }
         match state.model.write(ino.0, offset, data) {
@@ -493,19 +477,29 @@ impl Filesystem for LossFuse {
     }
 }
 
+impl State {
+    /// Checks that `fh` is an open handle of `ino`, then whether an armed fault of `op` on its
+    /// path trips (`EIO`).
+    fn admit(&mut self, fh: u64, ino: u64, op: FaultOp) -> Result<(), Errno> {
+        self.model.handle(fh, ino)?;
+        let model = &self.model;
+        if self.faults.trips(op, || vec![model.path(ino)]) {
+            return Err(Errno::EIO);
+        }
+        Ok(())
+    }
+}
+
 impl LossFuse {
     /// `fsync` or `fsyncdir`: an armed fault fails it and drops what was pending from the
     /// durable future; otherwise what is there now is durable.
     fn sync(&self, ino: INodeNo, fh: FileHandle) -> Result<(), Errno> {
         let state = &mut *self.lock();
-        state.model.handle(fh.0, ino.0)?;
-        let model = &state.model;
-        if state
-            .faults
-            .trips(FaultOp::Fsync, || vec![model.path(ino.0)])
-        {
-            state.model.sync_failed(ino.0)?;
-            return Err(Errno::EIO);
+        if let Err(err) = state.admit(fh.0, ino.0, FaultOp::Fsync) {
+            if err == Errno::EIO {
+                state.model.sync_failed(ino.0)?;
+            }
+            return Err(err);
         }
         state.model.sync(ino.0)
     }
