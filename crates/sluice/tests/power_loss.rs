@@ -386,6 +386,121 @@ async fn acknowledged_batches_survive_power_losses_across_block_rollovers_and_pu
     );
 }
 
+/// A served stream with a schedule, a stream sourcing it, and snapshots every 20 ms: the
+/// power goes in the middle of index.db, lease, sched.db and sources.db rewrites too.
+const SNAPSHOTTING: &str = r#"
+[embedded]
+stream = "sluice"
+snapshot_interval = "20ms"
+
+[[embedded.streams]]
+name = "sluice"
+subjects = ["power.>"]
+allow_msg_schedules = true
+
+[[embedded.streams]]
+name = "copy"
+subjects = []
+
+[[embedded.streams.sources]]
+name = "sluice"
+"#;
+
+/// Waits until the stream `copy` holds every message of `sluice` once: its sourcing position
+/// (`sources.db`, or what recovery rebuilt) neither skipped nor repeated any across the loss.
+async fn copies_each_message_once(hub: &SluiceProcess) {
+    let info = async |name: &str| -> Value {
+        let answer = http::get(&hub.url(&format!("/admin/streams/{name}")))
+            .await
+            .unwrap();
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        answer.json().unwrap()
+    };
+    let mut last = (Value::Null, Value::Null);
+    sluice_test_support::eventually_async("the copy holds each message once", async || {
+        let (origin, copy) = (info("sluice").await, info("copy").await);
+        let source = &copy["sources"][0];
+        // The schedule message itself is read by no reader, a source included.
+        let schedules = origin["subjects"]["power.schedule"].as_u64().unwrap_or(0);
+        let done = copy["messages"].as_u64().unwrap() + source["dropped"].as_u64().unwrap()
+            == origin["messages"].as_u64().unwrap() - schedules
+            && source["last_origin_seq"] == origin["last_seq"];
+        last = (origin, copy);
+        done
+    })
+    .await;
+    let copy = &last.1;
+    assert_eq!(copy["sources"][0]["duplicates"], 0, "{copy}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_messages_survive_power_losses_amid_snapshots_sources_and_schedules() {
+    let test = "acknowledged_messages_survive_power_losses_amid_snapshots_sources_and_schedules";
+    let Some(fs) = LossFs::mount(test) else {
+        return;
+    };
+    let config_dir = sluice_test_support::tempfile::tempdir().unwrap();
+    let config = config_dir.path().join("sluice.toml");
+    std::fs::write(&config, SNAPSHOTTING).unwrap();
+    let data = fs.path().join("data");
+    let args = [
+        "serve".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+    ];
+    let mut hub = SluiceProcess::start_configured(BIN, args, |command| {
+        command.env("SLUICE_ADMIN_LOOPBACK", "true");
+    })
+    .await
+    .unwrap();
+    let schedule = json!({
+        "topic": "power.schedule",
+        "payload": "tick",
+        "headers": {"Nats-Schedule": "@every 1s", "Nats-Schedule-Target": "power.tick"},
+    });
+    let answer = http::post_json(&hub.url("/publish"), &schedule)
+        .await
+        .unwrap();
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    // The snapshots follow the setting, not the 30 s default.
+    let index = data.join("streams/sluice/msgs/index.db");
+    sluice_test_support::eventually("index.db written within the snapshot interval", || {
+        index.exists()
+    })
+    .await;
+    let acked: Acked = Arc::default();
+    let mut figures = Figures::default();
+    for round in 0..5 {
+        let url = hub.url("/publish");
+        let publish = move |text: String| {
+            let url = url.clone();
+            async move { Some(vec![(sluice_publish(url, text.clone()).await?, text)]) }
+        };
+        let crash = || {
+            hub.kill().unwrap();
+        };
+        publish_until_crash(round, &acked, &mut figures, publish, crash).await;
+        fs.power_loss(loss_of_round(round));
+        hub.restart().await.unwrap();
+        let held = sluice_holds(&hub, &acked, round).await;
+        compare(&acked, &held, &mut figures).await;
+        figures.rounds += 1;
+        copies_each_message_once(&hub).await;
+    }
+    for sidecar in ["sluice/msgs/sched.db", "copy/sources.db"] {
+        let path = data.join("streams").join(sidecar);
+        assert!(
+            path.exists(),
+            "{} is written (and rewritten)",
+            path.display()
+        );
+    }
+    hub.kill().unwrap();
+    assert_eq!((figures.lost, figures.reused), (0, 0), "{figures}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ids_are_never_handed_out_twice_after_power_losses_whatever_the_sync_policy() {
     let test = "ids_are_never_handed_out_twice_after_power_losses_whatever_the_sync_policy";

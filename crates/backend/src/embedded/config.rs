@@ -22,9 +22,17 @@ pub struct EmbeddedConfig {
     /// When writes are fsynced: `always` (an acknowledged publish is on disk), `never`
     /// (left to the OS), or a duration such as `1s` (at most that far apart).
     pub sync: String,
+    /// How often a changed stream rewrites its snapshots (index.db, the sequence lease and the
+    /// sidecars): shorter opens faster after a crash, longer writes less.
+    #[serde(with = "config_duration")]
+    pub snapshot_interval: Duration,
     /// Streams created (or updated) at start-up.
     pub streams: Vec<StreamDecl>,
 }
+
+/// The shortest and longest `snapshot_interval`.
+const SNAPSHOT_INTERVAL_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_millis(10)..=Duration::from_secs(3600);
 
 /// A stream of the embedded store declared in the configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,6 +126,7 @@ impl Default for EmbeddedConfig {
             data_dir: PathBuf::from("./sluice-data"),
             stream: DEFAULT_STREAM.to_owned(),
             sync: "always".to_owned(),
+            snapshot_interval: Duration::from_secs(30),
             streams: vec![StreamDecl::default_stream()],
         }
     }
@@ -151,6 +160,13 @@ impl EmbeddedConfig {
                     "an interval must be positive; use always or never",
                 ));
             }
+        }
+        if !SNAPSHOT_INTERVAL_RANGE.contains(&embedded.snapshot_interval) {
+            return Err(InvalidSetting::new(
+                "embedded.snapshot_interval",
+                format!("{:?}", embedded.snapshot_interval),
+                "must be from 10ms to 1h",
+            ));
         }
         let mut names = HashSet::new();
         for (index, stream) in embedded.streams.iter().enumerate() {

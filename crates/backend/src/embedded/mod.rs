@@ -48,6 +48,7 @@ impl EmbeddedBackend {
     ) -> Result<(Self, Vec<RecoveryReport>), BackendError> {
         let options = StoreOptions {
             sync: sync_policy(&embedded.sync),
+            flush_interval: embedded.snapshot_interval,
             ..StoreOptions::default()
         };
         let dir = embedded.data_dir.clone();

@@ -29,7 +29,24 @@ fn defaults_are_the_documented_ones_and_valid() {
         vec![">"]
     );
     assert_eq!(config.limits.max_topics_per_subscription, 32);
+    assert_eq!(config.embedded.snapshot_interval, Duration::from_secs(30));
     assert_eq!(config, Config::default());
+}
+
+#[test]
+fn the_snapshot_interval_is_bounded_and_named_when_refused() {
+    let config = load_text("[embedded]\nsnapshot_interval = \"250ms\"\n").expect("loads");
+    assert_eq!(
+        config.embedded.snapshot_interval,
+        Duration::from_millis(250)
+    );
+    for bad in ["1ms", "2h"] {
+        let message = error_text(&format!("[embedded]\nsnapshot_interval = \"{bad}\"\n"));
+        assert!(
+            message.contains("embedded.snapshot_interval") && message.contains("10ms to 1h"),
+            "{message}"
+        );
+    }
 }
 
 #[test]
