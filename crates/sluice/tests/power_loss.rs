@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use sluice_test_support::lossfs::{FaultOp, Loss, LossFs};
 use sluice_test_support::serde_json::{self, Value, json};
-use sluice_test_support::{HttpResponse, NatsOptions, NatsServer, SluiceProcess, SseClient, http};
+use sluice_test_support::{
+    HttpResponse, NatsOptions, NatsServer, SluiceProcess, SseClient, http, wall_clock_passes,
+};
 use tokio::sync::{Mutex, watch};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sluice");
@@ -499,6 +501,39 @@ async fn acknowledged_messages_survive_power_losses_amid_snapshots_sources_and_s
     }
     hub.kill().unwrap();
     assert_eq!((figures.lost, figures.reused), (0, 0), "{figures}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_an_interval_policy_a_power_loss_takes_at_most_that_intervals_worth() {
+    let test = "under_an_interval_policy_a_power_loss_takes_at_most_that_intervals_worth";
+    let Some(fs) = LossFs::mount(test) else {
+        return;
+    };
+    let mut hub = start_sluice(&fs, "1s").await;
+    fs.settle();
+    let url = hub.url("/publish");
+    let acked: Acked = Arc::default();
+    for n in 0..10 {
+        let text = format!("older-than-the-interval-{n}");
+        let id = sluice_publish(url.clone(), text.clone()).await.unwrap();
+        acked.lock().await.insert(id, text);
+    }
+    // Twice the interval: the writer's next fsync is at most one interval away, with no
+    // publish to trigger it.
+    wall_clock_passes(std::time::SystemTime::now() + Duration::from_secs(2)).await;
+    for n in 0..10 {
+        sluice_publish(url.clone(), format!("within-the-interval-{n}"))
+            .await
+            .unwrap();
+    }
+    hub.kill().unwrap();
+    fs.power_loss(Loss::DropAll);
+    hub.restart().await.unwrap();
+    let held = sluice_holds(&hub, &acked, 0).await;
+    let mut figures = Figures::default();
+    compare(&acked, &held, &mut figures).await;
+    assert_eq!(figures.lost, 0, "{figures}");
+    hub.kill().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
