@@ -491,6 +491,11 @@ async fn acknowledged_messages_survive_power_losses_amid_snapshots_sources_and_s
         figures.rounds += 1;
         copies_each_message_once(&hub).await;
     }
+    // The schedule survived the losses in force: it still fires.
+    let mut ticks = SseClient::connect(&hub.url("/events?topic=power.tick"))
+        .await
+        .unwrap();
+    while ticks.next_event().await.unwrap().event_type() != "message" {}
     for sidecar in ["sluice/msgs/sched.db", "copy/sources.db"] {
         let path = data.join("streams").join(sidecar);
         assert!(
