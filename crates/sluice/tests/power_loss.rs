@@ -266,29 +266,65 @@ async fn sluice_power_losses(
     aged: bool,
     rounds: usize,
 ) -> Figures {
-    let acked: Acked = Arc::default();
-    let mut figures = Figures::default();
     let mut hub = start_sluice(fs, sync).await;
     if aged {
         fs.settle();
     }
+    let figures = sluice_rounds(fs, &mut hub, rounds, Load::Single, async |_| {}).await;
+    hub.kill().unwrap();
+    figures
+}
+
+/// What the publishers of a round send, and what runs beside them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Load {
+    /// Single publishes.
+    Single,
+    /// Batches of three large messages, while another topic is published and purged over and
+    /// over ([`purge_until_gone`]).
+    BatchesAndPurges,
+}
+
+/// Publishes `text` as `load` says; the messages acknowledged.
+async fn sluice_publish_as(load: Load, url: String, text: String) -> Option<Vec<(String, String)>> {
+    match load {
+        Load::Single => Some(vec![(sluice_publish(url, text.clone()).await?, text)]),
+        Load::BatchesAndPurges => sluice_publish_batch(url, text).await,
+    }
+}
+
+/// `rounds` power losses of the running `hub`: publishers send `load` until
+/// [`ACKED_PER_ROUND`] more are acknowledged, then SIGKILL with publishes in flight, a loss of
+/// the round's kind, a restart, and every acknowledged message checked; `after_each` runs once
+/// each round is checked.
+async fn sluice_rounds(
+    fs: &LossFs,
+    hub: &mut SluiceProcess,
+    rounds: usize,
+    load: Load,
+    after_each: impl AsyncFn(&SluiceProcess),
+) -> Figures {
+    let acked: Acked = Arc::default();
+    let mut figures = Figures::default();
     for round in 0..rounds {
         let url = hub.url("/publish");
-        let publish = move |text: String| {
-            let url = url.clone();
-            async move { Some(vec![(sluice_publish(url, text.clone()).await?, text)]) }
-        };
+        let publish = move |text| sluice_publish_as(load, url.clone(), text);
+        let purger = (load == Load::BatchesAndPurges)
+            .then(|| tokio::spawn(purge_until_gone(hub.base_url())));
         let crash = || {
             hub.kill().unwrap();
         };
         publish_until_crash(round, &acked, &mut figures, publish, crash).await;
+        if let Some(purger) = purger {
+            purger.await.unwrap();
+        }
         fs.power_loss(loss_of_round(round));
         hub.restart().await.unwrap();
-        let held = sluice_holds(&hub, &acked, round).await;
+        let held = sluice_holds(hub, &acked, round).await;
         compare(&acked, &held, &mut figures).await;
         figures.rounds += 1;
+        after_each(hub).await;
     }
-    hub.kill().unwrap();
     figures
 }
 
@@ -358,24 +394,8 @@ async fn acknowledged_batches_survive_power_losses_across_block_rollovers_and_pu
     })
     .await
     .unwrap();
-    let acked: Acked = Arc::default();
-    let mut figures = Figures::default();
-    for round in 0..4 {
-        let url = hub.url("/publish");
-        let publish = move |text| sluice_publish_batch(url.clone(), text);
-        let purger = tokio::spawn(purge_until_gone(hub.base_url()));
-        let crash = || {
-            hub.kill().unwrap();
-        };
-        // 60 × 60 KB a round: a block (8 MiB) fills every other round or so.
-        publish_until_crash(round, &acked, &mut figures, publish, crash).await;
-        purger.await.unwrap();
-        fs.power_loss(loss_of_round(round));
-        hub.restart().await.unwrap();
-        let held = sluice_holds(&hub, &acked, round).await;
-        compare(&acked, &held, &mut figures).await;
-        figures.rounds += 1;
-    }
+    // 60 × 60 KB a round: a block (8 MiB) fills every other round or so.
+    let figures = sluice_rounds(&fs, &mut hub, 4, Load::BatchesAndPurges, async |_| {}).await;
     hub.kill().unwrap();
     assert_eq!((figures.lost, figures.reused), (0, 0), "{figures}");
     let blocks = std::fs::read_dir(data.join("streams/sluice/msgs"))
@@ -472,25 +492,7 @@ async fn acknowledged_messages_survive_power_losses_amid_snapshots_sources_and_s
         index.exists()
     })
     .await;
-    let acked: Acked = Arc::default();
-    let mut figures = Figures::default();
-    for round in 0..5 {
-        let url = hub.url("/publish");
-        let publish = move |text: String| {
-            let url = url.clone();
-            async move { Some(vec![(sluice_publish(url, text.clone()).await?, text)]) }
-        };
-        let crash = || {
-            hub.kill().unwrap();
-        };
-        publish_until_crash(round, &acked, &mut figures, publish, crash).await;
-        fs.power_loss(loss_of_round(round));
-        hub.restart().await.unwrap();
-        let held = sluice_holds(&hub, &acked, round).await;
-        compare(&acked, &held, &mut figures).await;
-        figures.rounds += 1;
-        copies_each_message_once(&hub).await;
-    }
+    let figures = sluice_rounds(&fs, &mut hub, 5, Load::Single, copies_each_message_once).await;
     // The schedule survived the losses in force: it still fires.
     let mut ticks = SseClient::connect(&hub.url("/events?topic=power.tick"))
         .await
