@@ -639,6 +639,65 @@ async fn a_failed_fsync_is_not_acknowledged_and_stops_writes_until_a_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_write_or_rename_is_refused_or_retried_and_loses_nothing() {
+    let test = "a_failed_write_or_rename_is_refused_or_retried_and_loses_nothing";
+    let Some(fs) = LossFs::mount(test) else {
+        return;
+    };
+    let data = fs.path().join("data");
+    let args = ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()];
+    let mut hub = SluiceProcess::start_configured(BIN, args, |command| {
+        command.env("SLUICE_EMBEDDED_SNAPSHOT_INTERVAL", "50ms");
+    })
+    .await
+    .unwrap();
+    let url = hub.url("/publish");
+    let acked: Acked = Arc::default();
+    let body = |text: &str| json!({ "topic": "power.t", "payload": text });
+    for n in 0..3 {
+        let text = format!("before-{n}");
+        let id = sluice_publish(url.clone(), text.clone()).await.unwrap();
+        acked.lock().await.insert(id, text);
+    }
+    // A write the disk fails is refused and undone; the next one goes through (transient).
+    fs.fail(FaultOp::Write, ".blk", 1);
+    let refused = http::post_json(&url, &body("refused-by-the-write"))
+        .await
+        .unwrap();
+    assert_eq!(refused.status, 507, "{}", refused.text());
+    // A snapshot whose rename fails is logged and written again at the next one.
+    fs.fail(FaultOp::Rename, "index.db", 1);
+    for n in 0..3 {
+        let text = format!("after-{n}");
+        let id = sluice_publish(url.clone(), text.clone()).await.unwrap();
+        acked.lock().await.insert(id, text);
+    }
+    hub.wait_for_log("writing index.db or a sidecar failed", WAIT)
+        .await
+        .unwrap();
+    let index = data.join("streams/sluice/msgs/index.db");
+    let modified = || std::fs::metadata(&index).and_then(|m| m.modified()).ok();
+    let before = modified();
+    let text = "after-the-rename".to_owned();
+    let id = sluice_publish(url.clone(), text.clone()).await.unwrap();
+    acked.lock().await.insert(id, text);
+    sluice_test_support::eventually("index.db written again", || modified() > before).await;
+
+    hub.kill().unwrap();
+    fs.power_loss(Loss::DropAll);
+    hub.restart().await.unwrap();
+    let held = sluice_holds(&hub, &acked, 0).await;
+    assert!(
+        !held.values().any(|text| text.starts_with("refused-")),
+        "a refused publish is never stored: {held:?}"
+    );
+    let mut figures = Figures::default();
+    compare(&acked, &held, &mut figures).await;
+    assert_eq!(figures.lost, 0, "{figures}");
+    hub.kill().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_the_disk_cannot_read_is_told_as_damaged_and_the_hub_serves_on() {
     let test = "a_block_the_disk_cannot_read_is_told_as_damaged_and_the_hub_serves_on";
     let Some(fs) = LossFs::mount(test) else {
