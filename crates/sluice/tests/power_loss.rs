@@ -208,11 +208,20 @@ async fn sluice_publish(url: String, text: String) -> Option<String> {
 }
 
 /// Starts the hub on `fs/data` with `embedded.sync = sync` (the default is `always`).
-async fn start_sluice(fs: &LossFs, sync: &'static str) -> SluiceProcess {
+async fn start_sluice(fs: &LossFs, sync: &str) -> SluiceProcess {
+    start_sluice_with(fs, &[("SLUICE_EMBEDDED_SYNC", sync)]).await
+}
+
+/// Starts the hub on `fs/data` with these environment variables set.
+async fn start_sluice_with(fs: &LossFs, env: &[(&str, &str)]) -> SluiceProcess {
     let data = fs.path().join("data");
     let args = ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()];
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
     SluiceProcess::start_configured(BIN, args, move |command| {
-        command.env("SLUICE_EMBEDDED_SYNC", sync);
+        command.envs(env.iter().map(|(name, value)| (name, value)));
     })
     .await
     .unwrap()
@@ -388,12 +397,7 @@ async fn acknowledged_batches_survive_power_losses_across_block_rollovers_and_pu
         return;
     };
     let data = fs.path().join("data");
-    let args = ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()];
-    let mut hub = SluiceProcess::start_configured(BIN, args, |command| {
-        command.env("SLUICE_ADMIN_LOOPBACK", "true");
-    })
-    .await
-    .unwrap();
+    let mut hub = start_sluice_with(&fs, &[("SLUICE_ADMIN_LOOPBACK", "true")]).await;
     // 60 × 60 KB a round: a block (8 MiB) fills every other round or so.
     let figures = sluice_rounds(&fs, &mut hub, 4, Load::BatchesAndPurges, async |_| {}).await;
     hub.kill().unwrap();
@@ -465,18 +469,12 @@ async fn acknowledged_messages_survive_power_losses_amid_snapshots_sources_and_s
     let config = config_dir.path().join("sluice.toml");
     std::fs::write(&config, SNAPSHOTTING).unwrap();
     let data = fs.path().join("data");
-    let args = [
-        "serve".as_ref(),
-        "--config".as_ref(),
-        config.as_os_str(),
-        "--data-dir".as_ref(),
-        data.as_os_str(),
-    ];
-    let mut hub = SluiceProcess::start_configured(BIN, args, |command| {
-        command.env("SLUICE_ADMIN_LOOPBACK", "true");
-    })
-    .await
-    .unwrap();
+    let config = config.to_str().unwrap();
+    let mut hub = start_sluice_with(
+        &fs,
+        &[("SLUICE_CONFIG", config), ("SLUICE_ADMIN_LOOPBACK", "true")],
+    )
+    .await;
     let schedule = json!({
         "topic": "power.schedule",
         "payload": "tick",
@@ -645,12 +643,7 @@ async fn a_failed_write_or_rename_is_refused_or_retried_and_loses_nothing() {
         return;
     };
     let data = fs.path().join("data");
-    let args = ["serve".as_ref(), "--data-dir".as_ref(), data.as_os_str()];
-    let mut hub = SluiceProcess::start_configured(BIN, args, |command| {
-        command.env("SLUICE_EMBEDDED_SNAPSHOT_INTERVAL", "50ms");
-    })
-    .await
-    .unwrap();
+    let mut hub = start_sluice_with(&fs, &[("SLUICE_EMBEDDED_SNAPSHOT_INTERVAL", "50ms")]).await;
     let url = hub.url("/publish");
     let acked: Acked = Arc::default();
     let body = |text: &str| json!({ "topic": "power.t", "payload": text });
