@@ -34,16 +34,18 @@
 
 mod killed;
 
+mod drained;
+use drained::drain;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
 use proptest::prelude::*;
 use sluice_store::{
-    Delivery, FilterSet, Headers, LossCause, Lost, RecoveryReport, Store, StoreOptions,
-    StreamConfig, StreamHandle,
+    Delivery, Headers, LossCause, Lost, RecoveryReport, Store, StoreOptions, StreamConfig,
+    StreamHandle,
 };
 
 const TOPICS: [&str; 3] = ["d.a", "d.b", "d.c"];
@@ -316,20 +318,6 @@ impl Window {
             Sidecar::Lease => self.lease_db = true,
         }
     }
-}
-
-/// Everything a subscriber of `filter` from `start` is given now (the subscription is polled
-/// until it waits for new messages).
-fn drain(s: &StreamHandle, start: u64, filter: &str) -> Vec<Delivery> {
-    let mut sub = Box::pin(s.subscribe(start, FilterSet::new([filter]).unwrap()));
-    let mut out = Vec::new();
-    while let Some(next) = sub.next().now_or_never() {
-        out.push(
-            next.expect("the subscription ended")
-                .expect("a read failed"),
-        );
-    }
-    out
 }
 
 fn covers(ranges: &[(u64, u64)], seq: u64) -> bool {

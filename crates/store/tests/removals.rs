@@ -3,10 +3,12 @@
 //! other subscriber; after a restart, an index.db rebuild and a crash too. Messages gone by
 //! their own TTL are told to nobody.
 
+mod drained;
+use drained::drain;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use futures::{FutureExt, StreamExt};
 use proptest::prelude::*;
 use sluice_store::{
     Delivery, FilterSet, Headers, PurgeRequest, Removed, Store, StoreOptions, StreamConfig,
@@ -43,19 +45,6 @@ fn open(dir: &Path) -> (Store, StreamHandle) {
 
 async fn publish(s: &StreamHandle, subject: &str) -> u64 {
     s.publish(subject, Headers::new(), "m").await.unwrap().seq
-}
-
-/// Everything a subscriber of `filter` from `start` is given now, without waiting.
-fn drain(s: &StreamHandle, start: u64, filter: &str) -> Vec<Delivery> {
-    let mut sub = Box::pin(s.subscribe(start, FilterSet::new([filter]).unwrap()));
-    let mut out = Vec::new();
-    while let Some(next) = sub.next().now_or_never() {
-        out.push(
-            next.expect("the subscription ended")
-                .expect("a read failed"),
-        );
-    }
-    out
 }
 
 /// A delivery in brief: `Ok(message seq)`, or `Err((first, last, subjects))` of a removal.
