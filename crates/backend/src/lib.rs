@@ -190,6 +190,16 @@ pub struct Retained {
     pub incarnation: u64,
 }
 
+/// Which recent messages of a reader's subjects it starts with (see
+/// [`Backend::recent_start`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recent {
+    /// The last `n` messages.
+    Last(u64),
+    /// The messages stored at or after this time.
+    Since(jiff::Timestamp),
+}
+
 /// An ordered, back-pressured sequence of messages and lost positions.
 pub type MessageStream = BoxStream<'static, Result<Delivery, BackendError>>;
 
@@ -297,6 +307,37 @@ pub trait Backend: Send + Sync + 'static {
         start: u64,
         until: u64,
     ) -> Result<MessageStream, BackendError>;
+
+    /// The latest message of each subject `filters` match among the positions below `until`,
+    /// in sequence order, after which the stream ends: the stream read as a key-value view.
+    /// Positions the stream knows it cannot deliver below `until` come as [`Delivery::Lost`]
+    /// in their place (a damaged record may have held a subject's latest message); nothing
+    /// else is told of the positions passed over, which hold older messages or other
+    /// subjects. A message removed while the read goes on is passed over: it is no longer
+    /// anyone's latest state. As [`Backend::read_range`], `until` is at most the stream's last
+    /// sequence + 1 when the read is opened, and the stream ends with an error when the feed is
+    /// lost and cannot be recovered or the stream was replaced.
+    ///
+    /// The embedded store answers from its per-subject index, in O(matching subjects);
+    /// JetStream with a short-lived consumer delivering the last message per subject.
+    async fn read_latest(
+        &self,
+        filters: &[String],
+        until: u64,
+    ) -> Result<MessageStream, BackendError>;
+
+    /// Where the `recent` messages of `filters` begin among the positions up to `upto` (at
+    /// most the stream's last sequence): the first position from which reading `filters` up
+    /// to `upto` gives exactly those messages — for [`Recent::Last`], the first of the `n`
+    /// most recent matching messages (the first matching one when fewer match); for
+    /// [`Recent::Since`], the first message stored at or after the time. `upto + 1` when
+    /// there is none.
+    async fn recent_start(
+        &self,
+        filters: &[String],
+        recent: Recent,
+        upto: u64,
+    ) -> Result<u64, BackendError>;
 
     /// True when this process is the only hub node that serves the stream (the embedded
     /// store): no other node publishes to it or holds subscriptions on it.

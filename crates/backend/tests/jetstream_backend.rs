@@ -6,7 +6,9 @@ use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
 use futures::StreamExt;
 use sluice_backend::jetstream::{JetStreamBackend, JetStreamConfig, ServerVersion};
-use sluice_backend::{ApiError, Backend, BackendError, Health, MessageStream, PublishRequest};
+use sluice_backend::{
+    ApiError, Backend, BackendError, Health, MessageStream, PublishRequest, Recent,
+};
 use sluice_protocol::headers::Headers;
 use sluice_test_support::{NatsServer, TcpProxy, eventually_async};
 use tokio::time::Instant;
@@ -892,4 +894,469 @@ async fn a_bounded_read_filtered_in_process_on_an_old_server_ends() {
         [3, 6, 9]
     );
     assert!(backend.stats().filtered_out >= 3, "{:?}", backend.stats());
+}
+
+/// A latest read of `filters` below `until`, read to its end, as (seq, subject, payload).
+/// Fails unless it ends by itself and the stream's consumers are then all gone.
+async fn latest_of(
+    backend: &JetStreamBackend,
+    js: &jetstream::Context,
+    filters: &[&str],
+    until: u64,
+) -> Vec<(u64, String, String)> {
+    let filters: Vec<String> = filters.iter().map(|f| (*f).to_owned()).collect();
+    let mut feed = backend.read_latest(&filters, until).await.unwrap();
+    let mut seen = Vec::new();
+    loop {
+        match tokio::time::timeout(DEADLINE, feed.next()).await {
+            Err(_) => panic!("the latest read did not end after {seen:?}"),
+            Ok(None) => break,
+            Ok(Some(next)) => {
+                let message = next
+                    .unwrap_or_else(|err| panic!("read error after {seen:?}: {err}"))
+                    .message()
+                    .expect("JetStream reports no lost positions");
+                let payload = String::from_utf8(message.payload.to_vec()).expect("utf-8");
+                seen.push((message.seq, message.subject, payload));
+            }
+        }
+    }
+    eventually_async("the latest read's consumers are deleted", async || {
+        consumer_count(js, "EVENTS").await == 0
+    })
+    .await;
+    seen
+}
+
+/// The sequences of [`latest_of`].
+async fn latest_seqs(
+    backend: &JetStreamBackend,
+    js: &jetstream::Context,
+    filters: &[&str],
+    until: u64,
+) -> Vec<u64> {
+    latest_of(backend, js, filters, until)
+        .await
+        .into_iter()
+        .map(|m| m.0)
+        .collect()
+}
+
+/// A stream capturing `events.>` and `other.>` with three subjects under `events.a`, one under
+/// `events.b` and `events.c` each, and one under `other`, several messages each:
+///
+/// ```text
+/// seq      1   2   3   4   5   6   7   8   9   10  11  12
+/// subject  a.x b.y o   a.x c.z b.y a.w a.x b.y c.z o   a.w
+/// ```
+async fn latest_scene(server: &NatsServer) -> (jetstream::Context, JetStreamBackend) {
+    let js = operator(server).await;
+    let mut config = events_stream();
+    config.subjects.push("other.>".to_owned());
+    create_stream(&js, config).await;
+    let backend = connect(server, "EVENTS").await;
+    let subjects = [
+        "events.a.x",
+        "events.b.y",
+        "other.z",
+        "events.a.x",
+        "events.c.z",
+        "events.b.y",
+        "events.a.w",
+        "events.a.x",
+        "events.b.y",
+        "events.c.z",
+        "other.z",
+        "events.a.w",
+    ];
+    for (i, subject) in subjects.iter().enumerate() {
+        assert_eq!(
+            publish(&backend, subject, &format!("m{}", i + 1)).await,
+            i as u64 + 1
+        );
+    }
+    (js, backend)
+}
+
+/// What both server versions must answer for [`latest_scene`].
+async fn check_latest_reads(server: &NatsServer) {
+    let (js, backend) = latest_scene(server).await;
+    let all = latest_of(&backend, &js, &["events.>"], 13).await;
+    let want = [
+        (8, "events.a.x", "m8"),
+        (9, "events.b.y", "m9"),
+        (10, "events.c.z", "m10"),
+        (12, "events.a.w", "m12"),
+    ];
+    let want: Vec<(u64, String, String)> = want
+        .iter()
+        .map(|(seq, subject, payload)| (*seq, (*subject).to_owned(), (*payload).to_owned()))
+        .collect();
+    assert_eq!(all, want);
+    assert_eq!(
+        latest_seqs(&backend, &js, &["events.a.*"], 13).await,
+        [8, 12]
+    );
+    assert_eq!(
+        latest_seqs(&backend, &js, &[">"], 13).await,
+        [8, 9, 10, 11, 12]
+    );
+    let two = ["events.a.x", "events.c.*"];
+    assert_eq!(latest_seqs(&backend, &js, &two, 13).await, [8, 10]);
+    let overlapping = ["events.a.*", "events.*.x"];
+    assert_eq!(latest_seqs(&backend, &js, &overlapping, 13).await, [8, 12]);
+    // Below a bound: a subject with later messages gives its latest one below it.
+    assert_eq!(
+        latest_seqs(&backend, &js, &["events.>"], 9).await,
+        [5, 6, 7, 8]
+    );
+    assert_eq!(
+        latest_seqs(&backend, &js, &["events.>"], 7).await,
+        [4, 5, 6]
+    );
+    let below = latest_of(&backend, &js, &two, 9).await;
+    assert_eq!(below[0], (5, "events.c.z".to_owned(), "m5".to_owned()));
+    assert_eq!(below[1], (8, "events.a.x".to_owned(), "m8".to_owned()));
+    assert_eq!(below.len(), 2);
+    assert_eq!(latest_seqs(&backend, &js, &["events.a.*"], 4).await, [1]);
+    assert_eq!(
+        latest_seqs(&backend, &js, &["events.*.y"], 2).await,
+        [0u64; 0]
+    );
+    assert_eq!(
+        latest_seqs(&backend, &js, &["events.a.x"], 1).await,
+        [0u64; 0]
+    );
+    assert_eq!(
+        latest_seqs(&backend, &js, &["events.none"], 13).await,
+        [0u64; 0]
+    );
+    assert_eq!(consumer_count(&js, "EVENTS").await, 0);
+}
+
+#[tokio::test]
+async fn latest_reads_give_each_subjects_last_message_below_the_bound() {
+    let server = start_server().await;
+    check_latest_reads(&server).await;
+}
+
+/// Debian's 2.9 takes one filter per consumer: latest reads of several filters get the last
+/// messages of a wider one, restricted in-process.
+#[tokio::test]
+async fn latest_reads_on_an_old_server_filter_in_process() {
+    let server = start_old_server().await;
+    check_latest_reads(&server).await;
+}
+
+#[tokio::test]
+async fn a_latest_read_of_a_missing_stream_subject_or_a_bad_filter_is_an_api_error() {
+    let server = start_server().await;
+    let (_js, backend) = latest_scene(&server).await;
+    for filters in [["elsewhere.x".to_owned()], ["events..x".to_owned()]] {
+        match backend.read_latest(&filters, 13).await {
+            Err(BackendError::Api(ApiError { status: 400, .. })) => {}
+            Err(other) => panic!("unexpected {other:?}"),
+            Ok(_) => panic!("read {filters:?}"),
+        }
+    }
+}
+
+/// Publishes `rounds` rounds of one message on each of `events.k.<i>` for `i` in
+/// `0..subjects`, pipelined: message `round * subjects + i + 1` is on `events.k.<i>`.
+async fn publish_rounds(js: &jetstream::Context, subjects: u64, rounds: u64) {
+    for round in 0..rounds {
+        let mut acks = Vec::new();
+        for i in 0..subjects {
+            let payload = Bytes::from(format!("r{round}"));
+            acks.push(js.publish(format!("events.k.{i}"), payload).await.unwrap());
+        }
+        for ack in acks {
+            ack.await.expect("stored");
+        }
+    }
+}
+
+/// More subjects than one pull brings, and a bound in the middle of the last round: the
+/// subjects updated at or above it are found again, below it.
+#[tokio::test]
+async fn a_latest_read_of_many_subjects_finds_those_updated_above_the_bound() {
+    let server = start_server().await;
+    let js = operator(&server).await;
+    create_stream(&js, events_stream()).await;
+    publish_rounds(&js, 700, 3).await;
+    let backend = connect(&server, "EVENTS").await;
+    let started = Instant::now();
+    let read = latest_of(&backend, &js, &["events.k.*"], 1800).await;
+    eprintln!(
+        "latest read of 700 subjects, 301 found again: {:?}",
+        started.elapsed()
+    );
+    let seqs: Vec<u64> = read.iter().map(|m| m.0).collect();
+    // Subjects 0..399 were last updated at 1401..1799 (round 2); the others' latest below
+    // 1800 is in round 1, at 1100..1400.
+    assert_eq!(seqs, (1100..1800).collect::<Vec<u64>>());
+    assert!(read[..301].iter().all(|m| m.2 == "r1"), "{:?}", &read[..3]);
+    assert!(read[301..].iter().all(|m| m.2 == "r2"));
+    assert_eq!(read[0].1, "events.k.399");
+    // To the end of the stream.
+    let all = latest_seqs(&backend, &js, &["events.>"], 2101).await;
+    assert_eq!(all, (1401..=2100).collect::<Vec<u64>>());
+}
+
+/// Subjects updated above the bound whose previous messages lie far below it, out of the
+/// window read there: they are looked for one by one.
+async fn check_latest_far_below(server: &NatsServer) {
+    let js = operator(server).await;
+    create_stream(&js, events_stream()).await;
+    let backend = connect(server, "EVENTS").await;
+    // rare.a at 1, 2, 3; rare.b at 4 and 500; rare.c at 5; the rest on events.busy.
+    for subject in ["events.rare.a"; 3] {
+        publish(&backend, subject, "early").await;
+    }
+    publish(&backend, "events.rare.b", "early").await;
+    publish(&backend, "events.rare.c", "early").await;
+    let mut acks = Vec::new();
+    for seq in 6..=1200u64 {
+        let subject = if seq == 500 {
+            "events.rare.b"
+        } else {
+            "events.busy"
+        };
+        acks.push(
+            js.publish(subject, Bytes::from(format!("m{seq}")))
+                .await
+                .unwrap(),
+        );
+    }
+    for ack in acks {
+        ack.await.expect("stored");
+    }
+    // At and above the bound (1201): rare.a, rare.b and rare.new, which has nothing below.
+    for subject in ["events.rare.a", "events.rare.b", "events.rare.new"] {
+        publish(&backend, subject, "late").await;
+    }
+    let read = latest_of(&backend, &js, &["events.rare.*"], 1201).await;
+    let got: Vec<(u64, &str, &str)> = read
+        .iter()
+        .map(|(seq, subject, payload)| (*seq, subject.as_str(), payload.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (3, "events.rare.a", "early"),
+            (5, "events.rare.c", "early"),
+            (500, "events.rare.b", "m500"),
+        ]
+    );
+    let all = latest_seqs(&backend, &js, &["events.>"], 1201).await;
+    assert_eq!(all, [3, 5, 500, 1200]);
+    let two = ["events.rare.a", "events.busy"];
+    assert_eq!(latest_seqs(&backend, &js, &two, 1201).await, [3, 1200]);
+}
+
+#[tokio::test]
+async fn a_latest_read_looks_for_subjects_far_below_the_bound() {
+    let server = start_server().await;
+    check_latest_far_below(&server).await;
+}
+
+#[tokio::test]
+async fn a_latest_read_looks_for_subjects_far_below_the_bound_on_an_old_server() {
+    let server = start_old_server().await;
+    check_latest_far_below(&server).await;
+}
+
+#[tokio::test]
+async fn dropping_a_latest_read_deletes_its_consumers() {
+    let server = start_server().await;
+    let js = operator(&server).await;
+    create_stream(&js, events_stream()).await;
+    publish_rounds(&js, 700, 2).await;
+    let backend = connect(&server, "EVENTS").await;
+    let mut feed = backend
+        .read_latest(&["events.>".to_owned()], 1401)
+        .await
+        .unwrap();
+    let first = take(&mut feed, 3).await;
+    assert_eq!(
+        first.iter().map(|m| m.0).collect::<Vec<_>>(),
+        [701, 702, 703]
+    );
+    assert_eq!(
+        consumer_count(&js, "EVENTS").await,
+        1,
+        "the delivering consumer"
+    );
+    drop(feed);
+    eventually_async("the latest read's consumers are deleted", async || {
+        consumer_count(&js, "EVENTS").await == 0
+    })
+    .await;
+}
+
+/// `recent_start` of `filters` for `recent` up to `upto`; fails unless the stream's consumers
+/// are then all gone.
+async fn recent(
+    backend: &JetStreamBackend,
+    js: &jetstream::Context,
+    filters: &[&str],
+    recent: Recent,
+    upto: u64,
+) -> u64 {
+    let filters: Vec<String> = filters.iter().map(|f| (*f).to_owned()).collect();
+    let start = backend
+        .recent_start(&filters, recent, upto)
+        .await
+        .unwrap_or_else(|err| panic!("recent_start {filters:?} {recent:?}: {err}"));
+    eventually_async("the probing consumers are deleted", async || {
+        consumer_count(js, "EVENTS").await == 0
+    })
+    .await;
+    start
+}
+
+/// What both server versions must answer for the last messages of [`publish_sparse`]'s
+/// stream: `events.user.7` at 7, 27, …, 107 and `events.user.101` at 1, 14, 40, 53, 66, 79,
+/// 92, 105, 118.
+async fn check_recent_last(server: &NatsServer) {
+    let js = operator(server).await;
+    create_stream(&js, events_stream()).await;
+    let backend = connect(server, "EVENTS").await;
+    publish_sparse(&backend).await;
+    let user7 = ["events.user.7"];
+    for (n, start) in [(0, 121), (1, 107), (3, 67), (6, 7), (7, 7), (1000, 7)] {
+        assert_eq!(
+            recent(&backend, &js, &user7, Recent::Last(n), 120).await,
+            start,
+            "Last({n})"
+        );
+    }
+    // Below the end: later messages do not count.
+    assert_eq!(recent(&backend, &js, &user7, Recent::Last(2), 80).await, 47);
+    assert_eq!(recent(&backend, &js, &user7, Recent::Last(1), 67).await, 67);
+    assert_eq!(recent(&backend, &js, &user7, Recent::Last(1), 6).await, 7);
+    assert_eq!(
+        recent(&backend, &js, &["events.nobody"], Recent::Last(5), 120).await,
+        121
+    );
+    for recent in [Recent::Last(1), Recent::Since(jiff::Timestamp::UNIX_EPOCH)] {
+        match backend
+            .recent_start(&["other.x".to_owned()], recent, 120)
+            .await
+        {
+            Err(BackendError::Api(ApiError { status: 400, .. })) => {}
+            other => panic!("a filter outside the stream: {other:?}"),
+        }
+    }
+    // Two filters: 1 7 14 27 40 47 53 66 67 79 87 92 105 107 118.
+    let two = ["events.user.7", "events.user.101"];
+    for (n, start) in [(1, 118), (3, 105), (5, 87), (15, 1), (16, 1)] {
+        assert_eq!(
+            recent(&backend, &js, &two, Recent::Last(n), 120).await,
+            start,
+            "Last({n})"
+        );
+    }
+    assert_eq!(recent(&backend, &js, &two, Recent::Last(2), 100).await, 87);
+    let users = ["events.user.*"];
+    assert_eq!(
+        recent(&backend, &js, &users, Recent::Last(5), 120).await,
+        116
+    );
+    assert_eq!(
+        recent(&backend, &js, &users, Recent::Last(120), 120).await,
+        1
+    );
+    // Overlapping filters, counted through a subset and then read.
+    let overlapping = ["events.user.*", "events.*.7"];
+    publish(&backend, "events.other.7", "m").await;
+    publish(&backend, "events.other.8", "m").await;
+    for (n, start) in [(1, 121), (3, 119), (122, 1)] {
+        let got = recent(&backend, &js, &overlapping, Recent::Last(n), 122).await;
+        assert_eq!(got, start, "Last({n})");
+    }
+    assert_eq!(
+        recent(&backend, &js, &overlapping, Recent::Last(2), 110).await,
+        109
+    );
+}
+
+#[tokio::test]
+async fn recent_start_finds_the_first_of_the_last_messages() {
+    let server = start_server().await;
+    check_recent_last(&server).await;
+}
+
+#[tokio::test]
+async fn recent_start_finds_the_first_of_the_last_messages_on_an_old_server() {
+    let server = start_old_server().await;
+    check_recent_last(&server).await;
+}
+
+/// What both server versions must answer for messages stored since a time.
+async fn check_recent_since(server: &NatsServer) {
+    let js = operator(server).await;
+    create_stream(&js, events_stream()).await;
+    let backend = connect(server, "EVENTS").await;
+    let before = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(3600);
+    for subject in ["events.a", "events.b", "events.a"] {
+        publish(&backend, subject, "early").await;
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let middle = jiff::Timestamp::now();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    // 4, 5, 6, 7
+    for subject in ["events.c", "events.b", "events.a", "events.b"] {
+        publish(&backend, subject, "late").await;
+    }
+    let after = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3600);
+    let since = |time| Recent::Since(time);
+    assert_eq!(
+        recent(&backend, &js, &["events.>"], since(before), 7).await,
+        1
+    );
+    assert_eq!(
+        recent(&backend, &js, &["events.b"], since(before), 7).await,
+        2
+    );
+    assert_eq!(
+        recent(&backend, &js, &["events.>"], since(middle), 7).await,
+        4
+    );
+    assert_eq!(
+        recent(&backend, &js, &["events.a"], since(middle), 7).await,
+        6
+    );
+    let two = ["events.a", "events.b"];
+    assert_eq!(recent(&backend, &js, &two, since(middle), 7).await, 5);
+    assert_eq!(recent(&backend, &js, &two, since(before), 7).await, 1);
+    assert_eq!(
+        recent(&backend, &js, &["events.>"], since(after), 7).await,
+        8
+    );
+    assert_eq!(
+        recent(&backend, &js, &["events.x"], since(before), 7).await,
+        8
+    );
+    // Later messages do not count.
+    assert_eq!(
+        recent(&backend, &js, &["events.a"], since(middle), 5).await,
+        6
+    );
+    assert_eq!(
+        recent(&backend, &js, &["events.>"], since(middle), 3).await,
+        4
+    );
+}
+
+#[tokio::test]
+async fn recent_start_since_a_time() {
+    let server = start_server().await;
+    check_recent_since(&server).await;
+}
+
+#[tokio::test]
+async fn recent_start_since_a_time_on_an_old_server() {
+    let server = start_old_server().await;
+    check_recent_since(&server).await;
 }

@@ -42,6 +42,43 @@ impl RecordSource {
         }
     }
 
+    /// The bytes of each of `sources`, in order, reading a run of records that lie close
+    /// together in one block file with one system call (at most [`RUN_MAX_BYTES`] at once).
+    /// A run whose read fails is read again record by record, so each record gets its own
+    /// answer.
+    pub fn fetch_all(sources: Vec<RecordSource>) -> Vec<Result<Vec<u8>>> {
+        let mut out = Vec::with_capacity(sources.len());
+        let mut sources = sources.into_iter().peekable();
+        while let Some(first) = sources.next() {
+            let RecordSource::File { file, path, loc } = first else {
+                out.push(first.fetch());
+                continue;
+            };
+            let mut run = vec![loc];
+            while let Some(RecordSource::File {
+                file: next,
+                loc: at,
+                ..
+            }) = sources.peek()
+                && Arc::ptr_eq(next, &file)
+                && continues_run(&run, *at)
+            {
+                run.push(*at);
+                sources.next();
+            }
+            out.extend(read_run(&file, &path, &run));
+        }
+        out
+    }
+
+    /// How many bytes the record takes.
+    pub fn len(&self) -> usize {
+        match self {
+            RecordSource::Bytes(b) => b.len(),
+            RecordSource::File { loc, .. } => loc.len as usize,
+        }
+    }
+
     /// The file holding it (empty for memory).
     pub fn path(&self) -> PathBuf {
         match self {
@@ -49,6 +86,50 @@ impl RecordSource {
             RecordSource::Bytes(_) => PathBuf::new(),
         }
     }
+}
+
+/// The most bytes one read of a run of records takes.
+const RUN_MAX_BYTES: u64 = 1 << 20;
+
+/// The most bytes of other records a run reads over between two it wants.
+const RUN_MAX_GAP: u64 = 4096;
+
+/// Whether the record at `at` extends `run` (records of one file, ascending): it starts after
+/// the run's last one, close to it, and the run stays within [`RUN_MAX_BYTES`].
+fn continues_run(run: &[Loc], at: Loc) -> bool {
+    let (first, last) = (run[0], run[run.len() - 1]);
+    let end = u64::from(last.offset) + u64::from(last.len);
+    let start = u64::from(at.offset);
+    start >= end
+        && start - end <= RUN_MAX_GAP
+        && start + u64::from(at.len) - u64::from(first.offset) <= RUN_MAX_BYTES
+}
+
+/// The records of `run` (ascending, in `file`), read with one call; each again alone when that
+/// fails.
+fn read_run(file: &File, path: &Path, run: &[Loc]) -> Vec<Result<Vec<u8>>> {
+    let single = |loc: &Loc| {
+        let mut buf = vec![0; loc.len as usize];
+        file.read_exact_at(&mut buf, u64::from(loc.offset))
+            .map_err(StoreError::io(path))
+            .map(|()| buf)
+    };
+    let (first, last) = (run[0], run[run.len() - 1]);
+    let span = (u64::from(last.offset) + u64::from(last.len) - u64::from(first.offset)) as usize;
+    let mut buf = vec![0; span];
+    if run.len() == 1
+        || file
+            .read_exact_at(&mut buf, u64::from(first.offset))
+            .is_err()
+    {
+        return run.iter().map(single).collect();
+    }
+    run.iter()
+        .map(|loc| {
+            let at = (loc.offset - first.offset) as usize;
+            Ok(buf[at..at + loc.len as usize].to_vec())
+        })
+        .collect()
 }
 
 /// Where a record lives.

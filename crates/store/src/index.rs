@@ -287,6 +287,7 @@ fn decode_subjects(r: &mut Reader<'_>, table: &mut Table) -> Result<(), FileDeco
             count: v[0],
             first_block: block(v[1])?,
             last_block: block(v[2])?,
+            last_seq: 0,
         };
         if summary.count == 0 || summary.first_block > summary.last_block {
             return Err(bad("subject summary"));

@@ -35,6 +35,7 @@ mod persist;
 mod proto;
 mod purge;
 mod ranges;
+mod recent;
 mod record;
 mod recovery;
 mod removals;

@@ -6,7 +6,7 @@ use futures::Stream;
 use crate::error::{Result, StoreError};
 use crate::losses::{LossCause, Lost};
 use crate::proto::FilterSet;
-use crate::state::Next;
+use crate::state::{Next, PendingRead};
 use crate::stream::StreamHandle;
 use crate::types::{Delivery, StoredMessage};
 use crate::writer::Shared;
@@ -123,32 +123,47 @@ fn read_next(
         st.next_matching(from, until, filter, tell_removed)?
     };
     Ok(match next {
-        Some(Next::Read(pending)) => Some(match (pending.seq(), pending.finish()) {
-            (_, Ok(m)) => Delivery::Message(m),
-            (_, Err(StoreError::Corrupt { seq, path })) => {
-                tracing::error!(stream = %shared.name, seq, path = %path.display(), "damaged record: reported to the reader as lost");
-                Delivery::Lost(Lost {
-                    first: seq,
-                    last: seq,
-                    cause: LossCause::Damaged,
-                })
-            }
-            // The disk failed to read the record: its bytes may be intact, so no loss is
-            // remembered, but this reader cannot have it now.
-            (seq, Err(StoreError::Io { path, source }))
-                if crate::fsutil::is_disk_failure(&source) =>
-            {
-                tracing::error!(stream = %shared.name, seq, path = %path.display(), error = %source, "reading a record failed: reported to the reader as damaged");
-                Delivery::Lost(Lost {
-                    first: seq,
-                    last: seq,
-                    cause: LossCause::Damaged,
-                })
-            }
-            (_, Err(e)) => return Err(e),
-        }),
+        Some(Next::Read(pending)) => Some(read_pending(shared, pending)?),
         Some(Next::Lost(lost)) => Some(Delivery::Lost(lost)),
         Some(Next::Removed(removed)) => Some(Delivery::Removed(removed)),
         None => None,
+    })
+}
+
+/// Reads a located message: the message, or — for a record found damaged only now (it changed
+/// on disk after its block was read), or one the disk failed to read — a lost position of its
+/// own.
+pub(crate) fn read_pending(shared: &Shared, pending: PendingRead) -> Result<Delivery> {
+    delivery_of(shared, pending.seq(), pending.finish())
+}
+
+/// What a reader is given for the message at `seq`, read as `read`: the message, or a lost
+/// position for a damaged record or one the disk failed to read.
+pub(crate) fn delivery_of(
+    shared: &Shared,
+    seq: u64,
+    read: Result<StoredMessage>,
+) -> Result<Delivery> {
+    Ok(match (seq, read) {
+        (_, Ok(m)) => Delivery::Message(m),
+        (_, Err(StoreError::Corrupt { seq, path })) => {
+            tracing::error!(stream = %shared.name, seq, path = %path.display(), "damaged record: reported to the reader as lost");
+            Delivery::Lost(Lost {
+                first: seq,
+                last: seq,
+                cause: LossCause::Damaged,
+            })
+        }
+        // The disk failed to read the record: its bytes may be intact, so no loss is
+        // remembered, but this reader cannot have it now.
+        (seq, Err(StoreError::Io { path, source })) if crate::fsutil::is_disk_failure(&source) => {
+            tracing::error!(stream = %shared.name, seq, path = %path.display(), error = %source, "reading a record failed: reported to the reader as damaged");
+            Delivery::Lost(Lost {
+                first: seq,
+                last: seq,
+                cause: LossCause::Damaged,
+            })
+        }
+        (_, Err(e)) => return Err(e),
     })
 }

@@ -24,8 +24,8 @@ use sluice_store::{
 use super::error::stream_not_found;
 use super::{
     Backend, BackendError, BackendMessage, Delivery, Health, LostRange, MessageStream, PublishAck,
-    PublishRequest, PurgeOptions, RemovedRange, Retained, StreamAdmin, StreamReport, StreamState,
-    StreamStatistics, StreamStats, Unavailable, sequential,
+    PublishRequest, PurgeOptions, Recent, RemovedRange, Retained, StreamAdmin, StreamReport,
+    StreamState, StreamStatistics, StreamStats, Unavailable, sequential,
 };
 use sluice_protocol::config_duration;
 
@@ -365,6 +365,34 @@ impl Backend for EmbeddedBackend {
         Ok(stream
             .map(|item| item.map(convert).map_err(BackendError::from))
             .boxed())
+    }
+
+    async fn read_latest(
+        &self,
+        filters: &[String],
+        until: u64,
+    ) -> Result<MessageStream, BackendError> {
+        let filters = FilterSet::new(filters.iter().cloned())
+            .map_err(|err| ApiError::bad_request().described(err.to_string()))?;
+        let read = self.handle()?.read_latest(until, filters);
+        let read = read.map(|item| item.map(convert).map_err(BackendError::from));
+        Ok(futures::stream::iter(read).boxed())
+    }
+
+    async fn recent_start(
+        &self,
+        filters: &[String],
+        recent: Recent,
+        upto: u64,
+    ) -> Result<u64, BackendError> {
+        let filters = FilterSet::new(filters.iter().cloned())
+            .map_err(|err| ApiError::bad_request().described(err.to_string()))?;
+        let handle = self.handle()?;
+        let start = match recent {
+            Recent::Last(n) => handle.last_n_start(&filters, n, upto)?,
+            Recent::Since(time) => handle.first_stored_since(time)?,
+        };
+        Ok(start.min(upto.saturating_add(1)))
     }
 
     async fn health(&self) -> Health {

@@ -135,19 +135,22 @@ fn common_filter(filters: &[String]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use proptest::strategy::Strategy;
 
     use super::*;
 
-    fn plan(filters: &[&str], version: ServerVersion) -> FilterPlan {
+    /// The plan of `filters` on a server of `version`.
+    pub(in crate::jetstream) fn plan(filters: &[&str], version: ServerVersion) -> FilterPlan {
         let filters: Vec<String> = filters.iter().map(|f| (*f).to_owned()).collect();
         FilterPlan::new(&filters, version).unwrap()
     }
 
-    const NEW: ServerVersion = ServerVersion(2, 15, 1);
+    /// A server with multi-filter consumers.
+    pub(in crate::jetstream) const NEW: ServerVersion = ServerVersion(2, 15, 1);
     const SKIPPING: ServerVersion = ServerVersion(2, 14, 6);
-    const OLD: ServerVersion = ServerVersion(2, 9, 10);
+    /// Debian's, without them.
+    pub(in crate::jetstream) const OLD: ServerVersion = ServerVersion(2, 9, 10);
 
     #[test]
     fn versions_parse_leniently() {

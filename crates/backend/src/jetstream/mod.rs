@@ -14,7 +14,9 @@ mod error;
 mod filters;
 mod info;
 mod known;
+mod latest;
 mod publish;
+mod recent;
 mod removals;
 mod stats;
 mod subscribe;
@@ -38,7 +40,7 @@ use info::StreamFacts;
 use known::{Known, KnownStream};
 
 use crate::{
-    Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, PurgeOptions,
+    Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, PurgeOptions, Recent,
     StreamAdmin, StreamReport, StreamState, StreamStatistics, StreamStats, Unavailable,
 };
 
@@ -300,6 +302,23 @@ impl Backend for JetStreamBackend {
         until: u64,
     ) -> Result<MessageStream, BackendError> {
         subscribe::subscribe(self.shared.clone(), filters, start, Some(until)).await
+    }
+
+    async fn read_latest(
+        &self,
+        filters: &[String],
+        until: u64,
+    ) -> Result<MessageStream, BackendError> {
+        latest::read_latest(self.shared.clone(), filters, until).await
+    }
+
+    async fn recent_start(
+        &self,
+        filters: &[String],
+        recent: Recent,
+        upto: u64,
+    ) -> Result<u64, BackendError> {
+        recent::recent_start(&self.shared, filters, recent, upto).await
     }
 
     async fn health(&self) -> Health {

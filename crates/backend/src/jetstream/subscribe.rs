@@ -24,6 +24,17 @@
 //! disconnect are gone, so the feed never trusts a consumer that lived through one. Nothing
 //! runs in the background once the feed is dropped: the pull task stops with it and the
 //! consumer is deleted (bounded by the request timeout).
+//!
+//! A feed may instead deliver the last message of each subject ([`Deliver::LatestPerSubject`], for
+//! [`Backend::read_latest`](crate::Backend::read_latest)): its consumers are created with
+//! JetStream's `last_per_subject` policy (with `>` for a plan without a server filter: servers
+//! refuse the policy without one), which sends the list of last messages it drew up at its
+//! creation, in sequence order, then every message stored since. The consumer's count of pending
+//! messages is that list's length at creation and falls to 0 with its last entry (counting messages
+//! stored since as well; checked on nats-server 2.9 and 2.15), so such a feed ends as a bounded
+//! read does, or once the consumer delivered as many messages as the count it was created with. It
+//! tells no removal (what it passes over is intentionally passed over), and a lost consumer is
+//! created again the same way, its messages before the next position skipped.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -39,7 +50,7 @@ use tokio::time::Instant;
 use super::Shared;
 use super::error::{api_error, bounded, from_nats, is_permanent};
 use super::filters::{FilterPlan, ServerVersion};
-use super::info;
+use super::info::{self, StreamFacts};
 use super::publish::from_nats_headers;
 use super::removals;
 use crate::{
@@ -61,6 +72,16 @@ const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(50);
 /// The longest pause between recovery attempts.
 const MAX_RETRY_PAUSE: Duration = Duration::from_secs(2);
 
+/// What a feed's consumers deliver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Deliver {
+    /// Every message from the feed's next position: subscriptions and bounded reads.
+    Range,
+    /// The last message of each subject as the consumer finds it at its creation, in sequence
+    /// order, then the messages stored since: latest reads.
+    LatestPerSubject,
+}
+
 /// Opens a feed of every message matching `filters` from stream sequence `start`; with `until`,
 /// one that ends once every position below `until` is accounted for.
 pub(super) async fn subscribe(
@@ -68,6 +89,20 @@ pub(super) async fn subscribe(
     filters: &[String],
     start: u64,
     until: Option<u64>,
+) -> Result<MessageStream, BackendError> {
+    open_feed(shared, filters, start, until, Deliver::Range, false).await
+}
+
+/// Opens a feed of what `deliver` says of the messages matching `filters`, from stream sequence
+/// `start` (`until` as for [`subscribe`]); with `headers_only`, its messages come without their
+/// payload (the server's `Nats-Msg-Size` header says how large it was).
+pub(super) async fn open_feed(
+    shared: Arc<Shared>,
+    filters: &[String],
+    start: u64,
+    until: Option<u64>,
+    deliver: Deliver,
+    headers_only: bool,
 ) -> Result<MessageStream, BackendError> {
     let version = ServerVersion::parse(&shared.client.server_info().version);
     let plan = FilterPlan::new(filters, version)?;
@@ -87,6 +122,8 @@ pub(super) async fn subscribe(
         shared,
         plan,
         filters,
+        deliver,
+        headers_only,
         incarnation: 0,
         next_seq: start.max(1),
         told_to: start.max(1),
@@ -114,6 +151,10 @@ pub(super) async fn subscribe(
 struct Feed {
     shared: Arc<Shared>,
     plan: FilterPlan,
+    /// What its consumers deliver.
+    deliver: Deliver,
+    /// Whether its consumers send headers only.
+    headers_only: bool,
     /// The stream incarnation the feed started on (read by the first opening); a recreated
     /// stream ends the feed.
     incarnation: u64,
@@ -305,6 +346,9 @@ impl Feed {
     /// What the reader is told of the positions it skips before `before`: the removals this
     /// hub made there that its filters match, if any.
     fn removed_before(&mut self, before: u64) -> Option<RemovedRange> {
+        if self.deliver == Deliver::LatestPerSubject {
+            return None;
+        }
         let upto = before.checked_sub(1)?;
         let removed = self.shared.removals.told(
             self.incarnation,
@@ -324,6 +368,10 @@ impl Feed {
     /// leaves nothing pending.
     async fn removed_at_end(&mut self) -> Option<RemovedRange> {
         self.at_end = false;
+        if self.deliver == Deliver::LatestPerSubject {
+            self.removals_untold = false;
+            return None;
+        }
         let current = self.current.as_ref()?;
         let (shared, limit) = (&self.shared, self.shared.config.request_timeout);
         let last = shared.read_stream(limit).await.ok()?.state.last_seq;
@@ -365,6 +413,7 @@ impl Feed {
         &mut self,
         message: &async_nats::jetstream::Message,
     ) -> Result<Option<BackendMessage>, (Loss, String)> {
+        let latest = self.deliver == Deliver::LatestPerSubject;
         let current = self
             .current
             .as_mut()
@@ -382,7 +431,9 @@ impl Feed {
             ));
         }
         current.delivered = delivery.consumer_sequence;
-        if self.until.is_some() && delivery.pending == 0 {
+        // A latest read's consumer has sent its whole list once it sent as many messages.
+        let listed = latest && current.delivered >= current.listed;
+        if self.until.is_some() && (delivery.pending == 0 || listed) {
             self.drained = true;
         }
         self.at_end = delivery.pending == 0;
@@ -511,8 +562,10 @@ impl Feed {
             }
             // The caller planned the first position; a gap that opened while recovering must
             // not pass unnoticed: the feed ends and the caller, resuming from `next_seq`,
-            // sees and reports the loss.
-            Opening::Recovery if state.first_seq > self.next_seq => {
+            // sees and reports the loss. A latest read passes over what went.
+            Opening::Recovery
+                if self.deliver == Deliver::Range && state.first_seq > self.next_seq =>
+            {
                 return Err(BackendError::Dropped {
                     stream: self.shared.config.stream.clone(),
                     first: self.next_seq,
@@ -532,23 +585,7 @@ impl Feed {
         self.reconnects.borrow_and_update();
         let facts = shared.read_stream(limit).await?;
         self.check_opening(opening, &facts.state)?;
-        let inactive_threshold = facts
-            .inactive_threshold_limit
-            .map_or(INACTIVE_THRESHOLD, |limit| limit.min(INACTIVE_THRESHOLD));
-        let config = pull::Config {
-            description: Some("sluice feed".to_owned()),
-            deliver_policy: match self.next_seq {
-                0 | 1 => DeliverPolicy::All,
-                start_sequence => DeliverPolicy::ByStartSequence { start_sequence },
-            },
-            ack_policy: AckPolicy::None,
-            filter_subject: self.plan.filter_subject.clone(),
-            filter_subjects: self.plan.filter_subjects.clone(),
-            inactive_threshold,
-            num_replicas: 1,
-            memory_storage: true,
-            ..Default::default()
-        };
+        let config = self.consumer_config(&facts);
         let what = format!("creating a consumer on stream {stream:?}");
         // IMPORTANT: in a task of its own, so that a feed dropped while the request is on its
         // way (a stream ending at shutdown) cannot leave a consumer on the server that is not
@@ -557,7 +594,8 @@ impl Feed {
             .await
             .map_err(|_| BackendError::from(Unavailable::ConnectionClosed))??;
         let name = consumer.cached_info().name.clone();
-        if self.until.is_some() && consumer.cached_info().num_pending == 0 {
+        let listed = consumer.cached_info().num_pending;
+        if self.until.is_some() && listed == 0 {
             self.drained = true;
         }
         let cleanup = ConsumerCleanup {
@@ -591,9 +629,89 @@ impl Feed {
             messages,
             name,
             delivered: 0,
+            listed,
             _cleanup: cleanup,
         })
     }
+
+    /// The configuration of the feed's next consumer, on a stream described by `facts`.
+    fn consumer_config(&self, facts: &StreamFacts) -> pull::Config {
+        let (deliver_policy, filter_subject) = match self.deliver {
+            Deliver::Range => (
+                match self.next_seq {
+                    0 | 1 => DeliverPolicy::All,
+                    start_sequence => DeliverPolicy::ByStartSequence { start_sequence },
+                },
+                self.plan.filter_subject.clone(),
+            ),
+            // The server refuses `last_per_subject` without a filter (2.9 and 2.15 alike).
+            Deliver::LatestPerSubject
+                if self.plan.filter_subject.is_empty() && self.plan.filter_subjects.is_empty() =>
+            {
+                (DeliverPolicy::LastPerSubject, ">".to_owned())
+            }
+            Deliver::LatestPerSubject => (
+                DeliverPolicy::LastPerSubject,
+                self.plan.filter_subject.clone(),
+            ),
+        };
+        pull::Config {
+            description: Some(
+                match self.deliver {
+                    Deliver::Range => "sluice feed",
+                    Deliver::LatestPerSubject => "sluice latest read",
+                }
+                .to_owned(),
+            ),
+            deliver_policy,
+            filter_subject,
+            filter_subjects: self.plan.filter_subjects.clone(),
+            headers_only: self.headers_only,
+            ..short_lived_config(facts)
+        }
+    }
+}
+
+/// What every consumer sluice creates has in common: unacknowledged, in memory, one replica,
+/// deleted by the server once idle for [`INACTIVE_THRESHOLD`] (or the stream's shorter limit)
+/// should sluice fail to delete it.
+pub(super) fn short_lived_config(facts: &StreamFacts) -> pull::Config {
+    pull::Config {
+        ack_policy: AckPolicy::None,
+        inactive_threshold: facts
+            .inactive_threshold_limit
+            .map_or(INACTIVE_THRESHOLD, |limit| limit.min(INACTIVE_THRESHOLD)),
+        num_replicas: 1,
+        memory_storage: true,
+        ..Default::default()
+    }
+}
+
+/// A consumer made for one question (a count, a first position), deleted when dropped.
+pub(super) struct Probe {
+    /// The consumer, as its creation answered.
+    pub consumer: Consumer<pull::Config>,
+    _cleanup: ConsumerCleanup,
+}
+
+/// Creates a [`Probe`] with `config`; `what` names the request in errors.
+pub(super) async fn probe(
+    shared: &Arc<Shared>,
+    config: pull::Config,
+    what: String,
+) -> Result<Probe, BackendError> {
+    // In a task of its own, as in `Feed::open`: a dropped caller leaves no unregistered consumer.
+    let consumer = tokio::spawn(create_registered(shared.clone(), config, what))
+        .await
+        .map_err(|_| BackendError::from(Unavailable::ConnectionClosed))??;
+    let cleanup = ConsumerCleanup {
+        shared: shared.clone(),
+        name: consumer.cached_info().name.clone(),
+    };
+    Ok(Probe {
+        consumer,
+        _cleanup: cleanup,
+    })
 }
 
 /// Creates a consumer on the served stream with `config` and registers it, unless the backend
@@ -633,6 +751,8 @@ struct LiveConsumer {
     name: String,
     /// The last delivery (consumer) sequence seen; deliveries must follow without a gap.
     delivered: u64,
+    /// The messages pending when it was created: for a latest read, its list's length.
+    listed: u64,
     _cleanup: ConsumerCleanup,
 }
 

@@ -7,6 +7,7 @@
 mod block_entry;
 mod load;
 mod msg_meta;
+mod recent;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -32,6 +33,9 @@ pub struct SubjectSummary {
     pub first_block: u32,
     /// Highest block that may hold it.
     pub last_block: u32,
+    /// Its last live sequence, when known (0: not known — a table opened from index.db
+    /// learns it on first need, [`Table::latest_known`]); not saved.
+    pub last_seq: u64,
 }
 
 /// The stream's message table.
@@ -282,17 +286,23 @@ impl Table {
         let id = meta.loc.block;
         self.count += 1;
         self.bytes += meta.loc.len as u64;
+        // Above the stream's last sequence, it is certainly its subject's last one.
+        let newest = seq > self.last_seq;
         match self.subjects.get_mut(&meta.subject) {
             Some(s) => {
                 s.count += 1;
                 s.first_block = s.first_block.min(id);
                 s.last_block = s.last_block.max(id);
+                if newest || (s.last_seq != 0 && seq > s.last_seq) {
+                    s.last_seq = seq;
+                }
             }
             None => {
                 let summary = SubjectSummary {
                     count: 1,
                     first_block: id,
                     last_block: id,
+                    last_seq: seq,
                 };
                 self.subjects.insert(meta.subject.clone(), summary);
             }
@@ -321,6 +331,9 @@ impl Table {
         self.bytes -= meta.loc.len as u64;
         if let Some(s) = self.subjects.get_mut(&meta.subject) {
             s.count -= 1;
+            if s.last_seq == seq {
+                s.last_seq = 0;
+            }
             if s.count == 0 {
                 self.subjects.remove(&meta.subject);
             }
