@@ -58,6 +58,11 @@ pub struct Config {
     /// The key the publishers sign their Mercure tokens with (`HS256`, the hub's
     /// `mercure.publisher_jwt_key`): required with [`Hub::Mercure`], refused with any other.
     pub mercure_publisher_key: Option<PublisherKey>,
+    /// Where each client's stream starts, as the `from=` of its `/events` URL (the hub judges
+    /// it): `latest`, `last:<N>`, `since:<RFC 3339 time or duration>`, `earliest` or `live`;
+    /// `None` starts live. The retained messages a client gets before the run's own are
+    /// counted as replayed, not as foreign. Only with [`Hub::Sluice`].
+    pub from: Option<String>,
 }
 
 impl Config {
@@ -97,6 +102,9 @@ impl Config {
                 bail!("--mercure-publisher-key is for --target mercure")
             }
             _ => {}
+        }
+        if self.from.is_some() && self.hub != Hub::Sluice {
+            bail!("--from is for --target sluice");
         }
         if self.hub == Hub::Nchan && !self.topics.is_multiple_of(self.publishers) {
             bail!(
@@ -150,6 +158,7 @@ mod tests {
             source_addresses: 1,
             topic_prefix: "bench".to_owned(),
             mercure_publisher_key: None,
+            from: None,
         }
     }
 
@@ -299,5 +308,22 @@ mod tests {
         let err = stray.check().unwrap_err().to_string();
         assert_eq!(err, "--mercure-publisher-key is for --target mercure");
         assert!(!format!("{mercure:?}").contains("secret"));
+    }
+
+    #[test]
+    fn a_start_option_is_for_sluice_only() {
+        let from = Some("latest".to_owned());
+        let sluice = Config {
+            from: from.clone(),
+            ..config()
+        };
+        assert!(sluice.check().is_ok());
+        let nchan = Config {
+            hub: Hub::Nchan,
+            from,
+            ..config()
+        };
+        let err = nchan.check().unwrap_err().to_string();
+        assert_eq!(err, "--from is for --target sluice");
     }
 }

@@ -63,6 +63,8 @@ pub struct Load {
     pub publishers: u64,
     /// Loopback addresses the clients connected from (1: wherever the kernel picked).
     pub source_addresses: u64,
+    /// Where each client's stream started (`--from`, the hub's `from=`); `null`: live.
+    pub from: Option<String>,
 }
 
 /// How subscribing went.
@@ -108,6 +110,9 @@ pub struct Delivery {
     pub out_of_order: u64,
     /// Messages that were not this run's (other publishers, other topics).
     pub foreign: u64,
+    /// Retained messages the clients' start option (`--from`) replayed before the run's own
+    /// (neither received nor foreign).
+    pub replayed: u64,
     /// `gap` frames.
     pub gaps: u64,
     /// Streams that ended during the run.
@@ -296,6 +301,13 @@ impl Report {
             "deliver   {} of {} expected events received ({} missing, {} out of order, {} foreign), drained in {:.2} s",
             d.received, d.expected, d.missing, d.out_of_order, d.foreign, d.drain_seconds
         )?;
+        if let Some(from) = &load.from {
+            writeln!(
+                out,
+                "          {} retained events replayed first (--from {from})",
+                d.replayed
+            )?;
+        }
         writeln!(out, "          {:.0} events/s delivered", d.events_per_sec)?;
         writeln!(
             out,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use hyper::header::HeaderValue;
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
@@ -84,6 +85,10 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
         topic_names,
         payload: PayloadShape::new(usize::try_from(config.payload_bytes).unwrap_or(usize::MAX)),
         authorization,
+        from: config
+            .from
+            .as_deref()
+            .map(|from| utf8_percent_encode(from, NON_ALPHANUMERIC).to_string()),
     });
     progress(format_args!(
         "sluice bench: open-file limit {open_files}; connecting {} clients at {}/s to {} over {} ({connections} connections)",
@@ -157,6 +162,7 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
         missing: expected.saturating_sub(received),
         out_of_order: Stats::get(&stats.out_of_order),
         foreign: Stats::get(&stats.foreign),
+        replayed: Stats::get(&stats.replayed),
         gaps: Stats::get(&stats.gaps),
         disconnects: Stats::get(&stats.disconnects),
         protocol_errors: Stats::get(&stats.protocol_errors),
@@ -207,6 +213,7 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
             payload_bytes: config.payload_bytes,
             publishers: config.publishers,
             source_addresses: config.source_addresses,
+            from: config.from.clone(),
         },
         connect,
         publish: Publish {

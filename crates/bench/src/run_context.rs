@@ -23,4 +23,17 @@ pub(crate) struct Run {
     pub(crate) payload: PayloadShape,
     /// The publishers' `Authorization` (a Mercure publisher's token), marked sensitive.
     pub(crate) authorization: Option<HeaderValue>,
+    /// The clients' start option ([`Config::from`](crate::Config::from)), percent-encoded.
+    pub(crate) from: Option<String>,
+}
+
+impl Run {
+    /// The path and query of client subscriptions to topic number `topic`.
+    pub(crate) fn events_path(&self, topic: usize) -> String {
+        let path = self.hub.events_path(&self.topic_names[topic]);
+        match &self.from {
+            Some(from) => format!("{path}&from={from}"),
+            None => path,
+        }
+    }
 }

@@ -52,6 +52,8 @@ pub struct Stats {
     pub out_of_order: AtomicU64,
     /// `message` frames that were not this run's messages for the client's topic.
     pub foreign: AtomicU64,
+    /// Retained messages a client's start option (`--from`) replayed before the run's own.
+    pub replayed: AtomicU64,
     /// When the last message of this run arrived, in microseconds since `start`.
     last_receive_us: AtomicU64,
     /// The first error of each kind, for the report.
@@ -78,6 +80,7 @@ impl Stats {
             received: AtomicU64::new(0),
             out_of_order: AtomicU64::new(0),
             foreign: AtomicU64::new(0),
+            replayed: AtomicU64::new(0),
             last_receive_us: AtomicU64::new(0),
             first_errors: Mutex::new(Vec::new()),
             latency: (0..shards()).map(|_| Mutex::new(new_histogram())).collect(),

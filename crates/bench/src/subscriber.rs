@@ -4,7 +4,8 @@
 //! A client takes part in the run only if it is subscribed before publishing begins (its
 //! `connected` frame arrived; for nchan, its response head); then every message published on
 //! its topic must reach it exactly once, in stream order. Anything else is counted: connect
-//! errors, disconnects, gap frames, frames out of order, and messages that are not this run's.
+//! errors, disconnects, gap frames, frames out of order, and messages that are not this run's
+//! (but those a start option replays ahead of the run's own are counted as replayed).
 
 use std::borrow::Cow;
 use std::net::IpAddr;
@@ -77,11 +78,12 @@ pub async fn subscribe(
             clean: true,
         },
         last: None,
+        replaying: run.from.is_some(),
         latencies: Vec::new(),
     };
     let stats = &run.stats;
     let deadline = Instant::now() + CONNECT_TIMEOUT;
-    let path = run.hub.events_path(&run.topic_names[topic]);
+    let path = run.events_path(topic);
     let multiplex = run.multiplex.as_ref();
     let open = EventStream::open(&run.target, multiplex, client.client, source, &path);
     let opened = tokio::time::timeout_at(deadline, open).await;
@@ -178,6 +180,9 @@ struct Client<'a> {
     /// The position of the last event: the stream sequence in its id (the `connected`
     /// frame's at first), or for nchan the message's `n` (none before the first message).
     last: Option<u64>,
+    /// Whether messages that are not this run's are still the retained ones its start option
+    /// replays: until the first of the run's own arrives.
+    replaying: bool,
     /// Latencies of the current chunk's messages, recorded together.
     latencies: Vec<u64>,
 }
@@ -248,9 +253,11 @@ impl Client<'_> {
         }
         match message.filter(|_| position.is_some()) {
             Some(message) => {
+                self.replaying = false;
                 self.outcome.received += 1;
                 self.latencies.push(now.saturating_sub(message.sent_us));
             }
+            None if self.replaying => bump(&stats.replayed),
             None => {
                 self.outcome.clean = false;
                 stats.error(&stats.foreign, "foreign message", || {
@@ -346,6 +353,7 @@ mod tests {
             topic_names: vec!["bench.0".to_owned()],
             payload: PayloadShape::new(0),
             authorization: None,
+            from: None,
         }
     }
 
@@ -360,6 +368,7 @@ mod tests {
                 clean: true,
             },
             last: None,
+            replaying: run.from.is_some(),
             latencies: Vec::new(),
         }
     }
@@ -467,6 +476,49 @@ mod tests {
             client.handle(unordered.view(), Phase::Publishing, 25),
             Err(Stop::Broken(_))
         ));
+    }
+
+    #[test]
+    fn retained_messages_a_start_option_replays_before_the_runs_own_are_not_foreign() {
+        let run = Run {
+            from: Some("latest".to_owned()),
+            ..run_of(Hub::Sluice)
+        };
+        assert_eq!(run.events_path(0), "/events?topic=bench.0&from=latest");
+        let mut client = client_of(&run);
+        let connected = Frame::data("{}").with_event("connected").with_id("1-18c3");
+        assert!(
+            client
+                .handle(connected.view(), Phase::Connecting, 0)
+                .is_ok()
+        );
+        let hub_layout = |n| published(n).replace("}}", r#"},"time":"2026-12-01T18:00:00Z"}"#);
+        let earlier = hub_layout(1).replace(RUN, "fedcba9876543210");
+        feed(&mut client, &Frame::data(earlier.clone()).with_id("2-18c3"));
+        let plain = r#"{"topic":"bench.0","payload":"state","time":"2026-12-01T18:00:00Z"}"#;
+        feed(&mut client, &Frame::data(plain).with_id("4-18c3"));
+        assert_eq!(count(&run.stats.replayed), 2);
+        feed(&mut client, &Frame::data(hub_layout(0)).with_id("5-18c3"));
+        assert_eq!(client.outcome.received, 1);
+        // After the run's own, a message of another run is foreign again.
+        feed(&mut client, &Frame::data(earlier).with_id("6-18c3"));
+        assert_eq!(count(&run.stats.replayed), 2);
+        assert_eq!(count(&run.stats.foreign), 1);
+        assert!(!client.outcome.clean);
+
+        // Without a start option nothing is replayed: the same message is foreign at once.
+        let run = run_of(Hub::Sluice);
+        assert_eq!(run.events_path(0), "/events?topic=bench.0");
+        let mut client = client_of(&run);
+        assert!(
+            client
+                .handle(connected.view(), Phase::Connecting, 0)
+                .is_ok()
+        );
+        let earlier = hub_layout(1).replace(RUN, "fedcba9876543210");
+        feed(&mut client, &Frame::data(earlier).with_id("2-18c3"));
+        assert_eq!(count(&run.stats.foreign), 1);
+        assert_eq!(count(&run.stats.replayed), 0);
     }
 
     #[test]

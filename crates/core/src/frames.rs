@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 use sluice_sse::Frame;
 
 use crate::event_id::EventId;
+use crate::plan::Repair;
 
 /// Why a client did not get some messages. Sent as an `event: gap` frame whose JSON data has
 /// `reason`, and where it applies the inclusive sequence range `from`..=`to` of the current
@@ -84,6 +85,10 @@ pub struct Gap {
     /// The encoded size of a skipped oversized message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<usize>,
+    /// For a lost resume position under `repair=latest`: `"latest"`, the latest retained
+    /// message of each of the client's subjects follows, then live messages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repair: Option<Repair>,
 }
 
 impl Gap {
@@ -97,6 +102,7 @@ impl Gap {
             cursor: None,
             topic: None,
             size: None,
+            repair: None,
         }
     }
 }

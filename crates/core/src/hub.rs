@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use crate::conn::ConnInfo;
 use crate::fanout::Fanout;
 use crate::metrics::Metrics;
-use crate::plan::OnLoss;
+use crate::plan::{OnLoss, Repair};
 use crate::session::{ConnectionGuard, SessionContext};
 
 /// How the hub's sessions behave, from its configuration.
@@ -28,6 +28,8 @@ pub struct SessionSettings {
     pub replay_window: Option<Duration>,
     /// `replay.on_loss`: where a reader whose position is lost continues.
     pub on_loss: OnLoss,
+    /// `sse.repair`: what a reader whose position is lost gets after its `gap`.
+    pub repair: Repair,
 }
 
 /// The hub's core: what every reader shares.

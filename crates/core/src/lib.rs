@@ -17,4 +17,5 @@ pub mod hub;
 pub mod metrics;
 pub mod plan;
 pub mod reader;
+pub mod recent;
 pub mod session;

@@ -16,7 +16,7 @@ use crate::conn::ConnInfo;
 use crate::fanout::{Feed, record};
 use crate::hub::HubCore;
 use crate::metrics::Metrics;
-use crate::plan::{Plan, StartPosition};
+use crate::plan::{Plan, Repair, StartPosition};
 use crate::session::{ConnectionGuard, Session};
 
 /// The longest a reader waits for the stream's state before it is turned away for now.
@@ -111,6 +111,12 @@ pub trait Reader: Sized {
     /// logged when that position is lost.
     fn cursor(&self) -> Option<&str>;
 
+    /// What the reader asked to get after the `gap` when its resume position is lost; `None`
+    /// for the hub's default (`sse.repair`).
+    fn repair(&self) -> Option<Repair> {
+        None
+    }
+
     /// Checks the request against the stream's `state` and says where the reader starts.
     async fn check(
         &self,
@@ -157,7 +163,9 @@ impl HubCore {
     ) -> Result<(Session, R::Answer), Refusal> {
         let (mut guard, state) = self.admit(conn).await?;
         let (position, checked) = reader.check(self, &state).await?;
-        let plan = Plan::for_start(position, &state, self.settings().on_loss);
+        let settings = self.settings();
+        let repair = reader.repair().unwrap_or(settings.repair);
+        let plan = Plan::for_start(position, &state, settings.on_loss, repair);
         self.count_start(&plan, reader.cursor());
         let start = Start {
             state: &state,

@@ -6,6 +6,7 @@ pub use crate::net::head::{Head, HeadError, parse as parse_head};
 pub use sluice_core::event_id::{
     Cursor, EventId, EventIdError, MAX_LEN as MAX_EVENT_ID_LEN, choose_cursor,
 };
+pub use sluice_core::recent::StartFrom;
 
 /// The items of a `POST /publish` body as the hub splits it (`ndjson`: sent as
 /// `application/x-ndjson`): `Ok(None)` for a single message, `Ok(Some(items))` for a batch,

@@ -97,6 +97,7 @@ impl Hub {
             replay_cap: config.replay.max_messages,
             replay_window: config.replay.window,
             on_loss: config.replay.on_loss,
+            repair: config.sse.repair,
         };
         let events_fanout = fanout(encoder);
         let core = HubCore::new(backend, metrics, events_fanout, mercure_fanout, settings);

@@ -497,3 +497,199 @@ async fn the_page_is_locked_down_fits_a_phone_and_can_show_newest_first() {
     screenshot_sized(&page, "phone", 420, 800).await;
     hub.stop().await;
 }
+
+/// A message a start-option test published: its id, topic and number.
+struct Sent {
+    id: String,
+    topic: &'static str,
+    n: u64,
+}
+
+impl Sent {
+    /// Publishes `{"n": n}` on `topic`.
+    async fn publish(hub: &TestHub, topic: &'static str, n: u64) -> Self {
+        let answer = hub.publish(topic, json!({ "n": n })).await;
+        let id = answer["id"].as_str().expect("an id").to_owned();
+        Self { id, topic, n }
+    }
+
+    /// The message as [`event_lines`] shows it.
+    fn line(&self) -> String {
+        format!("message {} {} {}", self.id, self.topic, self.n)
+    }
+}
+
+/// The page's events, one line each: `connected`, `gap`, or `message <id> <topic> <n>`.
+async fn event_lines(page: &Page) -> Vec<String> {
+    let script = "window.sluiceEvents.map((e) => e.type === 'message' \
+                  ? ['message', e.id, e.data.topic, e.data.payload.n].join(' ') : e.type)";
+    let lines = run(page, script).await;
+    serde_json::from_value(lines.clone()).unwrap_or_else(|err| panic!("{lines}: {err}"))
+}
+
+/// Waits until the page has received the event `id`.
+async fn wait_for_id(page: &Page, id: &str) {
+    let condition = format!("window.sluiceEvents.some((e) => e.id === {})", json!(id));
+    wait(page, &format!("event {id}"), &condition).await;
+}
+
+/// With the page subscribing (or subscribed): waits for the last of `replayed`, publishes
+/// message `n` on `topic` live, waits for it, and asserts that the page received exactly
+/// `connected`, `replayed` and the live message, in this order. Returns the live message.
+async fn expect_replay_then_live(
+    page: &Page,
+    hub: &TestHub,
+    replayed: &[&Sent],
+    topic: &'static str,
+    n: u64,
+) -> Sent {
+    match replayed.last() {
+        Some(last) => wait_for_id(page, &last.id).await,
+        None => {
+            wait(
+                page,
+                "connected",
+                "window.sluiceEvents.some((e) => e.type === 'connected')",
+            )
+            .await;
+        }
+    }
+    let live = Sent::publish(hub, topic, n).await;
+    wait_for_id(page, &live.id).await;
+    let expected: Vec<String> = std::iter::once("connected".to_owned())
+        .chain(replayed.iter().map(|sent| sent.line()))
+        .chain([live.line()])
+        .collect();
+    assert_eq!(event_lines(page).await, expected);
+    live
+}
+
+/// Clears the list, chooses the start option `radio` (with `field` set to `value`, if
+/// given) and presses Subscribe.
+async fn subscribe_from(page: &Page, radio: &str, field: Option<(&str, &str)>) {
+    press(page, "#clear").await;
+    press(page, &format!("input[name=from][value={radio}]")).await;
+    if let Some((id, value)) = field {
+        fill(page, id, value).await;
+    }
+    press(page, "#subscribe").await;
+}
+
+/// Waits until the state says `closed` with the description of the hub's 400 to
+/// `/events?<query>` (asked here without a browser), and asserts no event arrived.
+async fn expect_refused_like(page: &Page, hub: &TestHub, query: &str) {
+    let answer = hub.get(&format!("/events?{query}")).await;
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    let description = answer.json().expect("a JSON refusal")["description"]
+        .as_str()
+        .expect("a description")
+        .to_owned();
+    assert!(
+        description.starts_with("from: invalid value"),
+        "{description}"
+    );
+    let shown = format!("400: {description}");
+    let condition = format!(
+        "document.getElementById('state').className === 'closed' && \
+         document.getElementById('state-detail').textContent === {}",
+        json!(shown)
+    );
+    wait(page, &format!("the refusal {shown:?}"), &condition).await;
+    assert_eq!(run(page, "window.sluiceEvents.length").await, 0);
+}
+
+/// The start options `latest`, `last N` and `since` deliver exactly the retained messages
+/// they name, in stream order, then live ones — chosen in the form or named by `from=` in the
+/// page's address; a bad value shows the hub's 400 with its description.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_options_deliver_the_latest_the_last_n_or_those_since_a_time_then_live() {
+    let hub = Embedded.start(Config::default()).await;
+    let mut sent = Vec::new();
+    for (topic, n) in [
+        ("console.kv.a", 1),
+        ("console.kv.b", 2),
+        ("console.kv.a", 3),
+        ("console.other", 4),
+        ("console.kv.c", 5),
+        ("console.kv.b", 6),
+        ("console.kv.a", 7),
+    ] {
+        sent.push(Sent::publish(&hub, topic, n).await);
+    }
+    let (_browser, page) = console(&hub, "/").await;
+    fill(&page, "topics", "console.kv.>").await;
+
+    // latest: the latest message of each subject, in stream order (c 5, b 6, a 7).
+    subscribe_from(&page, "latest", None).await;
+    let live = expect_replay_then_live(
+        &page,
+        &hub,
+        &[&sent[4], &sent[5], &sent[6]],
+        "console.kv.b",
+        8,
+    )
+    .await;
+    sent.push(live);
+    let time_of_5 = run(
+        &page,
+        "window.sluiceEvents.find((e) => e.type === 'message' && e.data.payload.n === 5).data.time",
+    )
+    .await;
+    let time_of_5 = time_of_5.as_str().expect("a time").to_owned();
+    screenshot(&page, "from-latest").await;
+
+    // last N: the 2 most recent matching messages (a 7, b 8).
+    subscribe_from(&page, "last-n", Some(("last-n", "2"))).await;
+    let live = expect_replay_then_live(&page, &hub, &[&sent[6], &sent[7]], "console.kv.c", 9).await;
+    sent.push(live);
+
+    // since a time: every matching message stored at or after message 5 (not 4: its topic).
+    subscribe_from(&page, "since", Some(("since", &time_of_5))).await;
+    let replayed: Vec<&Sent> = sent[4..].iter().collect();
+    let live = expect_replay_then_live(&page, &hub, &replayed, "console.kv.a", 10).await;
+    sent.push(live);
+
+    // Bad values: the hub's 400 and its description, word for word.
+    subscribe_from(&page, "last-n", Some(("last-n", "0"))).await;
+    expect_refused_like(&page, &hub, "topic=console.kv.%3E&from=last:0").await;
+    subscribe_from(&page, "since", Some(("since", "yesterday"))).await;
+    expect_refused_like(&page, &hub, "topic=console.kv.%3E&from=since:yesterday").await;
+    screenshot(&page, "from-refused").await;
+
+    // `from=` in the page's address: shown in the form, and subscribed with at once.
+    page.open(&hub.url("/?topic=console.kv.%3E&from=last:2"))
+        .await
+        .expect("the console loads");
+    let form = run(
+        &page,
+        "[document.querySelector('input[name=from]:checked').value, \
+          document.getElementById('last-n').value]",
+    )
+    .await;
+    assert_eq!(form, json!(["last-n", "2"]));
+    let live =
+        expect_replay_then_live(&page, &hub, &[&sent[8], &sent[9]], "console.kv.b", 11).await;
+    sent.push(live);
+    page.open(&hub.url("/?topic=console.kv.%3E&from=since:1h"))
+        .await
+        .expect("the console loads");
+    let form = run(
+        &page,
+        "[document.querySelector('input[name=from]:checked').value, \
+          document.getElementById('since').value]",
+    )
+    .await;
+    assert_eq!(form, json!(["since", "1h"]));
+    // The last hour holds every message: all but message 4, whose topic is not matched.
+    wait_for_id(&page, &sent[10].id).await;
+    let expected: Vec<String> = std::iter::once("connected".to_owned())
+        .chain(sent.iter().filter(|s| s.n != 4).map(Sent::line))
+        .collect();
+    assert_eq!(event_lines(&page).await, expected);
+    // One the form cannot show goes to the hub as it is, which says what is wrong.
+    page.open(&hub.url("/?topic=console.kv.%3E&from=soon"))
+        .await
+        .expect("the console loads");
+    expect_refused_like(&page, &hub, "topic=console.kv.%3E&from=soon").await;
+    hub.stop().await;
+}

@@ -69,6 +69,12 @@ pub struct BenchArgs {
     /// First token of the benchmark's topics.
     #[arg(long, default_value = "bench", value_parser = parse_topic_prefix)]
     pub topic_prefix: String,
+    /// Where each client's stream starts (`--target sluice`), as the hub's `from=`: `latest`
+    /// (the latest retained message of its topic), `last:<N>` (the N most recent), `since:<RFC
+    /// 3339 time, or a duration such as 10m>`, `earliest` or `live` (the default). The retained
+    /// messages replayed before the run's own are reported as `replayed`.
+    #[arg(long, value_name = "START")]
+    pub from: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -133,6 +139,7 @@ impl BenchArgs {
             mercure_publisher_key: self
                 .mercure_publisher_key
                 .map(sluice_bench::PublisherKey::new),
+            from: self.from,
         }
     }
 }
@@ -244,6 +251,13 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_start_option_reaches_the_run() {
+        assert_eq!(parse(&[]).unwrap().into_config().from, None);
+        let config = parse(&["--from", "last:5"]).unwrap().into_config();
+        assert_eq!(config.from.as_deref(), Some("last:5"));
     }
 
     #[test]

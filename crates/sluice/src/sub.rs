@@ -6,6 +6,10 @@
 //! delay, sending the id of the last event it printed as `Last-Event-ID`: the hub replays what
 //! was published meanwhile, so nothing is lost and nothing is printed twice. A refusal that a
 //! retry cannot change (any other 4xx) ends the command at once with the hub's answer.
+//!
+//! `--from` names where the first connection starts without a resume position (`from=`: the
+//! latest message of each subject, the last N, those since a time…); like the hub, a resume
+//! position wins over it, so a reconnect continues after the last event printed.
 
 use std::io::Write;
 use std::time::Duration;
@@ -36,6 +40,12 @@ pub struct SubArgs {
     /// (`42-18c3f0a1b2`), or `0` for the start of the stream.
     #[arg(long, value_parser = event_id)]
     last_id: Option<EventId>,
+    /// Where to start without a resume position, as the hub's `from=`: `live` (the default),
+    /// `earliest`, `latest` (the latest retained message of each subject), `last:<N>` (the N
+    /// most recent) or `since:<RFC 3339 time, or a duration such as 10m>`; then live. The hub
+    /// judges the value. `--last-id`, and the last event printed when it reconnects, win over it.
+    #[arg(long, value_name = "START")]
+    from: Option<String>,
     /// Exit after this many messages (events of the hub's `sse.event_type`, `message` by
     /// default).
     #[arg(long)]
@@ -75,11 +85,15 @@ enum Ended {
 /// Runs the subscription until `--count` messages, a refusal, or `--max-wait` without a
 /// connection.
 pub async fn run(args: SubArgs) -> anyhow::Result<()> {
-    let query: Vec<String> = args
+    let mut query: Vec<String> = args
         .topics
         .iter()
         .map(|t| format!("topic={}", client::encode(t)))
         .collect();
+    // Sent on every connection: the hub checks it, and a resume position wins over it.
+    if let Some(from) = &args.from {
+        query.push(format!("from={}", client::encode(from)));
+    }
     let uri = args.hub.uri(&format!("/events?{}", query.join("&")))?;
     let client = args.hub.client()?;
     let mut printer = Printer {

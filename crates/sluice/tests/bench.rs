@@ -6,8 +6,8 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use sluice_test_support::serde_json::{self, Value};
-use sluice_test_support::{SluiceProcess, tempfile};
+use sluice_test_support::serde_json::{self, Value, json};
+use sluice_test_support::{SluiceProcess, http, tempfile};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -171,6 +171,56 @@ async fn a_hub_that_dies_mid_run_is_reported_as_losses() {
         errors.contains("disconnect") && errors.contains("publish"),
         "{report:#}"
     );
+}
+
+/// `--from last:2`: each client first gets the two most recent retained messages of its
+/// topic, which the report counts as replayed (not foreign), then every message of the run
+/// exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_option_replays_retained_messages_before_the_run_which_stays_clean() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let hub = start_hub(dir.path()).await;
+    // What an earlier run left: three messages on bench.0, two on bench.1.
+    for (n, topic) in ["bench.0", "bench.1", "bench.0", "bench.0", "bench.1"]
+        .into_iter()
+        .enumerate()
+    {
+        let body = json!({ "topic": topic, "payload": { "earlier": n } });
+        let answer = http::post_json(&hub.url("/publish"), &body)
+            .await
+            .expect("publish");
+        assert!(answer.status.is_success(), "{}", answer.text());
+    }
+    // 4 clients over 2 topics; 20 messages round-robin (10 each).
+    let child = bench(
+        &hub,
+        &[
+            "--clients",
+            "4",
+            "--topics",
+            "2",
+            "--rate",
+            "20",
+            "--duration",
+            "1s",
+            "--from",
+            "last:2",
+        ],
+    );
+    let (output, report) = finish(child).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "bench failed: {stderr}\n{report:#}"
+    );
+    assert_eq!(report["ok"], true, "{report:#}");
+    assert_eq!(report["load"]["from"], "last:2", "{report:#}");
+    let delivery = &report["delivery"];
+    assert_eq!(delivery["replayed"], 4 * 2, "{report:#}");
+    assert_eq!(delivery["foreign"], 0, "{report:#}");
+    assert_eq!(delivery["expected"], 4 * 10, "{report:#}");
+    assert_eq!(delivery["received"], 4 * 10, "{report:#}");
+    assert_eq!(delivery["clients_exactly_once"], 4, "{report:#}");
 }
 
 #[tokio::test]

@@ -243,3 +243,47 @@ async fn stream_recreated_under_the_page_is_reported_as_a_gap() {
         "the gap comes before delivery continues: {events:?}"
     );
 }
+
+/// The console started with a start option (`from=latest` in its address) gets the latest
+/// message of each subject, then live ones; after the hub crashes it resumes after the last
+/// event it received, not from the start option again: every message once, nothing replayed
+/// twice.
+#[tokio::test]
+async fn page_started_from_latest_resumes_by_its_last_id_after_a_hub_crash() {
+    let mut hub = Hub::start().await;
+    for (subject, n) in [("a", 1), ("b", 2), ("a", 3)] {
+        hub.publish(&format!("browser.kv.{subject}"), json!({"n": n}))
+            .await;
+    }
+    let browser = Browser::launch().await.expect("chromium starts");
+    let url = hub.process.url("/?topic=browser.kv.%3E&from=latest");
+    let page = open_page(&browser, &url).await;
+    wait_for_events(&page, "message", 2).await;
+    assert_eq!(
+        payloads(&all_events(&page).await),
+        [json!({"n": 2}), json!({"n": 3})],
+        "the latest of b, then of a"
+    );
+
+    hub.process.kill().expect("kill the hub");
+    hub.process
+        .restart()
+        .await
+        .expect("hub restarts on the same address");
+    // Before or after the page is back: either way once, and no latest state again.
+    hub.publish("browser.kv.a", json!({"n": 4})).await;
+    wait_for_events(&page, "connected", 2).await;
+    hub.publish("browser.kv.b", json!({"n": 5})).await;
+
+    wait_for_events(&page, "message", 4).await;
+    let events = all_events(&page).await;
+    assert_eq!(
+        payloads(&events),
+        [2, 3, 4, 5].map(|n| json!({"n": n})),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().all(|event| event["type"] != "gap"),
+        "nothing was lost: {events:?}"
+    );
+}

@@ -346,9 +346,13 @@ fn lines(
 }
 
 async fn publish(hub: &SluiceProcess, payload: &str) {
+    publish_on(hub, "t", payload).await;
+}
+
+async fn publish_on(hub: &SluiceProcess, topic: &str, payload: &str) {
     let answer = http::post_json(
         &hub.url("/publish"),
-        &json!({ "topic": "t", "payload": payload }),
+        &json!({ "topic": topic, "payload": payload }),
     )
     .await
     .unwrap();
@@ -469,6 +473,65 @@ async fn sub_refused_by_the_hub_exits_at_once_with_its_answer() {
     assert!(!status.success(), "{status:?}");
     assert!(stderr.contains("401"), "{stderr}");
     assert!(!stderr.contains("reconnecting"), "{stderr}");
+}
+
+/// `sub --from` starts where the hub's `from=` says: `latest` prints the latest message of
+/// each subject, `last:2` the two most recent, each then live; `--last-id` wins over it; a bad
+/// value ends the command at once with the hub's 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_from_latest_or_last_n_prints_exactly_those_then_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = SluiceProcess::serve(BIN, dir.path(), None).await.unwrap();
+    for (topic, payload) in [
+        ("kv.a", "a-1"),
+        ("kv.b", "b-2"),
+        ("kv.a", "a-3"),
+        ("other", "x-4"),
+        ("kv.c", "c-5"),
+        ("kv.b", "b-6"),
+    ] {
+        publish_on(&hub, topic, payload).await;
+    }
+    let base = hub.base_url();
+    for (from, replayed, live) in [
+        ("latest", &["a-3", "c-5", "b-6"][..], ("kv.a", "a-7")),
+        ("last:2", &["b-6", "a-7"][..], ("kv.c", "c-8")),
+    ] {
+        let mut sub = Sub::start(&["--hub", &base, "--from", from, "kv.>"]);
+        let connected = sub.line().await;
+        assert!(connected.starts_with("connected "), "{connected}");
+        let mut printed = Vec::new();
+        for _ in replayed {
+            printed.push(message(&sub.line().await).1);
+        }
+        assert_eq!(printed, replayed, "--from {from}");
+        // Nothing else: the next line is the message published now.
+        publish_on(&hub, live.0, live.1).await;
+        assert_eq!(message(&sub.line().await).1, live.1, "--from {from}");
+    }
+
+    // A resume position wins: from the start of the stream, not the latest state.
+    let mut sub = Sub::start(&["--hub", &base, "--last-id", "0", "--from", "latest", "kv.>"]);
+    assert!(sub.line().await.starts_with("connected 0-"));
+    let mut printed = Vec::new();
+    for _ in 0..4 {
+        printed.push(message(&sub.line().await).1);
+    }
+    assert_eq!(printed, ["a-1", "b-2", "a-3", "c-5"]);
+
+    for bad in ["last:x", "since:yesterday"] {
+        let mut sub = Sub::start(&["--hub", &base, "--from", bad, "kv.>"]);
+        let (status, stderr) = sub.exit().await;
+        assert!(!status.success(), "{bad}: {status:?}");
+        assert!(
+            stderr.contains("400")
+                && stderr.contains("from: invalid value")
+                && stderr.contains(bad)
+                && stderr.contains("expected live, earliest, latest, last:<N>"),
+            "{bad}: {stderr}"
+        );
+        assert!(!stderr.contains("reconnecting"), "{stderr}");
+    }
 }
 
 /// `sluice serve` with `args` and `env`, expected to refuse its configuration: its stderr.

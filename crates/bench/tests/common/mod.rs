@@ -76,6 +76,7 @@ impl TestHub {
             source_addresses: 1,
             topic_prefix: "bench".to_owned(),
             mercure_publisher_key: None,
+            from: None,
         }
     }
 

@@ -15,6 +15,9 @@ use super::source::{Lost, Source};
 struct CatchUp {
     source: Source,
     _turn: OwnedSemaphorePermit,
+    /// It reads the latest state ([`Cursor::after_latest`]): the ring is not joined before it
+    /// ends, whatever positions the ring holds.
+    state: bool,
 }
 
 /// A read behind the ring being opened (kept across cancellation of [`Cursor::next`]).
@@ -68,6 +71,26 @@ impl Cursor {
         }
     }
 
+    /// A cursor that first reads the latest message of each subject of `feed`'s topic set
+    /// among the positions below `until`, from the stream itself (in a catch-up turn), then
+    /// goes on from `until` as [`Cursor::new`] does. Those latest messages come in stream
+    /// order, each once; every other position below `until` is passed over, and only what
+    /// the stream cannot deliver there is told (`Lost`).
+    pub fn after_latest(feed: Arc<Feed>, until: u64) -> Self {
+        let core = feed.core.clone();
+        let mut cursor = Self::new(feed, until);
+        cursor.opening = Some(Box::pin(async move {
+            let turn = core.catch_up_turn().await?;
+            let source = Source::open(core.state_spec(until), 1).await?;
+            Ok(CatchUp {
+                source,
+                _turn: turn,
+                state: true,
+            })
+        }));
+        cursor
+    }
+
     /// The feed this cursor reads.
     pub fn feed(&self) -> &Feed {
         &self.feed
@@ -88,6 +111,9 @@ impl Cursor {
     /// stream while catching up). Anything else — nothing yet, a read to open or to finish, an
     /// error — is left for [`Cursor::next`].
     pub fn ready(&mut self) -> Option<Entry> {
+        if self.opening.is_some() {
+            return None;
+        }
         loop {
             self.rejoin_if_covered();
             let Some(catch_up) = self.catch_up.as_mut() else {
@@ -141,7 +167,8 @@ impl Cursor {
                             return Ok(Some(entry));
                         }
                     }
-                    // Everything up to where the ring began is read: back to the ring.
+                    // Everything up to where the ring began (or the state's bound) is
+                    // read: on to the ring.
                     None => {
                         self.next = self.next.max(catch_up.source.position());
                         self.catch_up = None;
@@ -160,6 +187,7 @@ impl Cursor {
                         Ok(CatchUp {
                             source,
                             _turn: turn,
+                            state: false,
                         })
                     }));
                     // The caller now waits on the stream, no longer on the feed alone.
@@ -195,7 +223,7 @@ impl Cursor {
     /// there (the ring holds it, or will).
     fn rejoins_at(&mut self, routed: &Routed) -> bool {
         let entry = &routed.entry;
-        if !entry.kind.is_lost() && entry.seq >= self.feed.core.low() {
+        if !self.reads_state() && !entry.kind.is_lost() && entry.seq >= self.feed.core.low() {
             self.catch_up = None;
             self.next = entry.seq;
             return true;
@@ -205,9 +233,14 @@ impl Cursor {
 
     /// Drops the cursor's own source once its position is inside the ring again.
     fn rejoin_if_covered(&mut self) {
-        if self.catch_up.is_some() && self.next >= self.feed.core.low() {
+        if self.catch_up.is_some() && !self.reads_state() && self.next >= self.feed.core.low() {
             self.catch_up = None;
         }
+    }
+
+    /// True while the cursor reads the latest state.
+    fn reads_state(&self) -> bool {
+        self.catch_up.as_ref().is_some_and(|c| c.state)
     }
 
     fn advance(&mut self, entry: Entry) -> Entry {

@@ -196,6 +196,13 @@ impl FeedCore {
             .source_spec(&self.filters, Role::CatchUp, Some(self.low()))
     }
 
+    /// What a reader's state read (the latest message of each subject below `until`)
+    /// reads.
+    pub(super) fn state_spec(&self, until: u64) -> SourceSpec {
+        self.reading
+            .source_spec(&self.filters, Role::State, Some(until))
+    }
+
     /// Waits for a turn to read behind the ring (see [`Reading::catch_ups`]) and counts it.
     pub(super) async fn catch_up_turn(&self) -> Result<OwnedSemaphorePermit, Lost> {
         let permit = self.reading.catch_ups.clone().acquire_owned().await;

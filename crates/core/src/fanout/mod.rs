@@ -31,7 +31,7 @@ mod handle;
 mod ring;
 mod source;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 mod view;
 
 use std::collections::HashMap;

@@ -40,6 +40,11 @@ pub enum Role {
     /// skipped positions are not checked against what the stream retains (no round trip per
     /// message on JetStream, where most positions are other subjects').
     Follower,
+    /// A reader's state: the latest message of each subject of its topic set below its bound
+    /// ([`Backend::read_latest`]). The positions passed over hold older messages or other
+    /// subjects, so they are not checked either; what the stream cannot deliver still comes
+    /// as `Lost` entries.
+    State,
 }
 
 impl Role {
@@ -48,6 +53,7 @@ impl Role {
             Self::Dispatch => "dispatch",
             Self::CatchUp => "catch-up",
             Self::Follower => "follower",
+            Self::State => "state",
         }
     }
 }
@@ -316,7 +322,7 @@ impl SourceSpec {
     /// skipped) or the stream's retention, asked of the backend when it cannot answer
     /// in-process.
     async fn retained_before(&self, next: u64, seq: u64) -> Result<Option<Retained>, Lost> {
-        if self.role == Role::Follower {
+        if matches!(self.role, Role::Follower | Role::State) {
             return Ok(None);
         }
         match self.retained_in_process(next, seq) {
@@ -381,16 +387,16 @@ async fn subscribe_in_incarnation(
     };
     check().await?;
     let filters = spec.filters.as_slice();
-    let stream = match spec.until {
-        Some(until) => spec.backend.read_range(filters, start, until).await,
-        None => spec.backend.subscribe(filters, start).await,
+    let stream = match (spec.role, spec.until) {
+        (Role::State, Some(until)) => spec.backend.read_latest(filters, until).await,
+        (_, Some(until)) => spec.backend.read_range(filters, start, until).await,
+        (_, None) => spec.backend.subscribe(filters, start).await,
     }
     .map_err(Fault::Backend)?;
     let expired_below = check().await?;
-    Ok((
-        stream,
-        (start < expired_below).then(|| (start, expired_below - 1)),
-    ))
+    // A state read starts wherever the latest messages are: nothing before them is owed.
+    let owed = spec.role != Role::State && start < expired_below;
+    Ok((stream, owed.then(|| (start, expired_below - 1))))
 }
 
 /// A read of the stream skipped positions `from..=to`: those that hold other topics, were

@@ -12,11 +12,11 @@ use sluice_protocol::headers::Headers;
 use super::Encoder;
 use sluice_backend::embedded::{EmbeddedBackend, EmbeddedConfig};
 use sluice_backend::{
-    Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, StreamState,
+    Backend, BackendError, Health, MessageStream, PublishAck, PublishRequest, Recent, StreamState,
 };
 
 /// The default embedded stream in `dir`, unsynced (the tests never crash the process).
-pub(super) async fn open_backend(dir: &Path) -> Arc<EmbeddedBackend> {
+pub(crate) async fn open_backend(dir: &Path) -> Arc<EmbeddedBackend> {
     let config = EmbeddedConfig {
         data_dir: dir.to_owned(),
         sync: "never".into(),
@@ -26,7 +26,7 @@ pub(super) async fn open_backend(dir: &Path) -> Arc<EmbeddedBackend> {
 }
 
 /// Publishes a small message to `subject`; returns its sequence.
-pub(super) async fn publish(backend: &dyn Backend, subject: &str) -> u64 {
+pub(crate) async fn publish(backend: &dyn Backend, subject: &str) -> u64 {
     let request = PublishRequest {
         subject: subject.into(),
         headers: Headers::new(),
@@ -36,7 +36,7 @@ pub(super) async fn publish(backend: &dyn Backend, subject: &str) -> u64 {
 }
 
 /// The encoder of incarnation `incarnation`: no topic prefix, 1 MiB frames.
-pub(super) fn encoder(incarnation: u64) -> Encoder {
+pub(crate) fn encoder(incarnation: u64) -> Encoder {
     Encoder {
         incarnation,
         topic_prefix: String::new(),
@@ -104,6 +104,23 @@ impl Backend for Remote {
         Ok(yield_each(
             self.inner.read_range(filters, start, until).await?,
         ))
+    }
+    async fn read_latest(
+        &self,
+        filters: &[String],
+        until: u64,
+    ) -> Result<MessageStream, BackendError> {
+        tokio::task::yield_now().await;
+        Ok(yield_each(self.inner.read_latest(filters, until).await?))
+    }
+    async fn recent_start(
+        &self,
+        filters: &[String],
+        recent: Recent,
+        upto: u64,
+    ) -> Result<u64, BackendError> {
+        tokio::task::yield_now().await;
+        self.inner.recent_start(filters, recent, upto).await
     }
     async fn health(&self) -> Health {
         self.inner.health().await

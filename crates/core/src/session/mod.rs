@@ -104,7 +104,10 @@ impl Session {
         Self {
             ctx,
             guard,
-            cursor: Cursor::new(feed, plan.start),
+            cursor: match plan.latest_from {
+                Some(_) => Cursor::after_latest(feed, plan.start),
+                None => Cursor::new(feed, plan.start),
+            },
             backlog_end: plan.backlog_end,
             window_cutoff,
             replayed: 0,

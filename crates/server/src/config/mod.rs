@@ -23,7 +23,7 @@ pub use crate::tls::TlsConfig;
 pub use sluice_backend::embedded::{DEFAULT_STREAM, EmbeddedConfig, StreamDecl};
 use sluice_backend::jetstream::JetStreamConfig;
 pub use sluice_core::fanout::FanoutConfig;
-pub use sluice_core::plan::OnLoss;
+pub use sluice_core::plan::{OnLoss, Repair};
 use sluice_protocol::config_duration;
 
 pub use error::ConfigError;
@@ -115,6 +115,10 @@ pub struct SseConfig {
     /// listens for with `addEventListener`. The hub's own frames keep theirs (`connected`,
     /// `gap`, `token_expired`).
     pub event_type: String,
+    /// What a client whose resume position is lost gets after its `gap` frame (`none`, or
+    /// `latest`: the latest retained message of each of its subjects, then live); a
+    /// request's `repair=` overrides it.
+    pub repair: Repair,
 }
 
 /// HTTP/2 (`[http2]`).
@@ -278,6 +282,7 @@ impl Default for SseConfig {
             write_timeout: Duration::from_secs(10),
             max_event_size: 1024 * 1024,
             event_type: "message".into(),
+            repair: Repair::None,
         }
     }
 }

@@ -29,8 +29,9 @@ use sluice_core::event_id::choose_cursor;
 use sluice_core::frames;
 use sluice_core::hub::HubCore;
 use sluice_core::metrics::Metrics;
-use sluice_core::plan::StartPosition;
+use sluice_core::plan::{Repair, StartPosition};
 use sluice_core::reader::{Opening, Reader, Refusal, Start};
+use sluice_core::recent::StartFrom;
 use sluice_core::session::{Session, StreamSession};
 
 type Params = Query<Vec<(String, String)>>;
@@ -163,12 +164,18 @@ async fn subscribe<'a>(
     if let Some(err) = &cursor.ignored_header {
         tracing::warn!(error = %err, "ignoring invalid Last-Event-ID header");
     }
+    let (from, repair) = match start_parameters(params) {
+        Ok(parameters) => parameters,
+        Err(err) => return turned_away(hub, wants_stream, &Refusal::BadRequest(err)),
+    };
     let conn = extensions.get::<ConnectInfo<ConnInfo>>().map(|c| &c.0);
     let reader = EventsReader {
         config,
         topics: &topics,
         cursor: cursor.id,
         asked: cursor.id.map(|id| id.to_string()),
+        from,
+        repair,
         retry: config.sse.retry,
         expires_in: grant.expires_in(),
     };
@@ -186,6 +193,10 @@ struct EventsReader<'r> {
     cursor: Option<EventId>,
     /// The cursor as the client sent it.
     asked: Option<String>,
+    /// Where it starts without a cursor (`from=`).
+    from: StartFrom,
+    /// What it gets after a `gap` when its cursor is lost (`repair=`), if it asked.
+    repair: Option<Repair>,
     /// The `retry:` hint its stream opens with.
     retry: Duration,
     expires_in: Option<Duration>,
@@ -199,18 +210,23 @@ impl Reader for EventsReader<'_> {
         self.asked.as_deref()
     }
 
+    fn repair(&self) -> Option<Repair> {
+        self.repair
+    }
+
     async fn check(
         &self,
-        _hub: &HubCore,
+        hub: &HubCore,
         state: &StreamState,
     ) -> Result<(StartPosition, ()), Refusal> {
         topics::check_within(self.topics, &state.subjects, self.config)
             .map_err(|err| Refusal::BadRequest(err.to_string()))?;
-        Ok((
-            self.cursor
-                .map_or(StartPosition::Live, StartPosition::After),
-            (),
-        ))
+        // A resume wins over `from=`: the client continues where it stopped.
+        let position = match self.cursor {
+            Some(cursor) => StartPosition::After(cursor),
+            None => hub.locate(self.from, &self.topics.filters, state).await?,
+        };
+        Ok((position, ()))
     }
 
     async fn open(self, hub: &HubCore, start: Start<'_, ()>) -> Opening<()> {
@@ -232,6 +248,37 @@ impl Reader for EventsReader<'_> {
             answer: (),
         }
     }
+}
+
+/// The start parameters of a subscription: where it starts without a cursor (`from=`, live
+/// by default) and what it gets when its cursor is lost (`repair=`, the hub's `sse.repair`
+/// by default). Each may be given once; the error names the parameter and the forms.
+fn start_parameters(params: &[(String, String)]) -> Result<(StartFrom, Option<Repair>), String> {
+    let once = |name: &str| {
+        let mut values = params.iter().filter(|(k, _)| k == name).map(|(_, v)| v);
+        match (values.next(), values.next()) {
+            (_, Some(_)) => Err(format!("{name}: given more than once")),
+            (value, None) => Ok(value),
+        }
+    };
+    let from = match once("from")? {
+        Some(value) => {
+            StartFrom::parse(value, jiff::Timestamp::now()).map_err(|err| format!("from: {err}"))?
+        }
+        None => StartFrom::Live,
+    };
+    let repair = match once("repair")?.map(String::as_str) {
+        None => None,
+        Some("none") => Some(Repair::None),
+        Some("latest") => Some(Repair::Latest),
+        Some(other) => {
+            let shown: String = other.chars().take(64).collect();
+            return Err(format!(
+                "repair: invalid value {shown:?}; expected none or latest"
+            ));
+        }
+    };
+    Ok((from, repair))
 }
 
 /// `response`, the head of a reader's event stream, carrying its `session` for the layer that

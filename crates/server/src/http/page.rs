@@ -1,13 +1,15 @@
 //! `GET /`: the console, one self-contained page (inline CSS and script, no external assets).
 //!
-//! It subscribes with `EventSource` (topics, a resume position, live or from the earliest
-//! retained message), publishes through `POST /publish`, lists what arrives with gaps
+//! It subscribes with `EventSource` (topics, and where to start: live, the earliest retained
+//! message, a start option of `from=` — the latest message of each subject, the last N, or
+//! since a time or duration — or a resume position; a retry after events arrived resumes
+//! after the last one), publishes through `POST /publish`, lists what arrives with gaps
 //! highlighted, shows an honest connection state, and polls `GET /stream` for its stream
 //! panel. Every kept event is in `window.sluiceEvents` as `{type, id, data}` (with
 //! `window.sluiceStatus` counting opens and errors and naming the state), for people and
 //! tests. Opened with topics in its query string (`/?topic=a&topic=b`, optionally with
-//! `last-id` as the resume position) it subscribes to them at once; opened as `/` it waits for
-//! the form. docs/OPERATIONS.md ("The console") describes it.
+//! `from=` as the start option or `last-id` as the resume position) it subscribes to them at
+//! once; opened as `/` it waits for the form. docs/OPERATIONS.md ("The console") describes it.
 
 use std::sync::Arc;
 

@@ -49,6 +49,8 @@ pub struct Settings {
     pub allow_msg_schedules: bool,
     pub max_age: Duration,
     pub subject_delete_marker_ttl: Duration,
+    /// Messages kept per subject (0: no limit).
+    pub max_msgs_per_subject: u64,
 }
 
 /// A hub and what its stream is called.
@@ -115,6 +117,7 @@ pub async fn start(kind: &Kind, mut config: Config, settings: Settings) -> Serve
                 allow_msg_schedules: settings.allow_msg_schedules,
                 max_age: settings.max_age,
                 subject_delete_marker_ttl: settings.subject_delete_marker_ttl,
+                max_msgs_per_subject: settings.max_msgs_per_subject,
                 ..StreamDecl::default_stream()
             }];
             let (hub, _) = Embedded::start_with_store(config).await;
@@ -141,6 +144,10 @@ pub async fn start(kind: &Kind, mut config: Config, settings: Settings) -> Serve
                     allow_message_ttl: settings.allow_msg_schedules || !marker_ttl.is_zero(),
                     allow_message_schedules: settings.allow_msg_schedules,
                     subject_delete_marker_ttl: (!marker_ttl.is_zero()).then_some(marker_ttl),
+                    max_messages_per_subject: match settings.max_msgs_per_subject {
+                        0 => -1,
+                        limit => i64::try_from(limit).expect("a small limit"),
+                    },
                     ..Default::default()
                 })
                 .await

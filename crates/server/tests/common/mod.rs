@@ -61,6 +61,9 @@ macro_rules! every_scenario {
             batches_reach_a_subscriber_exactly_once,
             subject_purge_during_replay_is_told_to_its_readers_only,
             resume_from_a_deleted_id_continues_right_after_it,
+            recent_starts_give_their_messages_then_live,
+            repair_latest_converges_after_a_lost_position,
+            bad_start_values_are_refused_naming_the_parameter,
         );
     };
     (@tests $factory:expr; $($name:ident),* $(,)?) => {$(

@@ -8,6 +8,9 @@ use sluice_server::config::Config;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{HubFactory, TestHub, data, expect_event, refused_until_released};
+
+mod recent;
+pub use recent::*;
 use sluice_test_support::wall_clock_passes;
 
 fn config() -> Config {

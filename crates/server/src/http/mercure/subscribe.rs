@@ -187,7 +187,7 @@ impl Reader for MercureReader<'_> {
         let answers_itself = match position {
             StartPosition::Earliest => true,
             StartPosition::After(_) => plan.gap.is_none(),
-            StartPosition::Live => false,
+            StartPosition::Live | StartPosition::Recent(_) => false,
         };
         let last_event_id = match self.resume {
             Some(value) if answers_itself => value,
@@ -411,6 +411,7 @@ mod tests {
             incarnation: 0xab,
             backlog_end: 9,
             gap: None::<Gap>,
+            latest_from: None,
         };
         assert_eq!(preceding_id(&plan(3), &state), "earliest");
         assert_eq!(preceding_id(&plan(10), &state), "#9-ab");
