@@ -318,7 +318,8 @@ pub trait Backend: Send + Sync + 'static {
     /// sequence + 1 when the read is opened, and the stream ends with an error when the feed is
     /// lost and cannot be recovered or the stream was replaced.
     ///
-    /// The embedded store answers from its per-subject index, in O(matching subjects);
+    /// The embedded store answers from its per-subject index (a lookup per literal filter, a
+    /// pass over the subject names for a wildcard), reading no message outside the state;
     /// JetStream with a short-lived consumer delivering the last message per subject.
     async fn read_latest(
         &self,
