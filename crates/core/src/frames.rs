@@ -10,12 +10,11 @@
 
 use bytes::Bytes;
 use jiff::Timestamp;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sluice_sse::Frame;
 
 use crate::event_id::EventId;
-use crate::plan::Repair;
 
 /// Why a client did not get some messages. Sent as an `event: gap` frame whose JSON data has
 /// `reason`, and where it applies the inclusive sequence range `from`..=`to` of the current
@@ -62,6 +61,29 @@ impl GapReason {
             Self::Damaged => "damaged",
             Self::Unconfirmed => "unconfirmed",
         }
+    }
+}
+
+/// What a reader whose resume position is lost gets after its `gap` frame, beside where
+/// [`OnLoss`] continues it (`sse.repair`, or the request's `repair=`;
+/// a lost resume position's `gap` frame names it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Repair {
+    /// Nothing more: it continues where [`OnLoss`] says (the default).
+    #[default]
+    None,
+    /// The latest retained message of each of its subjects, then live: a client whose history
+    /// is gone converges to the current state. Takes the place of [`OnLoss`].
+    Latest,
+}
+
+impl<'de> Deserialize<'de> for Repair {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        sluice_protocol::config_choice::choice(
+            deserializer,
+            &[("none", Self::None), ("latest", Self::Latest)],
+        )
     }
 }
 

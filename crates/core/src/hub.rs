@@ -11,8 +11,9 @@ use tokio::sync::watch;
 
 use crate::conn::ConnInfo;
 use crate::fanout::Fanout;
+use crate::frames::Repair;
 use crate::metrics::Metrics;
-use crate::plan::{OnLoss, Repair};
+use crate::plan::OnLoss;
 use crate::session::{ConnectionGuard, SessionContext};
 
 /// How the hub's sessions behave, from its configuration.

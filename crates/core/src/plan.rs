@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use sluice_backend::StreamState;
 
 use crate::event_id::EventId;
-use crate::frames::{Gap, GapReason};
+use crate::frames::{Gap, GapReason, Repair};
 
 /// Where a client resumes when its position is lost (expired, ahead of the stream, or from
 /// another incarnation of it). The client is always told with a `gap` frame first.
@@ -26,28 +26,6 @@ impl<'de> Deserialize<'de> for OnLoss {
         sluice_protocol::config_choice::choice(
             deserializer,
             &[("earliest", Self::Earliest), ("live", Self::Live)],
-        )
-    }
-}
-
-/// What a reader whose resume position is lost gets after its `gap` frame, beside where
-/// [`OnLoss`] continues it (`sse.repair`, or the request's `repair=`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Repair {
-    /// Nothing more: it continues where [`OnLoss`] says (the default).
-    #[default]
-    None,
-    /// The latest retained message of each of its subjects, then live: a client whose history
-    /// is gone converges to the current state. Takes the place of [`OnLoss`].
-    Latest,
-}
-
-impl<'de> Deserialize<'de> for Repair {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        sluice_protocol::config_choice::choice(
-            deserializer,
-            &[("none", Self::None), ("latest", Self::Latest)],
         )
     }
 }

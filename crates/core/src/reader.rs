@@ -14,9 +14,10 @@ use sluice_backend::StreamState;
 
 use crate::conn::ConnInfo;
 use crate::fanout::{Feed, record};
+use crate::frames::Repair;
 use crate::hub::HubCore;
 use crate::metrics::Metrics;
-use crate::plan::{Plan, Repair, StartPosition};
+use crate::plan::{Plan, StartPosition};
 use crate::session::{ConnectionGuard, Session};
 
 /// The longest a reader waits for the stream's state before it is turned away for now.

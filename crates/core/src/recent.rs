@@ -149,9 +149,10 @@ mod tests {
 
     use crate::fanout::testing::{encoder, publish};
     use crate::fanout::{Cursor, EntryKind, Fanout, FanoutConfig};
+    use crate::frames::Repair;
     use crate::hub::SessionSettings;
     use crate::metrics::Metrics;
-    use crate::plan::{OnLoss, Plan, Repair};
+    use crate::plan::{OnLoss, Plan};
 
     const SUBJECTS: [&str; 4] = ["kv.a", "kv.b", "kv.c.d", "other"];
     const FILTERS: [&[&str]; 4] = [&["kv.>"], &["kv.a"], &["kv.a", "kv.c.d"], &[">"]];

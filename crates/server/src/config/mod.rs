@@ -23,7 +23,8 @@ pub use crate::tls::TlsConfig;
 pub use sluice_backend::embedded::{DEFAULT_STREAM, EmbeddedConfig, StreamDecl};
 use sluice_backend::jetstream::JetStreamConfig;
 pub use sluice_core::fanout::FanoutConfig;
-pub use sluice_core::plan::{OnLoss, Repair};
+pub use sluice_core::frames::Repair;
+pub use sluice_core::plan::OnLoss;
 use sluice_protocol::config_duration;
 
 pub use error::ConfigError;
