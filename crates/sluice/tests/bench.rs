@@ -89,12 +89,24 @@ async fn every_published_event_reaches_every_client_exactly_once() {
 
     assert_eq!(report["connect"]["connected"], 20, "{report:#}");
     assert_eq!(report["connect"]["errors"], 0, "{report:#}");
-    assert_eq!(report["publish"]["target"], 100, "{report:#}");
-    assert_eq!(report["publish"]["published"], 100, "{report:#}");
-    assert_eq!(report["publish"]["errors"], 0, "{report:#}");
+    let publish = &report["publish"];
+    assert_eq!(publish["target"], 100, "{report:#}");
+    assert_eq!(publish["errors"], 0, "{report:#}");
+    // Paced publishes the machine could not send on time are skipped, and said so: every one
+    // of the 100 is either published or counted as skipped.
+    let published = publish["published"].as_u64().expect("a count");
+    let skipped = publish["skipped"].as_u64().expect("a count");
+    assert_eq!(published + skipped, 100, "{report:#}");
+    assert!(published > 0, "{report:#}");
     let delivery = &report["delivery"];
-    let expected = 7 * 34 + 7 * 33 + 6 * 33;
-    assert_eq!(delivery["expected"], expected, "{report:#}");
+    let expected = delivery["expected"].as_u64().expect("a count");
+    if skipped == 0 {
+        assert_eq!(expected, 7 * 34 + 7 * 33 + 6 * 33, "{report:#}");
+    }
+    assert!(
+        expected >= published * 6,
+        "every message has 6 or 7 readers: {report:#}"
+    );
     assert_eq!(delivery["received"], expected, "{report:#}");
     assert_eq!(delivery["missing"], 0, "{report:#}");
     assert_eq!(delivery["clients_exactly_once"], 20, "{report:#}");
@@ -218,8 +230,10 @@ async fn a_start_option_replays_retained_messages_before_the_run_which_stays_cle
     let delivery = &report["delivery"];
     assert_eq!(delivery["replayed"], 4 * 2, "{report:#}");
     assert_eq!(delivery["foreign"], 0, "{report:#}");
-    assert_eq!(delivery["expected"], 4 * 10, "{report:#}");
-    assert_eq!(delivery["received"], 4 * 10, "{report:#}");
+    // Each run message has two readers (publishes skipped behind schedule are not expected).
+    let published = report["publish"]["published"].as_u64().expect("a count");
+    assert_eq!(delivery["expected"], 2 * published, "{report:#}");
+    assert_eq!(delivery["received"], 2 * published, "{report:#}");
     assert_eq!(delivery["clients_exactly_once"], 4, "{report:#}");
 }
 
