@@ -65,16 +65,16 @@ impl GapReason {
 }
 
 /// What a reader whose resume position is lost gets after its `gap` frame, beside where
-/// [`OnLoss`] continues it (`sse.repair`, or the request's `repair=`;
+/// [`OnLoss`](crate::plan::OnLoss) continues it (`sse.repair`, or the request's `repair=`;
 /// a lost resume position's `gap` frame names it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Repair {
-    /// Nothing more: it continues where [`OnLoss`] says (the default).
+    /// Nothing more: it continues where [`OnLoss`](crate::plan::OnLoss) says (the default).
     #[default]
     None,
     /// The latest retained message of each of its subjects, then live: a client whose history
-    /// is gone converges to the current state. Takes the place of [`OnLoss`].
+    /// is gone converges to the current state. Takes the place of [`OnLoss`](crate::plan::OnLoss).
     Latest,
 }
 
