@@ -169,6 +169,30 @@ pub fn retry(delay: std::time::Duration) -> Bytes {
 }
 
 #[derive(Serialize)]
+struct DeletedData<'a> {
+    topic: &'a str,
+    reason: &'a str,
+    #[serde(serialize_with = "rfc3339")]
+    time: Timestamp,
+}
+
+/// A `deleted` frame: the stream removed the last message of `topic` and left a subject
+/// delete marker (stored at `time`) saying why: `max_age`, `purge` or `remove`.
+pub fn deleted(id: EventId, topic: &str, reason: &str, time: Timestamp) -> Bytes {
+    let data = serde_json::to_string(&DeletedData {
+        topic,
+        reason,
+        time,
+    })
+    .unwrap_or_default();
+    encode(
+        &Frame::data(data)
+            .with_id(id.to_string())
+            .with_event("deleted"),
+    )
+}
+
+#[derive(Serialize)]
 struct MessageData<'a> {
     topic: &'a str,
     payload: Payload<'a>,

@@ -374,6 +374,7 @@ mod tests {
                         entry.seq
                     ),
                     EntryKind::TooLarge => panic!("nothing is too large"),
+                    EntryKind::Deleted => panic!("no delete marker is stored"),
                 }
             }
         };

@@ -60,7 +60,7 @@ pub mod codes {
     /// 10070: `Nats-Expected-Last-Msg-Id` does not match.
     pub(crate) const WRONG_LAST_MSG_ID: u32 = 10070;
     /// 10071: `Nats-Expected-Last-Sequence` or `Nats-Expected-Last-Subject-Sequence` does not match.
-    pub(crate) const WRONG_LAST_SEQUENCE: u32 = 10071;
+    pub const WRONG_LAST_SEQUENCE: u32 = 10071;
     /// 10077: the store refused the message (discard-new limits).
     pub(crate) const STREAM_STORE_FAILED: u32 = 10077;
     /// 10093: a consumer's filter matches no subject of its stream.

@@ -47,6 +47,10 @@ pub const NATS_SCHEDULE_NEXT: &str = "Nats-Schedule-Next";
 pub const NATS_STREAM_SOURCE: &str = "Nats-Stream-Source";
 /// `Nats-Marker-Reason` of a marker written when `max_age` removed a subject's last message.
 pub const MARKER_REASON_MAX_AGE: &str = "MaxAge";
+/// `Nats-Marker-Reason` of a marker written when a purge removed a subject's last message.
+pub const MARKER_REASON_PURGE: &str = "Purge";
+/// `Nats-Marker-Reason` of a marker written when deleting a message removed a subject's last.
+pub const MARKER_REASON_REMOVE: &str = "Remove";
 /// `Nats-Rollup` value: replace every earlier message on the subject.
 pub const ROLLUP_SUBJECT: &str = "sub";
 /// `Nats-Schedule-Next` value on the message fired by a one-shot schedule.

@@ -319,6 +319,41 @@ async fn a_gap_is_highlighted_with_what_was_lost() {
     hub.stop().await;
 }
 
+/// A topic whose value the stream removed (here by `max_age`, on a stream that keeps delete
+/// markers) gets a row of its own saying which topic and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_topic_is_a_row_saying_which_and_why() {
+    let mut config = Config::default();
+    config.embedded.streams = vec![StreamDecl {
+        max_age: Duration::from_secs(1),
+        allow_msg_ttl: true,
+        subject_delete_marker_ttl: Duration::from_secs(60),
+        ..StreamDecl::default_stream()
+    }];
+    let hub = Embedded.start(config).await;
+    let (_browser, page) = console(&hub, "/").await;
+    fill(&page, "topics", "console.kv.>").await;
+    press(&page, "#subscribe").await;
+    wait_streaming(&page, "console.kv.>").await;
+    hub.publish("console.kv.a", json!(1)).await;
+    wait(
+        &page,
+        "the deleted row",
+        "document.querySelectorAll('#events li.deleted').length === 1",
+    )
+    .await;
+    let rows = rows(&page).await;
+    let types: Vec<&str> = rows.iter().map(|r| r["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["connected", "message", "deleted"], "{rows:?}");
+    let text = rows[2]["text"].as_str().expect("text");
+    assert!(
+        text.contains("console.kv.a") && text.contains("removed (max_age)"),
+        "{text:?}"
+    );
+    screenshot(&page, "deleted").await;
+    hub.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_for_good_is_closed_with_why_and_an_expired_token_says_so() {
     let hub = Embedded.start(subscribe_auth_config()).await;

@@ -42,8 +42,9 @@ async fn topics_outside_the_stream_are_rejected() {
     hub.stop().await;
 }
 
+/// A marker another client stored (here one saying `Remove`) is told like one the stream left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn control_messages_are_not_forwarded() {
+async fn a_stored_delete_marker_is_told_as_deleted() {
     let (hub, backend) = Embedded::start_with_store(Config::default()).await;
     let mut client = hub.subscribe("?topic=t").await;
     expect_event(&mut client, "connected").await.unwrap();
@@ -58,6 +59,8 @@ async fn control_messages_are_not_forwarded() {
         .await
         .expect("marker stored");
     let after = hub.publish("t", json!("real")).await;
+    let deleted = expect_event(&mut client, "deleted").await.unwrap();
+    assert_eq!(data(&deleted)["reason"], "remove");
     let next = client.next_event().await.unwrap();
     assert_eq!(
         (next.event_type(), next.id.as_deref()),

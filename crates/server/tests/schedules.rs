@@ -1,6 +1,7 @@
 //! Message schedules through `POST /publish` and subject delete markers, over real HTTP on both
 //! backends (a real nats-server 2.15 for JetStream; 2.9, which has neither, refuses schedules
-//! clearly): produced messages reach subscribers, schedule definitions and markers never do.
+//! clearly): produced messages reach subscribers, schedule definitions never do, and a delete
+//! marker reaches the readers of its subject as a `deleted` event.
 
 mod backends;
 // The shared harness; this file runs its own cases, not the shared scenario list.
@@ -151,7 +152,7 @@ async fn a_schedule_target_outside_the_grant_is_forbidden(kind: Kind) {
     assert!(answer.text().contains("reports"), "{}", answer.text());
 }
 
-async fn delete_markers_are_stored_and_never_delivered(kind: Kind) {
+async fn a_delete_marker_is_a_deleted_event(kind: Kind) {
     let settings = Settings {
         max_age: Duration::from_secs(1),
         subject_delete_marker_ttl: Duration::from_secs(60),
@@ -163,17 +164,29 @@ async fn delete_markers_are_stored_and_never_delivered(kind: Kind) {
     served.hub.publish("t", json!("first")).await;
     let first = expect_event(&mut client, "message").await.unwrap();
     assert_eq!(data(&first)["payload"], json!("first"));
-    // The message ages out; the stream leaves a marker on its subject at sequence 2.
-    sluice_test_support::eventually_async("the delete marker is stored", async || {
-        let info = served.info().await;
-        info["last_seq"] == 2 && info["subjects"][served.subject("t")] == 1
-    })
-    .await;
+    // The message ages out; the stream leaves a marker on its subject at sequence 2, which the
+    // reader gets as the topic's deletion, under the marker's own id.
+    let deleted = expect_event(&mut client, "deleted").await.unwrap();
+    let told = data(&deleted);
+    assert_eq!(
+        (&told["topic"], &told["reason"]),
+        (&json!("t"), &json!("max_age"))
+    );
+    assert!(told["time"].is_string(), "{told}");
+    let id = deleted.id.clone().expect("an id");
+    assert!(id.starts_with("2-"), "{id}");
     let ack = served.hub.publish("t", json!("second")).await;
     assert_eq!(ack["seq"], 3);
-    // Right after the first message: no marker and no gap in between.
     let second = expect_event(&mut client, "message").await.unwrap();
     assert_eq!(data(&second)["payload"], json!("second"));
+    // A reader resuming from before the marker gets it again, in its place.
+    let mut resumed = served
+        .hub
+        .subscribe(&format!("?topic=t&last-id={}", first.id.unwrap()))
+        .await;
+    expect_event(&mut resumed, "connected").await.unwrap();
+    let again = expect_event(&mut resumed, "deleted").await.unwrap();
+    assert_eq!(again.id.as_deref(), Some(id.as_str()));
 }
 
 backends::on_both_backends!(
@@ -181,7 +194,7 @@ backends::on_both_backends!(
     schedule_headers_follow_jetstream_rules,
     a_stream_without_schedules_refuses_them,
     a_schedule_target_outside_the_grant_is_forbidden,
-    delete_markers_are_stored_and_never_delivered,
+    a_delete_marker_is_a_deleted_event,
 );
 
 /// nats-server 2.9 knows no schedules: it would store one as a plain message that never

@@ -1,7 +1,8 @@
 //! A state stream — `max_msgs_per_subject = 1` read with `from=latest` — as a live key-value
 //! view, over real HTTP on both backends and on nats-server 2.9: a reader gets every key's
 //! value, then each change; a tombstone published on a key (how a key is deleted) is delivered
-//! as its value, live and to later readers; a key purged is absent for later readers.
+//! as its value, live and to later readers; a key purged is absent for later readers, and on a
+//! stream that keeps delete markers its deletion is told, live and as the key's state.
 
 mod backends;
 // The shared harness; this file runs its own cases, not the shared scenario list.
@@ -9,7 +10,7 @@ mod backends;
 mod common;
 
 use backends::{Kind, Served, Settings, admin_config, admin_token, start};
-use common::data;
+use common::{data, expect_event};
 use serde_json::{Value, json};
 use sluice_test_support::SseClient;
 
@@ -106,7 +107,74 @@ async fn a_state_stream_is_a_live_key_value_view(kind: Kind) {
     );
 }
 
-backends::on_both_backends!(a_state_stream_is_a_live_key_value_view);
+/// The `deleted` event of `topic` for `reason`, next on `client`.
+async fn expect_deleted(client: &mut SseClient, topic: &str, reason: &str) {
+    let deleted = expect_event(client, "deleted")
+        .await
+        .expect("a deleted event");
+    let told = data(&deleted);
+    assert_eq!(
+        (&told["topic"], &told["reason"]),
+        (&json!(topic), &json!(reason))
+    );
+}
+
+/// With `subject_delete_marker_ttl`, a purge of a key's subject or a delete of its message
+/// leaves a marker: a reader that holds the key's value is told it is gone, and a later reader
+/// gets the deletion as the key's state, in stream order.
+async fn a_purged_key_is_told_as_deleted(kind: Kind) {
+    let settings = Settings {
+        subject_delete_marker_ttl: std::time::Duration::from_secs(60),
+        ..state()
+    };
+    let served = start(&kind, admin_config(false), settings).await;
+    let hub = &served.hub;
+    hub.publish("cfg.a", json!(1)).await;
+    let b = hub.publish("cfg.b", json!(1)).await;
+    let mut watcher = hub.subscribe("?topic=cfg.%3E&from=latest").await;
+    assert_eq!(
+        next_value(&mut watcher).await,
+        ("cfg.a".to_owned(), json!(1))
+    );
+    assert_eq!(
+        next_value(&mut watcher).await,
+        ("cfg.b".to_owned(), json!(1))
+    );
+
+    let path = format!("/admin/streams/{}/purge", served.stream);
+    let body = json!({ "subject": served.subject("cfg.a") });
+    let answer = served
+        .admin("POST", &path, Some(&admin_token()), Some(body))
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    expect_deleted(&mut watcher, "cfg.a", "purge").await;
+
+    let mut reader = hub.subscribe("?topic=cfg.%3E&from=latest").await;
+    assert_eq!(
+        next_value(&mut reader).await,
+        ("cfg.b".to_owned(), json!(1))
+    );
+    expect_deleted(&mut reader, "cfg.a", "purge").await;
+    // The key comes back as a value like any other.
+    hub.publish("cfg.a", json!(2)).await;
+    for client in [&mut watcher, &mut reader] {
+        assert_eq!(next_value(client).await, ("cfg.a".to_owned(), json!(2)));
+    }
+    // Deleting a key's message by sequence deletes the key the same way.
+    let path = format!("/admin/streams/{}/messages/{}", served.stream, b["seq"]);
+    let answer = served
+        .admin("DELETE", &path, Some(&admin_token()), None)
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    for client in [&mut watcher, &mut reader] {
+        expect_deleted(client, "cfg.b", "remove").await;
+    }
+}
+
+backends::on_both_backends!(
+    a_state_stream_is_a_live_key_value_view,
+    a_purged_key_is_told_as_deleted
+);
 
 /// Debian's nats-server 2.9 has no multi-filter consumers: the latest state is read through one
 /// wider filter and narrowed in the hub, with the same result.

@@ -163,7 +163,8 @@ pub struct StreamConfig {
     pub duplicate_window: Duration,
     /// Allow `Nats-TTL`.
     pub allow_msg_ttl: bool,
-    /// When set, a max-age removal of a subject's last message leaves a marker with this TTL.
+    /// When set, removing a subject's last message (by max age, a purge of subjects or a
+    /// delete) leaves a marker with this TTL.
     #[serde(with = "nanos")]
     pub subject_delete_marker_ttl: Duration,
     /// Allow `Nats-Schedule`.

@@ -29,6 +29,7 @@ mod index;
 mod lease;
 mod limits;
 mod losses;
+mod markers;
 mod meta;
 mod meta_refusal;
 mod persist;

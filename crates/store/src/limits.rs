@@ -2,7 +2,6 @@
 
 use crate::config::{DiscardPolicy, limit};
 use crate::error::{ApiError, Result};
-use crate::proto::names;
 use crate::record::flags;
 use crate::state::{Removal, State};
 use crate::table::MsgMeta;
@@ -75,10 +74,10 @@ fn over_subject_limit(
 }
 
 /// Removes messages older than `max_age` (except TTL `never` ones) and those whose TTL is due;
-/// returns the age-removed messages that were the last of their subject (for delete markers).
-/// A message gone by its own TTL was meant to go: readers are not told of it, as they are of
-/// those `max_age` removed.
-pub fn expire(st: &mut State, now: i64) -> Result<Vec<MsgMeta>> {
+/// returns the messages `max_age` removed (whose subjects may get delete markers). A message
+/// gone by its own TTL was meant to go: readers are not told of it, as they are of those
+/// `max_age` removed.
+pub fn expire(st: &mut State, now: i64) -> Result<Vec<(u64, MsgMeta)>> {
     let mut due = st.ttl.due(now);
     due.sort_unstable();
     let mut aged = Vec::new();
@@ -97,36 +96,8 @@ pub fn expire(st: &mut State, now: i64) -> Result<Vec<MsgMeta>> {
     }
     // IMPORTANT: the TTL's removals first: an aged message right behind them is then at the
     // front when it goes, so readers are told of it.
-    let mut removed = st.remove(&due, Removal::Intended)?;
-    removed.extend(st.remove(&aged, Removal::Expired)?);
-    let mut orphaned = Vec::new();
-    if max_age > 0 && !st.config.subject_delete_marker_ttl.is_zero() {
-        for (_, meta) in removed {
-            // Markers carry a TTL; a message with a TTL leaves no marker, so markers never chain.
-            // An unreadable message of a damaged block comes back with no subject.
-            let last_of_subject =
-                !meta.subject.is_empty() && st.table.subject_count(&meta.subject) == 0;
-            if last_of_subject
-                && meta.flags & flags::TTL == 0
-                && !orphaned.iter().any(|m: &MsgMeta| m.subject == meta.subject)
-            {
-                orphaned.push(meta);
-            }
-        }
-    }
-    Ok(orphaned)
-}
-
-/// The header values of a subject delete marker.
-pub fn marker_headers(st: &State) -> crate::proto::Headers {
-    let mut h = crate::proto::Headers::new();
-    h.insert(names::MARKER_REASON, names::MARKER_REASON_MAX_AGE);
-    h.insert(
-        names::TTL,
-        format!("{}s", st.config.subject_delete_marker_ttl.as_secs().max(1)),
-    );
-    h.insert(names::ROLLUP, names::ROLLUP_SUBJECT);
-    h
+    st.remove(&due, Removal::Intended)?;
+    st.remove(&aged, Removal::Expired)
 }
 
 /// When the next age or TTL expiry is due (ns), if any.

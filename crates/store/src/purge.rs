@@ -1,6 +1,7 @@
 //! Purge and single-message delete.
 
 use crate::error::{ApiError, Result, StoreError};
+use crate::markers::{self, Reason};
 use crate::proto::{self, FilterSet};
 use crate::state::{Removal, State};
 use crate::types::PurgeRequest;
@@ -13,8 +14,12 @@ pub fn delete_msg(st: &mut State, seq: u64) -> Result<bool> {
     if st.config.deny_delete {
         return Err(ApiError::msg_delete_not_permitted().into());
     }
-    // Readers of its subject that had not read it are told (a `removed` gap).
-    Ok(!st.remove(&[seq], Removal::Removed)?.is_empty())
+    // Readers of its subject that had not read it are told (a `removed` gap); those that had
+    // get the marker, if the stream keeps them.
+    let removed = st.remove(&[seq], Removal::Removed)?;
+    let orphaned = markers::orphaned(st, &removed);
+    markers::leave(st, &orphaned, Reason::Remove)?;
+    Ok(!removed.is_empty())
 }
 
 /// Purges per the request; returns how many messages were removed.
@@ -52,7 +57,14 @@ pub fn purge(st: &mut State, req: &PurgeRequest) -> Result<u64> {
         Some(_) => Removal::Removed,
         None => Removal::Expired,
     };
-    Ok(st.remove(&doomed, why)?.len() as u64)
+    let removed = st.remove(&doomed, why)?;
+    // Subjects a purge of subjects left empty get a marker, if the stream keeps them: their
+    // readers are told the value is gone. A purge from the front is no deletion of keys.
+    if req.filter.is_some() {
+        let orphaned = markers::orphaned(st, &removed);
+        markers::leave(st, &orphaned, Reason::Purge)?;
+    }
+    Ok(removed.len() as u64)
 }
 
 /// The live sequences a purge of `filter` up to `upto` (keeping `req.keep`) removes.

@@ -24,6 +24,7 @@ use tokio::sync::{oneshot, watch};
 use crate::config::{StreamConfig, SyncPolicy};
 use crate::error::{Result, StoreError};
 use crate::limits;
+use crate::markers;
 use crate::persist;
 use crate::purge;
 use crate::rollback::{self, BatchStart};
@@ -470,16 +471,9 @@ fn housekeeping(st: &mut State) {
             return;
         }
     }
-    let result = limits::expire(st, now).and_then(|orphans| {
-        for meta in orphans {
-            let marker = Publish {
-                subject: meta.subject.to_string(),
-                headers: limits::marker_headers(st),
-                payload: bytes::Bytes::new(),
-                internal: true,
-            };
-            rules::publish(st, &marker)?;
-        }
+    let result = limits::expire(st, now).and_then(|aged| {
+        let orphaned = markers::orphaned(st, &aged);
+        markers::leave(st, &orphaned, markers::Reason::MaxAge)?;
         fire_schedules(st, now)
     });
     if let Err(e) = result {

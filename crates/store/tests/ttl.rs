@@ -127,6 +127,69 @@ async fn max_age_removal_leaves_subject_delete_marker() {
     assert!(!live(&s, 1));
 }
 
+/// A purge of subjects and a delete leave a marker on each subject they left empty, saying
+/// why (`Purge`, `Remove`), as JetStream does; a subject that keeps a message, a purge from
+/// the front and a stream without `subject_delete_marker_ttl` leave none.
+#[tokio::test]
+async fn purging_or_deleting_a_subjects_last_message_leaves_a_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let marked = StreamConfig {
+        allow_msg_ttl: true,
+        subject_delete_marker_ttl: Duration::from_secs(60),
+        ..StreamConfig::new("M", ["m.>"])
+    };
+    let s = store.create_stream(marked).unwrap();
+    for subject in ["m.a", "m.b", "m.b", "m.c", "m.w.x", "m.w.y", "m.w.x"] {
+        s.publish(subject, Headers::new(), "x").await.unwrap();
+    }
+    let purge = |filter: &str| sluice_store::PurgeRequest {
+        filter: Some(filter.to_owned()),
+        ..Default::default()
+    };
+    let marker = |seq: u64| {
+        let m = s.get(seq).unwrap().expect("a marker");
+        assert!(m.payload.is_empty());
+        assert_eq!(m.headers.get("Nats-TTL"), Some("60s"));
+        assert_eq!(m.headers.get("Nats-Rollup"), Some("sub"));
+        let reason = m.headers.get("Nats-Marker-Reason").unwrap_or("none");
+        (m.subject, reason.to_owned())
+    };
+    let last_seq = || s.info(None).state.last_seq;
+    assert_eq!(s.purge(purge("m.b")).await.unwrap(), 2);
+    assert_eq!(marker(8), ("m.b".to_owned(), "Purge".to_owned()));
+    // Two subjects emptied at once: a marker each, in the order of their first removal.
+    assert_eq!(s.purge(purge("m.w.*")).await.unwrap(), 3);
+    assert_eq!(marker(9), ("m.w.x".to_owned(), "Purge".to_owned()));
+    assert_eq!(marker(10), ("m.w.y".to_owned(), "Purge".to_owned()));
+    assert!(s.delete_msg(4).await.unwrap());
+    assert_eq!(marker(11), ("m.c".to_owned(), "Remove".to_owned()));
+    // m.a keeps a message: no marker.
+    s.publish("m.a", Headers::new(), "x").await.unwrap();
+    assert!(s.delete_msg(1).await.unwrap());
+    assert_eq!(last_seq(), 12);
+    // A purge from the front deletes no key.
+    let front = sluice_store::PurgeRequest {
+        up_to_seq: Some(13),
+        ..Default::default()
+    };
+    assert_eq!(s.purge(front).await.unwrap(), 5);
+    assert_eq!(last_seq(), 12);
+
+    let plain = store
+        .create_stream(StreamConfig::new("U", ["u.*"]))
+        .unwrap();
+    plain.publish("u.a", Headers::new(), "x").await.unwrap();
+    plain.publish("u.b", Headers::new(), "x").await.unwrap();
+    assert_eq!(plain.purge(purge("u.a")).await.unwrap(), 1);
+    assert!(plain.delete_msg(2).await.unwrap());
+    assert_eq!(
+        plain.info(None).state.last_seq,
+        2,
+        "no marker without the setting"
+    );
+}
+
 /// `(first_seq, expired_below)` of stream `s`.
 fn front(s: &StreamHandle) -> (u64, u64) {
     let state = s.info(None).state;

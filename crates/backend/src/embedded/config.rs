@@ -70,8 +70,9 @@ pub struct StreamDecl {
     /// unlimited.
     #[serde(default = "default_max_msg_schedules")]
     pub max_msg_schedules: u64,
-    /// When not zero, removing a subject's last message by `max_age` leaves a delete marker
-    /// with this TTL (JetStream's `subject_delete_marker_ttl`); markers reach no subscriber.
+    /// When not zero, removing a subject's last message (by `max_age`, a purge of subjects or
+    /// a delete) leaves a delete marker with this TTL (JetStream's `subject_delete_marker_ttl`);
+    /// subscribers of the subject get it as a `deleted` event.
     #[serde(default, with = "config_duration")]
     pub subject_delete_marker_ttl: Duration,
     /// Declared streams this one copies messages from (`[[embedded.streams.sources]]`): `name`,

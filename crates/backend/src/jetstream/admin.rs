@@ -4,64 +4,21 @@
 
 use std::collections::BTreeMap;
 
-use async_nats::jetstream::response::Response;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use sluice_protocol::error::codes;
 
 use super::Shared;
-use super::error::{api_error, bounded, from_nats};
 use super::info::incarnation_of_nanos;
+use super::{api, markers};
 use crate::admin::{
     LostReport, MAX_REPORTED_SUBJECTS, PurgeOptions, SourceProgress, SourceReport, StreamReport,
     bounded_subjects,
 };
-use crate::error::stream_not_found;
 use crate::{ApiError, BackendError};
 
 /// Most pages of stream names read (JetStream pages 1024 names at a time).
 const MAX_NAME_PAGES: usize = 64;
-
-/// Sends one JetStream API request within the request timeout and reads its answer.
-async fn request<T: DeserializeOwned>(
-    shared: &Shared,
-    subject: String,
-    body: Value,
-) -> Result<T, BackendError> {
-    shared.ensure_connected()?;
-    let what = format!("requesting {subject}");
-    let answer = bounded(shared.config.request_timeout, &what, async {
-        shared
-            .context
-            .request::<_, _, Response<T>>(subject.clone(), &body)
-            .await
-            .map_err(|err| from_nats(&what, err))
-    })
-    .await?;
-    match answer {
-        Response::Ok(answer) => Ok(answer),
-        Response::Err { error } => Err(api_error(&error).into()),
-    }
-}
-
-/// A request about stream `name`: a missing stream is answered naming it, as the embedded
-/// store does.
-async fn request_for<T: DeserializeOwned>(
-    shared: &Shared,
-    name: &str,
-    subject: String,
-    body: Value,
-) -> Result<T, BackendError> {
-    request(shared, subject, body)
-        .await
-        .map_err(|err| match err {
-            BackendError::Api(api) if api.code == codes::STREAM_NOT_FOUND => {
-                stream_not_found(name).into()
-            }
-            other => other,
-        })
-}
 
 #[derive(Deserialize)]
 struct NamesPage {
@@ -75,7 +32,7 @@ struct NamesPage {
 pub(super) async fn stream_names(shared: &Shared) -> Result<Vec<String>, BackendError> {
     let mut names = Vec::new();
     for _ in 0..MAX_NAME_PAGES {
-        let page: NamesPage = request(
+        let page: NamesPage = api::request(
             shared,
             "STREAM.NAMES".to_owned(),
             json!({ "offset": names.len() }),
@@ -144,7 +101,7 @@ pub(super) async fn stream_report(
     shared: &Shared,
     name: &str,
 ) -> Result<StreamReport, BackendError> {
-    let info: InfoAnswer = request_for(
+    let info: InfoAnswer = api::request_for(
         shared,
         name,
         format!("STREAM.INFO.{name}"),
@@ -264,9 +221,16 @@ pub(super) async fn purge(
         }
         _ => None,
     };
+    let markers = match (&purge.subject, purge.keep) {
+        (Some(filter), None) => markers::before_purge(shared, name, filter).await?,
+        _ => None,
+    };
     let purged = purge_request(shared, name, purge).await;
     if let Some(id) = note {
         settle(shared, id, purged.is_ok()).await;
+    }
+    if let (Ok(_), Some(markers)) = (&purged, markers) {
+        markers::leave(shared, markers).await;
     }
     purged
 }
@@ -304,7 +268,7 @@ async fn purge_request(
         body.insert("seq".to_owned(), json!(seq));
     }
     let subject = format!("STREAM.PURGE.{name}");
-    let answer: PurgeAnswer = request_for(shared, name, subject, Value::Object(body)).await?;
+    let answer: PurgeAnswer = api::request_for(shared, name, subject, Value::Object(body)).await?;
     Ok(answer.purged)
 }
 
@@ -320,55 +284,41 @@ const SEQUENCE_NOT_FOUND: u32 = 10043;
 /// Deletes message `seq` of stream `name` (marked deleted, not overwritten, as the embedded
 /// store does). The server answers a missing message with `400` / `10043` (deleted before) or
 /// `500` / `10057` ("no message found", "stream store EOF" past the end); it is answered as
-/// the embedded store does, `404` / `10037`, with the server's words.
+/// the embedded store does, `404` / `10037`, with the server's words. On the served stream,
+/// the message's subject is read first: the delete is noted for the feeds to tell the readers
+/// of that subject ([`super::removals`]), and a subject it leaves empty gets a marker if the
+/// stream keeps them ([`super::markers`]).
 pub(super) async fn delete(shared: &Shared, name: &str, seq: u64) -> Result<(), BackendError> {
-    // A message of the served stream is noted first, with its subject, for the feeds to tell
-    // the readers of that subject ([`super::removals`]).
-    let note = if name == shared.config.stream {
-        note_delete(shared, name, seq).await?
+    // `None` when there is no such message: the delete then fails as it would.
+    let subject = if name == shared.config.stream {
+        api::message_subject(shared, name, seq).await?
     } else {
         None
+    };
+    let (note, markers) = match subject {
+        Some(subject) => (
+            Some(note_delete(shared, seq, &subject).await?),
+            markers::before_delete(shared, name, subject).await?,
+        ),
+        None => (None, None),
     };
     let deleted = delete_request(shared, name, seq).await;
     if let Some(id) = note {
         settle(shared, id, deleted.is_ok()).await;
     }
+    if let (Ok(()), Some(markers)) = (&deleted, markers) {
+        markers::leave(shared, markers).await;
+    }
     deleted
 }
 
-#[derive(Deserialize)]
-struct GetAnswer {
-    message: GotMessage,
-}
-
-#[derive(Deserialize)]
-struct GotMessage {
-    subject: String,
-}
-
-/// Notes the delete of message `seq` of the served stream `name`, with its subject (read
-/// first); `None` when there is no such message (the delete then fails as it would).
-async fn note_delete(shared: &Shared, name: &str, seq: u64) -> Result<Option<u64>, BackendError> {
+/// Notes the delete of message `seq` of the served stream, of `subject`.
+async fn note_delete(shared: &Shared, seq: u64, subject: &str) -> Result<u64, BackendError> {
     let state = shared
         .read_stream(shared.config.request_timeout)
         .await?
         .state;
-    let got: Result<GetAnswer, _> = request_for(
-        shared,
-        name,
-        format!("STREAM.MSG.GET.{name}"),
-        json!({ "seq": seq }),
-    )
-    .await;
-    match got {
-        Ok(got) => Ok(Some(shared.removals.deleting(
-            state.incarnation,
-            seq,
-            &got.message.subject,
-        ))),
-        Err(BackendError::Api(_)) => Ok(None),
-        Err(err) => Err(err),
-    }
+    Ok(shared.removals.deleting(state.incarnation, seq, subject))
 }
 
 /// The `STREAM.MSG.DELETE` request.
@@ -379,7 +329,7 @@ async fn delete_request(shared: &Shared, name: &str, seq: u64) -> Result<(), Bac
                 .described(format!("stream {name:?} has no message {seq} ({detail})")),
         )
     };
-    let answer: Result<DeleteAnswer, _> = request_for(
+    let answer: Result<DeleteAnswer, _> = api::request_for(
         shared,
         name,
         format!("STREAM.MSG.DELETE.{name}"),

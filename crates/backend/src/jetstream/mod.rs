@@ -7,6 +7,7 @@
 
 mod admin;
 mod advisories;
+mod api;
 mod config;
 mod connect;
 mod consumers;
@@ -15,6 +16,7 @@ mod filters;
 mod info;
 mod known;
 mod latest;
+mod markers;
 mod publish;
 mod recent;
 mod removals;

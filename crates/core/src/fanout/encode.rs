@@ -3,7 +3,10 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use sluice_protocol::headers::{Headers, NATS_MARKER_REASON, NATS_SCHEDULE};
+use sluice_protocol::headers::{
+    Headers, MARKER_REASON_MAX_AGE, MARKER_REASON_PURGE, MARKER_REASON_REMOVE, NATS_MARKER_REASON,
+    NATS_SCHEDULE,
+};
 
 use super::ring::{Audience, Entry, EntryKind, Routed};
 use crate::event_id::EventId;
@@ -27,10 +30,22 @@ pub struct Encoder {
     pub view_prefix: Option<String>,
 }
 
-/// Control messages (delete markers, schedule definitions) are stream bookkeeping, never
-/// forwarded to clients and not counted as loss.
-pub fn is_control(headers: &Headers) -> bool {
-    headers.get(NATS_MARKER_REASON).is_some() || headers.get(NATS_SCHEDULE).is_some()
+/// Schedule definitions are stream bookkeeping, never forwarded to clients and not counted as
+/// loss.
+fn is_schedule(headers: &Headers) -> bool {
+    headers.get(NATS_SCHEDULE).is_some()
+}
+
+/// Why a subject delete marker was left, as its `deleted` frame says it (`max_age`, `purge`,
+/// `remove`, or `other` for a reason this hub does not know); `None` when `headers` are not a
+/// marker's.
+fn deletion_reason(headers: &Headers) -> Option<&'static str> {
+    headers.get(NATS_MARKER_REASON).map(|reason| match reason {
+        MARKER_REASON_MAX_AGE => "max_age",
+        MARKER_REASON_PURGE => "purge",
+        MARKER_REASON_REMOVE => "remove",
+        _ => "other",
+    })
 }
 
 impl Encoder {
@@ -45,7 +60,8 @@ impl Encoder {
                 message: None,
             });
         }
-        if is_control(&message.headers) {
+        // Mercure has no deleted update: a marker under the view is bookkeeping there.
+        if is_schedule(&message.headers) || deletion_reason(&message.headers).is_some() {
             return None;
         }
         Some(Routed {
@@ -69,9 +85,10 @@ impl Encoder {
         })
     }
 
-    /// The entry for `message`, or `None` for a control message.
+    /// The entry for `message`: a message frame, a `deleted` frame for a subject delete
+    /// marker, or `None` for a schedule definition.
     pub fn entry(&self, message: &BackendMessage) -> Option<Entry> {
-        if is_control(&message.headers) {
+        if is_schedule(&message.headers) {
             return None;
         }
         let topic = self.topic(&message.subject);
@@ -79,6 +96,14 @@ impl Encoder {
             seq: message.seq,
             incarnation: Some(self.incarnation),
         };
+        if let Some(reason) = deletion_reason(&message.headers) {
+            return Some(Entry {
+                seq: message.seq,
+                time: message.time,
+                kind: EntryKind::Deleted,
+                frame: frames::deleted(id, topic, reason, message.time),
+            });
+        }
         // A payload already larger than the limit is not worth encoding; `size` then reports
         // the payload's length (a lower bound of the frame's).
         let frame = (message.payload.len() <= self.max_event_size)
@@ -162,13 +187,42 @@ mod tests {
     }
 
     #[test]
-    fn control_messages_are_skipped() {
-        let mut headers = Headers::new();
-        headers.insert(NATS_MARKER_REASON, "MaxAge");
-        assert_eq!(encoder(4096).entry(&message(b"", headers)), None);
+    fn schedule_definitions_are_skipped() {
         let mut headers = Headers::new();
         headers.insert(NATS_SCHEDULE, "@every 1m");
         assert_eq!(encoder(4096).entry(&message(b"x", headers)), None);
+    }
+
+    #[test]
+    fn delete_markers_become_deleted_frames_naming_topic_and_reason() {
+        for (header, reason) in [
+            ("MaxAge", "max_age"),
+            ("Purge", "purge"),
+            ("Remove", "remove"),
+            ("Later", "other"),
+        ] {
+            let mut headers = Headers::new();
+            headers.insert(NATS_MARKER_REASON, header);
+            let entry = encoder(4096)
+                .entry(&message(b"", headers))
+                .expect("an entry");
+            assert_eq!((entry.kind, entry.seq), (EntryKind::Deleted, 5));
+            let text = String::from_utf8(entry.frame.to_vec()).unwrap();
+            assert!(text.starts_with("id: 5-1\nevent: deleted\n"), "{text}");
+            let expected = format!(
+                r#"data: {{"topic":"a.b","reason":"{reason}","time":"1970-01-01T00:00:00Z"}}"#
+            );
+            assert!(text.contains(&expected), "{text}");
+        }
+    }
+
+    #[test]
+    fn markers_under_the_view_prefix_reach_no_view() {
+        let mut headers = Headers::new();
+        headers.insert(NATS_MARKER_REASON, "MaxAge");
+        let mut marker = message(b"", headers);
+        marker.subject = "mercure.t.0123456789abcdef._".into();
+        assert!(encoder(4096).routed(marker).is_none());
     }
 
     #[test]

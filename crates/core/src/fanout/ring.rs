@@ -19,6 +19,8 @@ pub enum EntryKind {
     Message,
     /// A `gap` frame replacing a message larger than `sse.max_event_size`.
     TooLarge,
+    /// A `deleted` frame: a subject delete marker, told as the removal of its topic's value.
+    Deleted,
     /// A `gap` frame for positions that cannot be delivered, and why: expired (removed
     /// from the stream's front) or removed (messages of the topic set deleted or purged)
     /// before they could be read, damaged, or unconfirmed.

@@ -221,7 +221,7 @@ impl Session {
             self.replayed += 1;
         }
         match entry.kind {
-            EntryKind::Message => {
+            EntryKind::Message | EntryKind::Deleted => {
                 self.ctx.metrics.delivered.inc();
                 if entry.seq > self.backlog_end {
                     self.observe_delivery(entry.time);

@@ -200,6 +200,11 @@ fn event_types_probe_paths_and_cors_lists_are_checked() {
     for (text, key, value) in [
         ("[sse]\nevent_type = \"gap\"", "sse.event_type", "gap"),
         ("[sse]\nevent_type = \"error\"", "sse.event_type", "error"),
+        (
+            "[sse]\nevent_type = \"deleted\"",
+            "sse.event_type",
+            "deleted",
+        ),
         ("[sse]\nevent_type = \"a b\"", "sse.event_type", "a b"),
         ("[sse]\nevent_type = \"\"", "sse.event_type", "\"\""),
         (

@@ -125,7 +125,14 @@ fn sse(config: &Config) -> Result<(), ConfigError> {
 }
 
 /// Event types the hub writes itself, and those an `EventSource` dispatches of its own.
-const RESERVED_EVENT_TYPES: &[&str] = &["connected", "gap", "token_expired", "open", "error"];
+const RESERVED_EVENT_TYPES: &[&str] = &[
+    "connected",
+    "gap",
+    "deleted",
+    "token_expired",
+    "open",
+    "error",
+];
 
 fn event_type(value: &str) -> Result<(), ConfigError> {
     let key = "sse.event_type";
