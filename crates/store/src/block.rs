@@ -19,8 +19,9 @@ pub enum RecordSource {
     File {
         /// The block's handle.
         file: Arc<File>,
-        /// Its path, for errors.
-        path: PathBuf,
+        /// The directory of the block files, for errors (the path is made only for one: this
+        /// is on every read).
+        dir: Arc<Path>,
         /// The record's location.
         loc: Loc,
     },
@@ -33,25 +34,29 @@ impl RecordSource {
     pub fn fetch(self) -> Result<Vec<u8>> {
         match self {
             RecordSource::Bytes(b) => Ok(b),
-            RecordSource::File { file, path, loc } => {
+            RecordSource::File { file, dir, loc } => {
                 let mut buf = vec![0; loc.len as usize];
                 file.read_exact_at(&mut buf, loc.offset as u64)
-                    .map_err(StoreError::io(&path))?;
+                    .map_err(|e| StoreError::io(&block_path(&dir, loc.block))(e))?;
                 Ok(buf)
             }
         }
     }
 
-    /// The bytes of each of `sources`, in order, reading a run of records that lie close
-    /// together in one block file with one system call (at most [`RUN_MAX_BYTES`] at once).
-    /// A run whose read fails is read again record by record, so each record gets its own
-    /// answer.
-    pub fn fetch_all(sources: Vec<RecordSource>) -> Vec<Result<Vec<u8>>> {
+    /// Each of `sources` read and given to `decode` (with its index in `sources`), in order,
+    /// reading a run of records that lie close together in one block file with one system call
+    /// (at most [`RUN_MAX_BYTES`] at once) and decoding each from the run's buffer. A run whose
+    /// read fails is read again record by record, so each record gets its own answer.
+    pub fn fetch_all<T>(
+        sources: Vec<RecordSource>,
+        mut decode: impl FnMut(usize, &[u8]) -> Result<T>,
+    ) -> Vec<Result<T>> {
         let mut out = Vec::with_capacity(sources.len());
         let mut sources = sources.into_iter().peekable();
         while let Some(first) = sources.next() {
-            let RecordSource::File { file, path, loc } = first else {
-                out.push(first.fetch());
+            let index = out.len();
+            let RecordSource::File { file, dir, loc } = first else {
+                out.push(first.fetch().and_then(|bytes| decode(index, &bytes)));
                 continue;
             };
             let mut run = vec![loc];
@@ -66,7 +71,13 @@ impl RecordSource {
                 run.push(*at);
                 sources.next();
             }
-            out.extend(read_run(&file, &path, &run));
+            read_run(
+                &file,
+                &dir,
+                &run,
+                &mut |i, bytes| decode(index + i, bytes),
+                &mut out,
+            );
         }
         out
     }
@@ -81,10 +92,30 @@ impl RecordSource {
 
     /// The file holding it (empty for memory).
     pub fn path(&self) -> PathBuf {
+        self.origin().path()
+    }
+
+    /// Where the record is, for an error found once it is read.
+    pub fn origin(&self) -> Origin {
         match self {
-            RecordSource::File { path, .. } => path.clone(),
-            RecordSource::Bytes(_) => PathBuf::new(),
+            RecordSource::File { dir, loc, .. } => Origin(Some((dir.clone(), loc.block))),
+            RecordSource::Bytes(_) => Origin(None),
         }
+    }
+}
+
+/// The block file a record was read from (its directory and block id), or none for memory;
+/// cheap to keep, made into a path only for an error.
+#[derive(Clone)]
+pub struct Origin(Option<(Arc<Path>, u32)>);
+
+impl Origin {
+    /// The block file's path; empty for memory.
+    pub fn path(&self) -> PathBuf {
+        self.0
+            .as_ref()
+            .map(|(dir, block)| block_path(dir, *block))
+            .unwrap_or_default()
     }
 }
 
@@ -105,15 +136,16 @@ fn continues_run(run: &[Loc], at: Loc) -> bool {
         && start + u64::from(at.len) - u64::from(first.offset) <= RUN_MAX_BYTES
 }
 
-/// The records of `run` (ascending, in `file`), read with one call; each again alone when that
+/// The records of `run` (ascending, in `file`), read with one call, each given to `decode`
+/// (with its index in `run`) and its answer added to `out`; each read again alone when that
 /// fails.
-fn read_run(file: &File, path: &Path, run: &[Loc]) -> Vec<Result<Vec<u8>>> {
-    let single = |loc: &Loc| {
-        let mut buf = vec![0; loc.len as usize];
-        file.read_exact_at(&mut buf, u64::from(loc.offset))
-            .map_err(StoreError::io(path))
-            .map(|()| buf)
-    };
+fn read_run<T>(
+    file: &File,
+    dir: &Path,
+    run: &[Loc],
+    decode: &mut impl FnMut(usize, &[u8]) -> Result<T>,
+    out: &mut Vec<Result<T>>,
+) {
     let (first, last) = (run[0], run[run.len() - 1]);
     let span = (u64::from(last.offset) + u64::from(last.len) - u64::from(first.offset)) as usize;
     let mut buf = vec![0; span];
@@ -122,14 +154,19 @@ fn read_run(file: &File, path: &Path, run: &[Loc]) -> Vec<Result<Vec<u8>>> {
             .read_exact_at(&mut buf, u64::from(first.offset))
             .is_err()
     {
-        return run.iter().map(single).collect();
+        for (i, loc) in run.iter().enumerate() {
+            let mut buf = vec![0; loc.len as usize];
+            let read = file
+                .read_exact_at(&mut buf, u64::from(loc.offset))
+                .map_err(|e| StoreError::io(&block_path(dir, loc.block))(e));
+            out.push(read.and_then(|()| decode(i, &buf)));
+        }
+        return;
     }
-    run.iter()
-        .map(|loc| {
-            let at = (loc.offset - first.offset) as usize;
-            Ok(buf[at..at + loc.len as usize].to_vec())
-        })
-        .collect()
+    for (i, loc) in run.iter().enumerate() {
+        let at = (loc.offset - first.offset) as usize;
+        out.push(decode(i, &buf[at..at + loc.len as usize]));
+    }
 }
 
 /// Where a record lives.
@@ -173,7 +210,7 @@ struct Block {
 
 /// The blocks of one stream, with a pending buffer for the group-commit batch.
 pub struct Blocks {
-    dir: Option<PathBuf>,
+    dir: Option<Arc<Path>>,
     blocks: BTreeMap<u32, Block>,
     pending: Vec<u8>,
     max_size: u64,
@@ -328,7 +365,7 @@ impl Blocks {
             })
             .collect();
         Ok(Self {
-            dir: Some(msgs_dir),
+            dir: Some(Arc::from(msgs_dir)),
             blocks,
             pending: Vec::new(),
             kept: KeptTail::default(),
@@ -601,15 +638,14 @@ impl Blocks {
             Body::File(_) if let Some(record) = self.kept.record(loc) => {
                 RecordSource::Bytes(record.to_vec())
             }
-            Body::File(cell) => RecordSource::File {
-                file: handle(
-                    self.dir.as_deref().unwrap_or(Path::new("")),
-                    loc.block,
-                    cell,
-                )?,
-                path: self.path(loc.block),
-                loc,
-            },
+            Body::File(cell) => {
+                let dir = self.dir.clone().unwrap_or_else(|| Arc::from(Path::new("")));
+                RecordSource::File {
+                    file: handle(&dir, loc.block, cell)?,
+                    dir,
+                    loc,
+                }
+            }
         })
     }
 

@@ -475,16 +475,16 @@ impl PendingRead {
         let mut sources = Vec::with_capacity(reads.len());
         let mut seqs = Vec::with_capacity(reads.len());
         for read in reads {
-            seqs.push((read.seq, read.source.path()));
+            seqs.push((read.seq, read.source.origin()));
             sources.push(read.source);
         }
-        RecordSource::fetch_all(sources)
-            .into_iter()
-            .zip(seqs)
-            .map(|(bytes, (seq, path))| {
-                decode_message(&bytes?, seq).ok_or(StoreError::Corrupt { seq, path })
+        RecordSource::fetch_all(sources, |i, bytes| {
+            let (seq, origin) = &seqs[i];
+            decode_message(bytes, *seq).ok_or_else(|| StoreError::Corrupt {
+                seq: *seq,
+                path: origin.path(),
             })
-            .collect()
+        })
     }
 
     /// Reads and verifies the record.
