@@ -93,11 +93,23 @@ impl StartFrom {
 
 /// The time `when` names: an RFC 3339 time, or a duration back from `now`.
 fn since(when: &str, now: Timestamp) -> Result<Timestamp, String> {
-    if let Ok(time) = when.parse::<Timestamp>() {
+    let time = when.parse::<Timestamp>();
+    if let Ok(time) = time {
         return Ok(time);
     }
-    if when.contains(['-', ':']) {
-        return Err(format!("{when:?} is not an RFC 3339 time with an offset"));
+    if let Some(duration) = when.strip_prefix('-')
+        && !duration.contains(['-', ':'])
+    {
+        return Err(format!(
+            "{when:?} is negative: a duration counts back from now"
+        ));
+    }
+    if let Err(err) = time
+        && when.contains(['-', ':'])
+    {
+        return Err(format!(
+            "{when:?} is not an RFC 3339 time with an offset ({err})"
+        ));
     }
     let ago = sluice_protocol::config_duration::parse(when)?;
     let ago = jiff::SignedDuration::try_from(ago).map_err(|_| format!("{when:?} is too long"))?;
@@ -456,5 +468,17 @@ mod tests {
             assert!(err.contains(&format!("{bad:?}")), "{err}");
             assert!(err.contains("last:<N>") && err.contains("since:"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_time_out_of_range_or_a_negative_duration_is_told_as_such() {
+        let err = StartFrom::parse("since:9999-12-31T23:59:59Z", now())
+            .expect_err("past the last representable time")
+            .to_string();
+        assert!(err.contains("range"), "{err}");
+        let err = StartFrom::parse("since:-5m", now())
+            .expect_err("negative")
+            .to_string();
+        assert!(err.contains("\"-5m\" is negative"), "{err}");
     }
 }

@@ -222,7 +222,8 @@ struct Printer {
     count: Option<u64>,
 }
 
-/// The event types of the hub's own frames; every other event carries a message.
+/// The event types of the hub's own frames; every other event carries a stream message (a
+/// message, or a `deleted` event for a subject delete marker) and counts toward `--count`.
 const HUB_EVENTS: &[&str] = &["connected", "gap", "token_expired"];
 
 impl Printer {
