@@ -16,6 +16,7 @@
 mod admin;
 pub(crate) mod batch;
 mod body;
+mod client_library;
 mod events;
 pub(crate) mod mercure;
 mod page;
@@ -57,6 +58,7 @@ pub fn router(hub: Arc<Hub>) -> Router {
     let cors = cors(&hub.config.cors);
     let mut router = Router::new()
         .route("/", get(page::index))
+        .route("/sluice.js", get(client_library::library))
         .route("/events", get(events::by_query))
         .route("/events/", get(events::by_query))
         .route("/events/{*topic}", get(events::by_path))

@@ -1,0 +1,390 @@
+//! The browser client library (`/sluice.js`, clients/js/) in headless Chromium against the
+//! `sluice` binary: the cursor survives reloads, a crash of the hub, a refusal and an expired
+//! token without losing or repeating a message; gaps reach the application with their range;
+//! without storage it still resumes within the page. Each test fails without the library's
+//! part it names (a plain `EventSource` restarts live after a reload, gives up on a refusal,
+//! and cannot renew a token).
+
+use std::path::Path;
+use std::time::Duration;
+
+use sluice_test_support::serde_json::{Value, json};
+use sluice_test_support::{Browser, Page, SluiceProcess, http, tempfile};
+
+/// How long the page may take to see what the test waits for (reconnects included).
+const PAGE_TIMEOUT: Duration = Duration::from_secs(30);
+
+const SECRET: &str = "0123456789abcdef0123456789abcdef-library-secret";
+
+/// `sluice serve` with `config` (TOML) over a fresh data directory.
+struct Hub {
+    process: SluiceProcess,
+    _dir: tempfile::TempDir,
+}
+
+impl Hub {
+    async fn start(config: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config_path = dir.path().join("sluice.toml");
+        std::fs::write(&config_path, config).expect("config written");
+        let data_dir = dir.path().join("data");
+        let process = SluiceProcess::start_configured(
+            env!("CARGO_BIN_EXE_sluice"),
+            [
+                "serve".into(),
+                "--config".into(),
+                config_path.into_os_string(),
+                "--data-dir".into(),
+                data_dir.into_os_string(),
+            ],
+            |_| {},
+        )
+        .await
+        .expect("sluice serve starts");
+        Self { process, _dir: dir }
+    }
+
+    /// Publishes `n` on `topic`; the event id the hub gave it.
+    async fn publish(&self, topic: &str, n: u64) -> String {
+        publish(&self.process.url("/publish"), topic, n).await
+    }
+}
+
+async fn publish(url: &str, topic: &str, n: u64) -> String {
+    let body = json!({ "topic": topic, "payload": { "n": n } });
+    let response = http::post_json(url, &body).await.expect("publish request");
+    assert!(response.status.is_success(), "{}", response.text());
+    response.json().expect("JSON")["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned()
+}
+
+/// A same-origin page of the hub without a content security policy, where the test's script
+/// imports the library as an application would.
+const HOST: &str = "/stream";
+
+/// Runs the application: imports `/sluice.js` and subscribes with `options` (a JavaScript
+/// object literal, without the callbacks), recording what it is given in `sessionStorage`
+/// (`test.log`: message ids; it survives reloads) and in `window` (`testGaps`, `testStates`).
+async fn run_app(page: &Page, options: &str) {
+    let script = format!(
+        "(async () => {{
+           const {{ subscribe }} = await import('/sluice.js');
+           const saved = () => JSON.parse(sessionStorage.getItem('test.log') || '[]');
+           window.testLog = saved();
+           window.testGaps = [];
+           window.testStates = [];
+           window.testSub = subscribe(Object.assign({options}, {{
+             onMessage: (m) => {{
+               window.testLog.push(m.id);
+               try {{ sessionStorage.setItem('test.log', JSON.stringify(window.testLog)); }} catch (_) {{}}
+             }},
+             onGap: (g) => window.testGaps.push(g),
+             onState: (s, d) => window.testStates.push([s, d.reason || null, d.status || null]),
+           }}));
+           return true;
+         }})()"
+    );
+    page.eval(&script).await.expect("the application starts");
+}
+
+/// The ids the application was given, once it has at least `count`.
+async fn delivered(page: &Page, count: usize) -> Vec<String> {
+    let condition = format!("window.testLog && window.testLog.length >= {count} && window.testLog");
+    let log = page
+        .wait_for(&condition, PAGE_TIMEOUT)
+        .await
+        .unwrap_or_else(|err| panic!("waiting for {count} messages: {err:#}"));
+    serde_ids(&log)
+}
+
+fn serde_ids(log: &Value) -> Vec<String> {
+    log.as_array()
+        .expect("an array")
+        .iter()
+        .map(|id| id.as_str().expect("an id").to_owned())
+        .collect()
+}
+
+async fn wait_state(page: &Page, state: &str) {
+    let condition = format!(
+        "window.testSub && window.testSub.state === {}",
+        json!(state)
+    );
+    page.wait_for(&condition, PAGE_TIMEOUT)
+        .await
+        .unwrap_or_else(|err| panic!("waiting for state {state}: {err:#}"));
+}
+
+async fn open(browser: &Browser, url: &str) -> Page {
+    let page = browser.new_page().await.expect("new tab");
+    page.open(url).await.expect("the host page loads");
+    page
+}
+
+/// A token for subscribing to everything, valid for `secs` seconds.
+fn token(secs: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    let claims = json!({ "sub": "page", "exp": now + secs, "sluice": { "subscribe": [">"] } });
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()).expect("key"),
+    )
+    .expect("token")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_serves_the_library_as_a_module_under_4_kib_gzipped() {
+    let hub = Hub::start("").await;
+    let answer = http::get(&hub.process.url("/sluice.js"))
+        .await
+        .expect("GET");
+    assert_eq!(answer.status, 200);
+    assert_eq!(
+        answer.headers["content-type"],
+        "text/javascript; charset=utf-8"
+    );
+    assert_eq!(answer.headers["access-control-allow-origin"], "*");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/js/sluice.js");
+    assert_eq!(answer.body, std::fs::read(&source).expect("the library"));
+    // A page that holds it already gets a 304.
+    let etag = answer.headers["etag"].to_str().expect("an etag").to_owned();
+    let request = http::request(
+        "GET".parse().expect("a method"),
+        &hub.process.url("/sluice.js"),
+        &[("if-none-match", etag.as_str())],
+    )
+    .expect("request")
+    .body(String::new().into())
+    .expect("body");
+    assert_eq!(http::send(request).await.expect("GET").status, 304);
+    // Its size as shipped, gzipped without minifying (minified it is smaller still).
+    let gzip = std::process::Command::new("gzip")
+        .args(["-9", "-c"])
+        .arg(&source)
+        .output()
+        .expect("gzip runs");
+    assert!(gzip.status.success());
+    assert!(
+        gzip.stdout.len() < 4096,
+        "{} bytes gzipped",
+        gzip.stdout.len()
+    );
+}
+
+/// Five reloads while 600 messages are published at 200 a second: every message reaches the
+/// application exactly once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_message_arrives_once_across_five_reloads_at_200_a_second() {
+    let hub = Hub::start("").await;
+    let browser = Browser::launch().await.expect("chromium starts");
+    let host = hub.process.url(HOST);
+    let page = open(&browser, &host).await;
+    let options = "{ topics: ['reload.t'] }";
+    run_app(&page, options).await;
+    wait_state(&page, "open").await;
+
+    let url = hub.process.url("/publish");
+    let publisher = tokio::spawn(async move {
+        let mut ids = Vec::new();
+        let mut pace = tokio::time::interval(Duration::from_millis(5));
+        for n in 0..600 {
+            pace.tick().await;
+            ids.push(publish(&url, "reload.t", n).await);
+        }
+        ids
+    });
+    for reload in 1..=5 {
+        delivered(&page, reload * 90).await;
+        page.open(&host).await.expect("reloaded");
+        run_app(&page, options).await;
+    }
+    let sent = publisher.await.expect("the publisher");
+    let got = delivered(&page, sent.len()).await;
+    assert_eq!(
+        got, sent,
+        "every message once, in order, across the reloads"
+    );
+}
+
+/// The hub is killed (SIGKILL) mid-stream and started again: nothing is lost or repeated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hub_killed_and_restarted_loses_and_repeats_nothing() {
+    let mut hub = Hub::start("").await;
+    let browser = Browser::launch().await.expect("chromium starts");
+    let page = open(&browser, &hub.process.url(HOST)).await;
+    run_app(&page, "{ topics: ['crash.t'], retry: 200 }").await;
+    wait_state(&page, "open").await;
+    let mut sent = Vec::new();
+    for n in 0..3 {
+        sent.push(hub.publish("crash.t", n).await);
+    }
+    delivered(&page, 3).await;
+    hub.process.kill().expect("kill the hub");
+    hub.process.restart().await.expect("the hub restarts");
+    for n in 3..6 {
+        sent.push(hub.publish("crash.t", n).await);
+    }
+    assert_eq!(delivered(&page, 6).await, sent);
+    wait_state(&page, "open").await;
+    sent.push(hub.publish("crash.t", 6).await);
+    assert_eq!(delivered(&page, 7).await, sent);
+}
+
+/// Refused at `max_connections` (a plain request gets 429): the library keeps trying and
+/// subscribes once a place is free, from the start it asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_at_max_connections_recovers_once_there_is_room() {
+    let hub = Hub::start("[limits]\nmax_connections = 1\n").await;
+    let held = sluice_test_support::SseClient::connect(&hub.process.url("/events?topic=held"))
+        .await
+        .expect("the one place is taken");
+    let browser = Browser::launch().await.expect("chromium starts");
+    let page = open(&browser, &hub.process.url(HOST)).await;
+    run_app(
+        &page,
+        "{ topics: ['room.t'], from: 'earliest', retry: 200, maxRetry: 400 }",
+    )
+    .await;
+    let sent = hub.publish("room.t", 1).await;
+    page.wait_for(
+        "window.testStates.some((s) => s[0] === 'reconnecting' && s[1] === 'refused')",
+        PAGE_TIMEOUT,
+    )
+    .await
+    .expect("told it is refused and retrying");
+    drop(held);
+    wait_state(&page, "open").await;
+    assert_eq!(delivered(&page, 1).await, [sent]);
+}
+
+/// A token that expires mid-stream: the library asks the application's `token()` for a fresh
+/// one and resumes where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_token_is_renewed_through_the_callback_without_loss() {
+    let config = format!(
+        "[auth.subscribe]\nalgorithms = [\"HS256\"]\nleeway = 0\nquery_param = \"access_token\"\n\
+         keys = [{{ type = \"hmac\", secret = \"{SECRET}\" }}]\n"
+    );
+    let hub = Hub::start(&config).await;
+    let browser = Browser::launch().await.expect("chromium starts");
+    let page = open(&browser, &hub.process.url(HOST)).await;
+    let tokens = json!([token(3), token(600)]);
+    page.eval(&format!(
+        "window.testTokens = {tokens}; window.testAsked = 0; true"
+    ))
+    .await
+    .expect("tokens");
+    run_app(
+        &page,
+        "{ topics: ['auth.t'], tokenParam: 'access_token', \
+           token: () => window.testTokens[window.testAsked++] }",
+    )
+    .await;
+    wait_state(&page, "open").await;
+    let mut sent = vec![hub.publish("auth.t", 1).await];
+    delivered(&page, 1).await;
+    // The first token expires: the stream ends with `token_expired`, the second is asked for.
+    page.wait_for("window.testAsked === 2", PAGE_TIMEOUT)
+        .await
+        .expect("a fresh token was asked for");
+    sent.push(hub.publish("auth.t", 2).await);
+    assert_eq!(delivered(&page, 2).await, sent);
+    let states = page.eval("window.testStates").await.expect("states");
+    assert!(
+        states
+            .as_array()
+            .expect("states")
+            .iter()
+            .any(|s| s[1] == "token_expired"),
+        "{states}"
+    );
+}
+
+/// A resume position the stream no longer holds: the gap reaches the application with the
+/// lost range, so it can fetch what it needs elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gap_reaches_the_application_with_its_range() {
+    let config = "[[embedded.streams]]\nname = \"sluice\"\nsubjects = [\">\"]\nmax_msgs = 2\n";
+    let hub = Hub::start(config).await;
+    let browser = Browser::launch().await.expect("chromium starts");
+    let page = open(&browser, &hub.process.url(HOST)).await;
+    let first = hub.publish("gap.t", 1).await;
+    for n in 2..=5 {
+        hub.publish("gap.t", n).await;
+    }
+    // As if the page had stored the first message's id before it went away.
+    page.eval(&format!(
+        "sessionStorage.setItem('sluice.cursor.gap.t', {}); true",
+        json!(first)
+    ))
+    .await
+    .expect("a stored cursor");
+    run_app(&page, "{ topics: ['gap.t'] }").await;
+    delivered(&page, 2).await;
+    let gaps = page.eval("window.testGaps").await.expect("gaps");
+    assert_eq!(gaps.as_array().expect("gaps").len(), 1, "{gaps}");
+    let gap = &gaps[0];
+    assert_eq!(
+        (&gap["reason"], &gap["from"], &gap["to"]),
+        (&json!("expired"), &json!(2), &json!(3)),
+        "{gap}"
+    );
+}
+
+/// Storage the browser refuses (as in some private modes): the library keeps the cursor in
+/// memory, and a reconnect within the page still resumes exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_storage_it_still_resumes_within_the_page() {
+    let mut hub = Hub::start("").await;
+    let browser = Browser::launch().await.expect("chromium starts");
+    let page = open(&browser, &hub.process.url(HOST)).await;
+    page.eval(
+        "Object.defineProperty(window, 'sessionStorage', { get() { \
+           throw new DOMException('storage is disabled', 'SecurityError'); } }); true",
+    )
+    .await
+    .expect("storage refused");
+    // The application's own log lives in `window` here.
+    let script = "(async () => {
+        const { subscribe } = await import('/sluice.js');
+        window.testLog = [];
+        window.testSub = subscribe({ topics: ['private.t'], retry: 200,
+          onMessage: (m) => window.testLog.push(m.id) });
+        return true;
+      })()";
+    page.eval(script).await.expect("the application starts");
+    wait_state(&page, "open").await;
+    let mut sent = vec![hub.publish("private.t", 1).await];
+    delivered(&page, 1).await;
+    hub.process.kill().expect("kill the hub");
+    hub.process.restart().await.expect("the hub restarts");
+    sent.push(hub.publish("private.t", 2).await);
+    assert_eq!(delivered(&page, 2).await, sent);
+}
+
+/// Back online, the library reconnects at once instead of waiting out the hub's `retry:` (a
+/// minute here, longer than the test waits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coming_back_online_reconnects_at_once() {
+    let mut hub = Hub::start("[sse]\nretry = \"60s\"\n").await;
+    let browser = Browser::launch().await.expect("chromium starts");
+    let page = open(&browser, &hub.process.url(HOST)).await;
+    run_app(&page, "{ topics: ['online.t'] }").await;
+    wait_state(&page, "open").await;
+    let mut sent = vec![hub.publish("online.t", 1).await];
+    delivered(&page, 1).await;
+    // Off the network, the stream ends (the hub is gone); the browser would wait a minute.
+    page.set_offline(true).await.expect("page offline");
+    hub.process.kill().expect("kill the hub");
+    wait_state(&page, "reconnecting").await;
+    hub.process.restart().await.expect("the hub restarts");
+    sent.push(hub.publish("online.t", 2).await);
+    page.set_offline(false).await.expect("page online");
+    assert_eq!(delivered(&page, 2).await, sent);
+}
