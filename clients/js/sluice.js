@@ -152,8 +152,10 @@ export function subscribe(options) {
     stop();
     if (closed) return;
     if (state !== "reconnecting") setState("connecting", {});
-    if (typeof options.token === "function" && !token && !(await freshToken())) {
-      return end({ reason: "no_token" });
+    if (typeof options.token === "function" && !token) {
+      const got = await freshToken().catch(() => false);
+      if (closed) return;
+      if (!got) return end({ reason: "no_token" });
     }
     placeToken();
     const es = new EventSource(url(), { withCredentials: !!options.withCredentials });

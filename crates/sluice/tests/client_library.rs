@@ -66,7 +66,8 @@ const HOST: &str = "/stream";
 
 /// Runs the application: imports `/sluice.js` and subscribes with `options` (a JavaScript
 /// object literal, without the callbacks), recording what it is given in `sessionStorage`
-/// (`test.log`: message ids; it survives reloads) and in `window` (`testGaps`, `testStates`).
+/// (`test.log`: message ids; it survives reloads) and in `window` (`testGaps`, `testStates`:
+/// `[state, reason, status, retryIn]`).
 async fn run_app(page: &Page, options: &str) {
     let script = format!(
         "(async () => {{
@@ -81,7 +82,7 @@ async fn run_app(page: &Page, options: &str) {
                try {{ sessionStorage.setItem('test.log', JSON.stringify(window.testLog)); }} catch (_) {{}}
              }},
              onGap: (g) => window.testGaps.push(g),
-             onState: (s, d) => window.testStates.push([s, d.reason || null, d.status || null]),
+             onState: (s, d) => window.testStates.push([s, d.reason || null, d.status || null, d.retryIn || null]),
            }}));
            return true;
          }})()"
@@ -123,19 +124,56 @@ async fn open(browser: &Browser, url: &str) -> Page {
     page
 }
 
-/// A token for subscribing to everything, valid for `secs` seconds.
-fn token(secs: u64) -> String {
+/// A token for subscribing to everything that expires `secs` seconds from now (in the past
+/// when negative).
+fn token(secs: i64) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("after 1970")
         .as_secs();
-    let claims = json!({ "sub": "page", "exp": now + secs, "sluice": { "subscribe": [">"] } });
+    let exp = now.saturating_add_signed(secs);
+    let claims = json!({ "sub": "page", "exp": exp, "sluice": { "subscribe": [">"] } });
     jsonwebtoken::encode(
         &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
         &claims,
         &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()).expect("key"),
     )
     .expect("token")
+}
+
+/// A hub whose subscribers need a token, carried in `access_token`, and a page of it whose
+/// application gets `tokens` one after the other from its `token()` (`window.testAsked`
+/// counts the calls).
+async fn token_app(browser: &Browser, tokens: [String; 2]) -> (Hub, Page) {
+    let config = format!(
+        "[auth.subscribe]\nalgorithms = [\"HS256\"]\nleeway = 0\nquery_param = \"access_token\"\n\
+         keys = [{{ type = \"hmac\", secret = \"{SECRET}\" }}]\n"
+    );
+    let hub = Hub::start(&config).await;
+    let page = open(browser, &hub.process.url(HOST)).await;
+    let tokens = json!(tokens);
+    page.eval(&format!(
+        "window.testTokens = {tokens}; window.testAsked = 0; true"
+    ))
+    .await
+    .expect("tokens");
+    run_app(
+        &page,
+        "{ topics: ['auth.t'], tokenParam: 'access_token', \
+           token: () => window.testTokens[window.testAsked++] }",
+    )
+    .await;
+    (hub, page)
+}
+
+/// Whether some recorded state has `reason`.
+async fn told(page: &Page, reason: &str) -> bool {
+    let states = page.eval("window.testStates").await.expect("states");
+    states
+        .as_array()
+        .expect("states")
+        .iter()
+        .any(|s| s[1] == reason)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -267,25 +305,8 @@ async fn a_refusal_at_max_connections_recovers_once_there_is_room() {
 /// one and resumes where it was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_token_is_renewed_through_the_callback_without_loss() {
-    let config = format!(
-        "[auth.subscribe]\nalgorithms = [\"HS256\"]\nleeway = 0\nquery_param = \"access_token\"\n\
-         keys = [{{ type = \"hmac\", secret = \"{SECRET}\" }}]\n"
-    );
-    let hub = Hub::start(&config).await;
     let browser = Browser::launch().await.expect("chromium starts");
-    let page = open(&browser, &hub.process.url(HOST)).await;
-    let tokens = json!([token(3), token(600)]);
-    page.eval(&format!(
-        "window.testTokens = {tokens}; window.testAsked = 0; true"
-    ))
-    .await
-    .expect("tokens");
-    run_app(
-        &page,
-        "{ topics: ['auth.t'], tokenParam: 'access_token', \
-           token: () => window.testTokens[window.testAsked++] }",
-    )
-    .await;
+    let (hub, page) = token_app(&browser, [token(3), token(600)]).await;
     wait_state(&page, "open").await;
     let mut sent = vec![hub.publish("auth.t", 1).await];
     delivered(&page, 1).await;
@@ -295,15 +316,7 @@ async fn an_expired_token_is_renewed_through_the_callback_without_loss() {
         .expect("a fresh token was asked for");
     sent.push(hub.publish("auth.t", 2).await);
     assert_eq!(delivered(&page, 2).await, sent);
-    let states = page.eval("window.testStates").await.expect("states");
-    assert!(
-        states
-            .as_array()
-            .expect("states")
-            .iter()
-            .any(|s| s[1] == "token_expired"),
-        "{states}"
-    );
+    assert!(told(&page, "token_expired").await);
 }
 
 /// A resume position the stream no longer holds: the gap reaches the application with the
@@ -387,4 +400,105 @@ async fn coming_back_online_reconnects_at_once() {
     sent.push(hub.publish("online.t", 2).await);
     page.set_offline(false).await.expect("page online");
     assert_eq!(delivered(&page, 2).await, sent);
+}
+
+/// A token refused with `401` (here one already expired when the page starts): `EventSource`
+/// gives up; the library learns why, asks `token()` again and subscribes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_401_asks_for_a_fresh_token_and_subscribes() {
+    let browser = Browser::launch().await.expect("chromium starts");
+    let (hub, page) = token_app(&browser, [token(-60), token(600)]).await;
+    wait_state(&page, "open").await;
+    assert_eq!(page.eval("window.testAsked").await.expect("asked"), 2);
+    assert!(told(&page, "unauthorized").await);
+    let sent = hub.publish("auth.t", 1).await;
+    assert_eq!(delivered(&page, 1).await, [sent]);
+}
+
+/// What a proxy in front of the hub answers while the hub is away: `503` with `Retry-After`,
+/// to the `EventSource` (which then gives up for good) and to the library's question. The
+/// library waits as told and subscribes once the stream is there. The stand-in answers the
+/// first two requests for `/events` so, then streams a `connected` frame and a message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_503_with_retry_after_is_waited_out() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let origin = format!("http://{}", listener.local_addr().expect("address"));
+    let library =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/js/sluice.js"))
+            .expect("the library");
+    let server = tokio::spawn(async move {
+        let mut streams = 0;
+        let mut held = Vec::new();
+        loop {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = socket.read(&mut buf).await.expect("read");
+                if n == 0 {
+                    break;
+                }
+                head.extend_from_slice(&buf[..n]);
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
+            let (status, kind, extra, body): (&str, &str, &str, Vec<u8>) = if path == "/sluice.js" {
+                ("200 OK", "text/javascript", "", library.clone())
+            } else if path.starts_with("/events") {
+                streams += 1;
+                if streams <= 2 {
+                    let body = br#"{"code":503,"description":"the hub is away"}"#.to_vec();
+                    (
+                        "503 Service Unavailable",
+                        "application/json",
+                        "Retry-After: 1\r\n",
+                        body,
+                    )
+                } else {
+                    let frames = "retry: 60000\n\nid: 0-ab\nevent: connected\ndata: {\"topics\":[\"t\"]}\n\n\
+                                  id: 1-ab\nevent: message\ndata: {\"topic\":\"t\",\"payload\":1,\"time\":\"2026-12-07T00:00:00Z\"}\n\n";
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\r\n{frames}"
+                    );
+                    socket.write_all(response.as_bytes()).await.expect("write");
+                    held.push(socket);
+                    continue;
+                }
+            } else {
+                (
+                    "200 OK",
+                    "text/html",
+                    "",
+                    b"<!doctype html><title>host</title>".to_vec(),
+                )
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            socket.write_all(response.as_bytes()).await.expect("write");
+            socket.write_all(&body).await.expect("write");
+        }
+    });
+    let browser = Browser::launch().await.expect("chromium starts");
+    let page = open(&browser, &format!("{origin}/host")).await;
+    run_app(&page, "{ topics: ['t'], retry: 100, maxRetry: 200 }").await;
+    wait_state(&page, "open").await;
+    assert_eq!(delivered(&page, 1).await, ["1-ab"]);
+    let states = page.eval("window.testStates").await.expect("states");
+    assert!(
+        states
+            .as_array()
+            .expect("states")
+            .iter()
+            .any(|s| s[0] == "reconnecting"
+                && s[1] == "unavailable"
+                && s[2] == 503
+                && s[3].as_u64().is_some_and(|ms| ms >= 1000)),
+        "not before Retry-After: {states}"
+    );
+    server.abort();
 }
