@@ -58,11 +58,10 @@ pub(super) async fn before_purge(
     name: &str,
     filter: &str,
 ) -> Result<Option<Markers>, BackendError> {
-    if name != shared.config.stream {
+    let Some(ttl) = marker_ttl(shared, name).await? else {
         return Ok(None);
-    }
+    };
     let mut subjects = Vec::new();
-    let mut ttl = Duration::ZERO;
     for _ in 0..MAX_SUBJECT_PAGES {
         let page: InfoPage = api::request_for(
             shared,
@@ -71,15 +70,14 @@ pub(super) async fn before_purge(
             json!({ "subjects_filter": filter, "offset": subjects.len() }),
         )
         .await?;
-        ttl = Duration::from_nanos(page.config.subject_delete_marker_ttl);
         let got = page.state.subjects.unwrap_or_default();
         let more = !got.is_empty() && subjects.len() + got.len() < page.total;
         subjects.extend(got.into_keys());
-        if ttl.is_zero() || !more {
+        if !more {
             break;
         }
     }
-    Ok((!ttl.is_zero()).then_some(Markers {
+    Ok(Some(Markers {
         ttl,
         reason: MARKER_REASON_PURGE,
         subjects,
@@ -93,14 +91,23 @@ pub(super) async fn before_delete(
     name: &str,
     subject: String,
 ) -> Result<Option<Markers>, BackendError> {
-    let info: InfoPage =
-        api::request_for(shared, name, format!("STREAM.INFO.{name}"), json!({})).await?;
-    let ttl = Duration::from_nanos(info.config.subject_delete_marker_ttl);
-    Ok((!ttl.is_zero()).then(|| Markers {
+    Ok(marker_ttl(shared, name).await?.map(|ttl| Markers {
         ttl,
         reason: MARKER_REASON_REMOVE,
         subjects: vec![subject],
     }))
+}
+
+/// The `subject_delete_marker_ttl` of stream `name`, if it is the served one and keeps
+/// markers: one `STREAM.INFO` without subjects, so a stream without markers pays no listing.
+async fn marker_ttl(shared: &Shared, name: &str) -> Result<Option<Duration>, BackendError> {
+    if name != shared.config.stream {
+        return Ok(None);
+    }
+    let info: InfoPage =
+        api::request_for(shared, name, format!("STREAM.INFO.{name}"), json!({})).await?;
+    let ttl = Duration::from_nanos(info.config.subject_delete_marker_ttl);
+    Ok((!ttl.is_zero()).then_some(ttl))
 }
 
 /// Publishes the markers of a removal that was made, each on a subject left empty. A marker
