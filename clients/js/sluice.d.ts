@@ -64,6 +64,16 @@ export interface Deleted {
   time: string;
 }
 
+/** An event of the stream as the hub sent it. */
+export interface RawEvent {
+  /** Its SSE event type: `connected`, the hub's `sse.event_type`, `gap`, `deleted`, `token_expired`. */
+  type: string;
+  /** Its event id (empty when it has none). */
+  id: string;
+  /** Its data: the JSON value, or the text when it is not JSON. */
+  data: unknown;
+}
+
 export interface Options<T = unknown> {
   /** The topics (or wildcard filters) to subscribe to; at least one. */
   topics: string[];
@@ -74,6 +84,11 @@ export interface Options<T = unknown> {
    * `last:<N>` or `since:<RFC 3339 time or duration>`.
    */
   from?: string;
+  /**
+   * A position to resume after when none is stored (an event id, or `0` for everything the
+   * stream retains); it wins over `from`.
+   */
+  lastId?: string;
   /** What follows a gap of a lost position: `none` or `latest`. */
   repair?: "none" | "latest";
   /** The key the last delivered id is stored under; the topics when left out. */
@@ -97,6 +112,8 @@ export interface Options<T = unknown> {
   onGap?: (gap: Gap) => void;
   onDeleted?: (deleted: Deleted) => void;
   onState?: (state: State, detail: StateDetail) => void;
+  /** Every event as it came (`connected`, messages, `gap`, `deleted`, `token_expired`). */
+  onEvent?: (event: RawEvent) => void;
 }
 
 export interface Subscription {

@@ -73,7 +73,7 @@ export function subscribe(options) {
     if (typeof options[name] === "function") options[name](...args);
   };
 
-  let cursor = store.getItem(key);
+  let cursor = store.getItem(key) || options.lastId || null;
   let token = null;
   let source = null;
   let timer = null;
@@ -140,12 +140,22 @@ export function subscribe(options) {
     setState("closed", detail);
   }
 
+  // Hands every event to `onEvent` as it came, for logs and consoles.
+  function tell(type, event) {
+    const data = parse(event.data);
+    on("onEvent", { type, id: event.lastEventId, data });
+    return data;
+  }
+
   // Delivers one event of `type` unless its id was delivered already (a resume can repeat
   // nothing, but a reload between a delivery and its storing could).
-  function deliver(event, callback, shape) {
-    if (event.lastEventId && seen(cursor, event.lastEventId)) return;
-    remember(event.lastEventId);
-    if (callback) on(callback, shape(parse(event.data), event.lastEventId));
+  function listen(es, type, callback, shape) {
+    es.addEventListener(type, (event) => {
+      const id = event.lastEventId;
+      if (id && seen(cursor, id)) return;
+      remember(id);
+      on(callback, shape(tell(type, event), id));
+    });
   }
 
   async function connect() {
@@ -170,24 +180,19 @@ export function subscribe(options) {
       streaming = true;
       failures = 0;
       if (!cursor) remember(event.lastEventId);
-      setState("open", { topics: parse(event.data).topics });
+      setState("open", { topics: tell("connected", event).topics });
     });
-    es.addEventListener(eventType, (event) =>
-      deliver(event, "onMessage", (d, id) => ({
-        topic: d.topic,
-        payload: d.payload,
-        time: d.time,
-        id,
-      })),
-    );
-    es.addEventListener("gap", (event) =>
-      deliver(event, "onGap", (d, id) => Object.assign({ id }, d)),
-    );
-    es.addEventListener("deleted", (event) =>
-      deliver(event, "onDeleted", (d, id) => Object.assign({ id }, d)),
-    );
-    es.addEventListener("token_expired", () => {
+    listen(es, eventType, "onMessage", (d, id) => ({
+      topic: d.topic,
+      payload: d.payload,
+      time: d.time,
+      id,
+    }));
+    listen(es, "gap", "onGap", (d, id) => Object.assign({ id }, d));
+    listen(es, "deleted", "onDeleted", (d, id) => Object.assign({ id }, d));
+    es.addEventListener("token_expired", (event) => {
       expired = true;
+      tell("token_expired", event);
     });
     es.onerror = () => {
       if (source !== es || closed) return;
@@ -205,13 +210,13 @@ export function subscribe(options) {
     };
   }
 
-  async function renew(reason) {
+  async function renew(reason, detail) {
     stop();
-    setState("reconnecting", { reason });
+    setState("reconnecting", Object.assign({ reason }, detail));
     const renewed = await freshToken().catch(() => false);
     if (closed) return;
     if (renewed) connect();
-    else end({ reason });
+    else end(Object.assign({ reason }, detail));
   }
 
   // The EventSource was refused: the same request without it says why, and for how long.
@@ -230,12 +235,12 @@ export function subscribe(options) {
       return retryIn(backoff(retryBase, retryCap, failures), { reason: "disconnected" });
     }
     const text = await answer.text().catch(() => "");
-    const description = (parse(text) || {}).description || text.trim();
     const status = answer.status;
+    const description = (parse(text) || {}).description || text.trim();
     if (status === 401 && failures === 0 && typeof options.token === "function") {
       failures += 1;
       token = null;
-      return renew("unauthorized");
+      return renew("unauthorized", { status, description });
     }
     if (status === 429 || status >= 500) {
       const after = Number(answer.headers.get("Retry-After")) * 1000 || 0;

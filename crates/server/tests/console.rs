@@ -251,12 +251,12 @@ async fn a_refused_subscription_shows_refused_retrying_until_a_place_is_free() {
     let (_browser, page) = console(&hub, "/?topic=console.busy").await;
     let (text, _) = wait_state(&page, "refused").await;
     let seconds = text
-        .strip_prefix("refused, retrying in ")
+        .strip_prefix("refused, retrying within ")
         .and_then(|rest| rest.strip_suffix(" s"))
         .and_then(|n| n.parse::<u64>().ok());
     assert!(
         seconds.is_some_and(|s| (1..=4).contains(&s)),
-        "{text:?}: within twice the 2 s retry"
+        "{text:?}: counted down from twice the 2 s retry, the most the hub's jittered hint is"
     );
     let events = run(&page, "window.sluiceEvents.length").await;
     assert_eq!(events, 0, "a refusal is not a connected stream");

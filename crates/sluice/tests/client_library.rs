@@ -67,7 +67,7 @@ const HOST: &str = "/stream";
 /// Runs the application: imports `/sluice.js` and subscribes with `options` (a JavaScript
 /// object literal, without the callbacks), recording what it is given in `sessionStorage`
 /// (`test.log`: message ids; it survives reloads) and in `window` (`testGaps`, `testStates`:
-/// `[state, reason, status, retryIn]`).
+/// `[state, reason, status, retryIn, description]`).
 async fn run_app(page: &Page, options: &str) {
     let script = format!(
         "(async () => {{
@@ -82,7 +82,7 @@ async fn run_app(page: &Page, options: &str) {
                try {{ sessionStorage.setItem('test.log', JSON.stringify(window.testLog)); }} catch (_) {{}}
              }},
              onGap: (g) => window.testGaps.push(g),
-             onState: (s, d) => window.testStates.push([s, d.reason || null, d.status || null, d.retryIn || null]),
+             onState: (s, d) => window.testStates.push([s, d.reason || null, d.status || null, d.retryIn || null, d.description || null]),
            }}));
            return true;
          }})()"
@@ -127,12 +127,17 @@ async fn open(browser: &Browser, url: &str) -> Page {
 /// A token for subscribing to everything that expires `secs` seconds from now (in the past
 /// when negative).
 fn token(secs: i64) -> String {
+    token_for(secs, ">")
+}
+
+/// A token for subscribing to `filter` that expires `secs` seconds from now.
+fn token_for(secs: i64, filter: &str) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("after 1970")
         .as_secs();
     let exp = now.saturating_add_signed(secs);
-    let claims = json!({ "sub": "page", "exp": exp, "sluice": { "subscribe": [">"] } });
+    let claims = json!({ "sub": "page", "exp": exp, "sluice": { "subscribe": [filter] } });
     jsonwebtoken::encode(
         &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
         &claims,
@@ -145,11 +150,7 @@ fn token(secs: i64) -> String {
 /// application gets `tokens` one after the other from its `token()` (`window.testAsked`
 /// counts the calls).
 async fn token_app(browser: &Browser, tokens: [String; 2]) -> (Hub, Page) {
-    let config = format!(
-        "[auth.subscribe]\nalgorithms = [\"HS256\"]\nleeway = 0\nquery_param = \"access_token\"\n\
-         keys = [{{ type = \"hmac\", secret = \"{SECRET}\" }}]\n"
-    );
-    let hub = Hub::start(&config).await;
+    let hub = Hub::start(&auth_config()).await;
     let page = open(browser, &hub.process.url(HOST)).await;
     let tokens = json!(tokens);
     page.eval(&format!(
@@ -164,6 +165,23 @@ async fn token_app(browser: &Browser, tokens: [String; 2]) -> (Hub, Page) {
     )
     .await;
     (hub, page)
+}
+
+/// A configuration whose subscribers need a token, carried in `access_token`.
+fn auth_config() -> String {
+    format!(
+        "[auth.subscribe]\nalgorithms = [\"HS256\"]\nleeway = 0\nquery_param = \"access_token\"\n\
+         keys = [{{ type = \"hmac\", secret = \"{SECRET}\" }}]\n"
+    )
+}
+
+/// The last recorded state, once the subscription is closed: `[state, reason, status,
+/// retryIn, description]`.
+async fn closed_with(page: &Page) -> Value {
+    wait_state(page, "closed").await;
+    page.eval("window.testStates.at(-1)")
+        .await
+        .expect("the last state")
 }
 
 /// Whether some recorded state has `reason`.
@@ -501,4 +519,110 @@ async fn a_503_with_retry_after_is_waited_out() {
         "not before Retry-After: {states}"
     );
     server.abort();
+}
+
+/// Refusals for good end the subscription with the hub's status and description: a `400`
+/// (a bad `from=`) and a `403` (a token that does not cover the topic, whose renewal gives
+/// the same answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_request_or_a_forbidden_topic_closes_with_the_hubs_description() {
+    let hub = Hub::start(&auth_config()).await;
+    let browser = Browser::launch().await.expect("chromium starts");
+
+    let page = open(&browser, &hub.process.url(HOST)).await;
+    let allowed = json!(token(600));
+    run_app(
+        &page,
+        &format!("{{ topics: ['auth.t'], from: 'last:x', tokenParam: 'access_token', token: () => {allowed} }}"),
+    )
+    .await;
+    let last = closed_with(&page).await;
+    assert_eq!(
+        (&last[1], &last[2]),
+        (&json!("bad_request"), &json!(400)),
+        "{last}"
+    );
+    let description = last[4].as_str().unwrap_or_default();
+    assert!(description.starts_with("from: invalid value"), "{last}");
+
+    let page = open(&browser, &hub.process.url(HOST)).await;
+    let elsewhere = json!(token_for(600, "other.>"));
+    run_app(
+        &page,
+        &format!("{{ topics: ['auth.t'], tokenParam: 'access_token', token: () => {elsewhere} }}"),
+    )
+    .await;
+    let last = closed_with(&page).await;
+    assert_eq!(
+        (&last[1], &last[2]),
+        (&json!("forbidden"), &json!(403)),
+        "{last}"
+    );
+    assert!(last[4].as_str().is_some_and(|d| !d.is_empty()), "{last}");
+}
+
+/// A `token()` that gives nothing closes the subscription as `no_token` before any request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_callback_giving_nothing_closes_with_no_token() {
+    let hub = Hub::start(&auth_config()).await;
+    let browser = Browser::launch().await.expect("chromium starts");
+    let page = open(&browser, &hub.process.url(HOST)).await;
+    let refused = || async {
+        let metrics = http::get(&hub.process.url("/metrics"))
+            .await
+            .expect("metrics")
+            .text();
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(MISSING_TOKEN))
+            .map_or(0.0, |n| n.trim().parse::<f64>().expect("a count"))
+    };
+    let before = refused().await;
+    run_app(
+        &page,
+        "{ topics: ['auth.t'], tokenParam: 'access_token', token: async () => '' }",
+    )
+    .await;
+    let last = closed_with(&page).await;
+    assert_eq!(last[1], "no_token", "{last}");
+    assert_eq!(refused().await, before, "nothing asked of the hub");
+    // What a subscription without a token leaves in the metrics, so the check above can fail.
+    let bare = http::get(&hub.process.url("/events?topic=auth.t"))
+        .await
+        .expect("GET");
+    assert_eq!(bare.status, 401);
+    assert_eq!(refused().await, before + 1.0);
+}
+
+/// The metric of subscriptions refused for want of a token.
+const MISSING_TOKEN: &str = "sluice_connections_rejected_total{reason=\"missing_token\"}";
+
+/// With `storage: 'local'` the position is the site's, not the tab's: a second tab with the
+/// same key resumes after what the first delivered instead of starting from its `from`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_storage_carries_the_position_to_a_new_tab() {
+    let hub = Hub::start("").await;
+    let browser = Browser::launch().await.expect("chromium starts");
+    let first = open(&browser, &hub.process.url(HOST)).await;
+    let options = "{ topics: ['tabs.t'], from: 'earliest', storage: 'local' }";
+    run_app(&first, options).await;
+    wait_state(&first, "open").await;
+    let early = [
+        hub.publish("tabs.t", 1).await,
+        hub.publish("tabs.t", 2).await,
+    ];
+    assert_eq!(delivered(&first, 2).await, early);
+    first
+        .eval("window.testSub.close(); true")
+        .await
+        .expect("closed");
+
+    let later = hub.publish("tabs.t", 3).await;
+    let second = open(&browser, &hub.process.url(HOST)).await;
+    run_app(&second, options).await;
+    assert_eq!(
+        delivered(&second, 1).await,
+        [later],
+        "the new tab resumes after the first tab's last message"
+    );
 }

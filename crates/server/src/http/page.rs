@@ -1,12 +1,12 @@
-//! `GET /`: the console, one self-contained page (inline CSS and script, no external assets).
+//! `GET /`: the console, one page (inline CSS and script) built on the hub's own client library,
+//! `/sluice.js`.
 //!
-//! It subscribes with `EventSource` (topics, and where to start: live, the earliest retained
+//! It subscribes with the library (topics, and where to start: live, the earliest retained
 //! message, a start option of `from=` — the latest message of each subject, the last N, or
-//! since a time or duration — or a resume position; a retry after events arrived resumes
-//! after the last one), publishes through `POST /publish`, lists what arrives with gaps
+//! since a time or duration — or a resume position; the library resumes after the last event
+//! on every reconnect), publishes through `POST /publish`, lists what arrives with gaps
 //! highlighted, shows an honest connection state, and polls `GET /stream` for its stream
-//! panel. Every kept event is in `window.sluiceEvents` as `{type, id, data}` (with
-//! `window.sluiceStatus` counting opens and errors and naming the state), for people and
+//! panel. Every kept event is in `window.sluiceEvents` as `{type, id, data}`, for people and
 //! tests. Opened with topics in its query string (`/?topic=a&topic=b`, optionally with
 //! `from=` as the start option or `last-id` as the resume position) it subscribes to them at
 //! once; opened as `/` it waits for the form. docs/OPERATIONS.md ("The console") describes it.
@@ -24,14 +24,17 @@ use crate::hub::Hub;
 /// Where page.html takes the settings it needs from the hub.
 const CONFIG_SLOT: &str = "__SLUICE_CONFIG__";
 
+/// The opening tag of the page's one script.
+const SCRIPT_TAG: &str = "<script type=\"module\">";
+
 /// What the page must know of the hub's configuration.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct PageConfig<'a> {
     /// The event type of message frames (`sse.event_type`).
     event_type: &'a str,
-    /// The configured reconnection delay (`sse.retry`), in milliseconds: the page waits this
-    /// plus up to as much again of random jitter before it subscribes again.
+    /// The configured reconnection delay (`sse.retry`), in milliseconds: the first delay of the
+    /// library's own retries, and what the page's countdown to the browser's retry counts from.
     retry_ms: u64,
     /// Whether subscriptions need a token.
     subscribe_auth: bool,
@@ -44,8 +47,9 @@ struct PageConfig<'a> {
 }
 
 /// The console, with the hub's settings inlined as a JSON object literal, under a content
-/// security policy that lets run only its own inline script and style (by their hashes),
-/// talk only to the hub, and be framed by no page.
+/// security policy that lets run only its own inline script and style (by their hashes) and
+/// the hub's own scripts (the client library it imports), talk only to the hub, and be
+/// framed by no page.
 pub async fn index(State(hub): State<Arc<Hub>>) -> Response {
     let config = &hub.config;
     let subscribe = config.auth.subscribe.as_ref();
@@ -81,7 +85,8 @@ pub async fn index(State(hub): State<Arc<Hub>>) -> Response {
     response
 }
 
-/// The policy for `page`: its one inline `<script>` and `<style>`, allowed by their SHA-256.
+/// The policy for `page`: its one inline module script and `<style>`, allowed by their SHA-256,
+/// and scripts of the hub's origin (`/sluice.js`, which the module imports).
 fn content_security_policy(page: &str) -> String {
     let hash = |open: &str, close: &str| {
         let start = page.find(open).map_or(0, |at| at + open.len());
@@ -91,9 +96,9 @@ fn content_security_policy(page: &str) -> String {
         format!("'sha256-{encoded}'")
     };
     format!(
-        "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; img-src 'self'; \
+        "default-src 'none'; script-src {} 'self'; style-src {}; connect-src 'self'; img-src 'self'; \
          base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-        hash("<script>", "</script>"),
+        hash(SCRIPT_TAG, "</script>"),
         hash("<style>", "</style>")
     )
 }
@@ -106,14 +111,14 @@ mod tests {
     /// a changed policy, and nothing else inline would run.
     #[test]
     fn the_policy_allows_exactly_the_pages_script_and_style() {
-        let page = "<style>a{}</style><script>go()</script>";
+        let page = "<style>a{}</style><script type=\"module\">go()</script>";
         let policy = content_security_policy(page);
         let sha = |text: &str| {
             let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
             base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
         };
         assert!(
-            policy.contains(&format!("script-src 'sha256-{}';", sha("go()"))),
+            policy.contains(&format!("script-src 'sha256-{}' 'self';", sha("go()"))),
             "{policy}"
         );
         assert!(
@@ -122,5 +127,18 @@ mod tests {
         );
         assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
         assert!(policy.starts_with("default-src 'none';"), "{policy}");
+    }
+
+    /// The console subscribes through the client library, not code of its own: one copy of
+    /// the client logic in the project.
+    #[test]
+    fn the_console_subscribes_through_the_client_library() {
+        let page = include_str!("page.html");
+        let script = &page[page.find(SCRIPT_TAG).expect("the script")..];
+        assert!(
+            script.contains("import { subscribe } from \"/sluice.js\";"),
+            "the console imports the library"
+        );
+        assert!(!page.contains("EventSource"), "no EventSource of its own");
     }
 }
