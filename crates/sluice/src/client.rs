@@ -94,6 +94,11 @@ pub struct HubClient {
 }
 
 impl HubClient {
+    /// A client for an `https://` hub that connects with `tls`.
+    pub fn over_tls(tls: TlsConnector) -> Self {
+        Self { tls: Some(tls) }
+    }
+
     /// Sends `request` (its URI absolute, from [`HubArgs::uri`]) on a new connection.
     pub async fn send(&self, request: Request<Full<Bytes>>) -> anyhow::Result<Response<Incoming>> {
         let uri = request.uri().clone();

@@ -1,4 +1,4 @@
-//! The `sluice` command: `serve`, `pub`, `sub`, `stream`, `bench`.
+//! The `sluice` command: `serve`, `pub`, `sub`, `stream`, `health`, `bench`.
 //!
 //! Logs go to stderr (`--log-format text|json`, filter with `SLUICE_LOG`, default `info`;
 //! async-nats's connection details below info are never shown, as they may quote credentials);
@@ -7,6 +7,7 @@
 mod backoff;
 mod bench;
 mod client;
+mod health;
 mod serve;
 mod stream_cmd;
 mod sub;
@@ -43,6 +44,10 @@ enum Command {
     /// Administer streams (ls, info, purge, delete, repair): the embedded store's data
     /// directory, or with `--hub` a running hub's streams through its admin API.
     Stream(stream_cmd::StreamArgs),
+    /// Ask the hub on this machine whether it is ready (`GET /readyz` on its configured
+    /// address): exit status 0 when it is, 1 with the reason otherwise. For container health
+    /// checks.
+    Health(health::HealthArgs),
     /// Load a running hub with SSE clients and publishes; report throughput, latency, losses
     /// and the hub's memory per connection.
     Bench(bench::BenchArgs),
@@ -92,6 +97,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Pub(args) => client::publish(args).await,
         Command::Sub(args) => sub::run(args).await,
         Command::Stream(args) => stream_cmd::run(args).await,
+        Command::Health(args) => health::run(args).await,
         Command::Bench(args) => bench::run(args).await,
     }
 }

@@ -1,5 +1,6 @@
 //! `sluice serve`: load and validate the configuration, open the backend, bind, announce the
-//! address on stdout, serve until SIGTERM or Ctrl-C, then drain.
+//! address on stdout (and tell systemd it is ready, under `Type=notify`), serve until SIGTERM
+//! or Ctrl-C, then drain.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -120,8 +121,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         // per listener, the one of `listen` first.
         println!("sluice listening on {scheme}://{addr}");
     }
-    sluice_server::serve_listeners(hub, listeners, shutdown_signal()).await?;
+    // The listeners are bound: connections queue from here on. A service manager waiting
+    // for readiness (systemd's `Type=notify`) is told so; without `NOTIFY_SOCKET` this is
+    // nothing.
+    notify_service_manager(sd_notify::NotifyState::Ready);
+    let shutdown = async {
+        shutdown_signal().await;
+        notify_service_manager(sd_notify::NotifyState::Stopping);
+    };
+    sluice_server::serve_listeners(hub, listeners, shutdown).await?;
     Ok(())
+}
+
+/// Tells systemd (or any manager that set `NOTIFY_SOCKET`) the hub's `state`; a failure is
+/// logged, never fatal: the hub serves either way.
+fn notify_service_manager(state: sd_notify::NotifyState) {
+    if let Err(err) = sd_notify::notify(&[state]) {
+        tracing::warn!(error = %err, "cannot notify the service manager (NOTIFY_SOCKET)");
+    }
 }
 
 /// Connections the kernel completes for a listener before the hub accepts them. The standard

@@ -817,8 +817,13 @@ pub async fn serves_the_page(f: &dyn HubFactory) {
             .is_some_and(|c| c.starts_with("text/html"))
     );
     let text = page.text();
-    assert!(text.contains("new EventSource") && text.contains("window.sluiceEvents"));
+    assert!(text.contains("from \"/sluice.js\"") && text.contains("window.sluiceEvents"));
     assert!(!text.contains("src=\"http"), "no external assets");
+    let library = hub.get("/sluice.js").await;
+    assert_eq!(
+        library.status, 200,
+        "the library the page imports is served"
+    );
     hub.stop().await;
 }
 
