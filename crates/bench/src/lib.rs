@@ -43,3 +43,4 @@ pub use limits::raise_open_files;
 pub use mercure::PublisherKey;
 pub use report::Report;
 pub use run::run;
+pub use server::cpu_seconds_of;

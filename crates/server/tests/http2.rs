@@ -784,3 +784,68 @@ async fn without_http2_a_tls_listener_offers_only_http1() {
     drop(tls);
     served.stop().await;
 }
+
+/// Connects over TLS with `config` (its session store is the client's memory of the hub),
+/// asks `GET /livez` over HTTP/1.1 and reads the answer to its end, so the session tickets the
+/// hub sends after the handshake are taken in. How the handshake went.
+async fn handshake_and_ask(
+    served: &Served,
+    config: Arc<rustls::ClientConfig>,
+) -> rustls::HandshakeKind {
+    let tcp = TcpStream::connect(served.tls).await.expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+    let mut tls = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .expect("handshake");
+    let kind = tls
+        .get_ref()
+        .1
+        .handshake_kind()
+        .expect("a completed handshake");
+    tls.write_all(b"GET /livez HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("request");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(GUARD, tls.read_to_end(&mut answer))
+        .await
+        .expect("the answer");
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+    kind
+}
+
+/// A client that comes back resumes its TLS session (no certificate signature, no new key
+/// exchange's cost for the hub), however many other clients connected meanwhile: the hub
+/// hands out stateless tickets instead of remembering sessions (a memory of 256 would have
+/// forgotten this one). Both kinds are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_returning_client_resumes_its_tls_session_after_many_others() {
+    let served = Served::start(Config::default()).await;
+    let returning = served.ca.client_config(&[b"http/1.1"]);
+    assert_eq!(
+        handshake_and_ask(&served, returning.clone()).await,
+        rustls::HandshakeKind::Full
+    );
+    for _ in 0..300 {
+        let other = served.ca.client_config(&[b"http/1.1"]);
+        handshake_and_ask(&served, other).await;
+    }
+    assert_eq!(
+        handshake_and_ask(&served, returning).await,
+        rustls::HandshakeKind::Resumed
+    );
+    let metrics = http::get(&format!("http://{}/metrics", served.plain))
+        .await
+        .expect("metrics")
+        .text();
+    assert_eq!(
+        metric_value(&metrics, "sluice_tls_handshakes_total{kind=\"resumed\"}"),
+        1,
+        "{metrics}"
+    );
+    assert_eq!(
+        metric_value(&metrics, "sluice_tls_handshakes_total{kind=\"full\"}"),
+        301
+    );
+    served.stop().await;
+}

@@ -69,6 +69,9 @@ pub struct Metrics {
     /// HTTP/2 connections that ended with an error, by its code (`enhance_your_calm`: too
     /// many streams reset, `protocol_error`, …; `io` when the socket failed).
     pub http2_errors: Counters,
+    /// TLS handshakes completed, by kind (`full`; `resumed`: from a session ticket, without
+    /// the certificate's signature or a new key exchange's cost of a full one).
+    pub tls_handshakes: Counters,
     /// Lookups in the caches of verified tokens, by result (`hit`: no signature verified;
     /// `miss`: verified).
     pub token_cache_lookups: Counters,
@@ -116,6 +119,7 @@ impl Metrics {
             mercure_reannounced: Counters::default(),
             admin_refusals: Counters::default(),
             http2_errors: Counters::default(),
+            tls_handshakes: Counters::default(),
             token_cache_lookups: Counters::default(),
             body_bytes: Gauge::default(),
             publish_latency: PublishLatency::default(),
@@ -246,6 +250,11 @@ impl Metrics {
             "sluice_http2_connection_errors",
             "HTTP/2 connections that ended with an error, by its code",
             self.http2_errors.clone(),
+        );
+        r.register(
+            "sluice_tls_handshakes",
+            "TLS handshakes completed, by kind (full, resumed)",
+            self.tls_handshakes.clone(),
         );
         r.register(
             "sluice_request_body_bytes",

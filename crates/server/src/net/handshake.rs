@@ -38,6 +38,11 @@ pub(super) async fn serve(connection: Connection, stream: TcpStream, acceptor: T
             return;
         }
     };
+    let kind = match tls.get_ref().1.handshake_kind() {
+        Some(rustls::HandshakeKind::Resumed) => "resumed",
+        _ => "full",
+    };
+    Metrics::count(&hub.metrics.tls_handshakes, "kind", kind);
     let protocol = match tls.get_ref().1.alpn_protocol() {
         Some(b"h2") => Protocol::Http2,
         _ => Protocol::Http1,

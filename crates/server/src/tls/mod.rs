@@ -2,7 +2,9 @@
 //! PEM files and checked against each other ([`Certificates`]), and their reload on SIGHUP and
 //! when a file changes, without dropping a connection (`reload.rs`).
 //!
-//! rustls with the `ring` provider: TLS 1.3 and 1.2, ALPN `h2` then `http/1.1`.
+//! rustls with the `ring` provider: TLS 1.3 and 1.2, ALPN `h2` then `http/1.1`, and stateless
+//! session tickets, so a client that reconnects (a browser after a network change) resumes
+//! its session instead of paying for a full handshake.
 
 mod reload;
 
@@ -95,7 +97,7 @@ impl Certificates {
     }
 
     /// The rustls configuration of a TLS listener: TLS 1.3 and 1.2, this certificate, ALPN
-    /// `h2` (when `http2`) and `http/1.1`.
+    /// `h2` (when `http2`) and `http/1.1`, session tickets.
     pub(crate) fn server_config(self: &Arc<Self>, http2: bool) -> Arc<ServerConfig> {
         let versions = [&version::TLS13, &version::TLS12];
         let mut config = ServerConfig::builder_with_provider(provider())
@@ -103,6 +105,15 @@ impl Certificates {
             .expect("the ring provider supports TLS 1.2 and 1.3")
             .with_no_client_auth()
             .with_cert_resolver(self.clone());
+        // Stateless tickets, encrypted under a key of this process that rotates every six
+        // hours: a returning client resumes with no signature and the hub keeps nothing per
+        // session (rustls's default, a cache of 256 sessions, forgets a client after 256
+        // others). Without a ticket key (the system's random source failing) the hub still
+        // serves, with full handshakes only.
+        match rustls::crypto::ring::Ticketer::new() {
+            Ok(ticketer) => config.ticketer = ticketer,
+            Err(err) => tracing::warn!(error = %err, "TLS session tickets are off"),
+        }
         if http2 {
             config.alpn_protocols.push(b"h2".to_vec());
         }
