@@ -849,3 +849,106 @@ async fn a_returning_client_resumes_its_tls_session_after_many_others() {
     );
     served.stop().await;
 }
+
+/// Opens `GET /events?topic=<topic>` over TLS and HTTP/1.1 (what the connection layer writes
+/// itself, as on a plain listener) and reads up to its `connected` frame; the bytes read.
+async fn tls_event_stream(
+    served: &Served,
+    topic: &str,
+) -> (tokio_rustls::client::TlsStream<TcpStream>, String) {
+    let mut tls = served
+        .ca
+        .connect(served.tls, &[b"http/1.1"])
+        .await
+        .expect("handshake");
+    let request = format!(
+        "GET /events?topic={topic} HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    tls.write_all(request.as_bytes()).await.expect("request");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("event: connected") {
+        let n = tokio::time::timeout(GUARD, tls.read(&mut buf))
+            .await
+            .expect("the stream")
+            .expect("read");
+        assert!(n > 0, "ended: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    (tls, String::from_utf8_lossy(&seen).into_owned())
+}
+
+/// Over TLS an HTTP/1.1 event stream is chunked as on a plain listener; a client that stops
+/// reading is closed as `slow_client` once a write has waited `sse.write_timeout` (rustls
+/// holding records changes nothing), while a reader on the same topic gets every message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http1_stream_over_tls_whose_client_stops_reading_is_closed_as_slow() {
+    let mut config = Config::default();
+    config.sse.write_timeout = Duration::from_secs(1);
+    let served = Served::start(config).await;
+    let (_silent, head) = tls_event_stream(&served, "tls.slow").await;
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert!(head.contains("transfer-encoding: chunked\r\n"), "{head}");
+    let (mut reader, _) = tls_event_stream(&served, "tls.slow").await;
+
+    let payload = "z".repeat(16 * 1024);
+    let mut sent = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    while served.metric("sluice_disconnects_total{reason=\"slow_client\"}") == 0 {
+        assert!(sent < 5000, "the silent client was never closed as slow");
+        served.publish("tls.slow", json!([sent, payload])).await;
+        // The reader keeps up: read until this message's number has arrived.
+        let marker = format!("[{sent},").into_bytes();
+        let mut tail: Vec<u8> = Vec::new();
+        loop {
+            let n = tokio::time::timeout(GUARD, reader.read(&mut buf))
+                .await
+                .expect("the reader's stream")
+                .expect("read");
+            assert!(n > 0, "the reader's stream ended");
+            tail.extend_from_slice(&buf[..n]);
+            if tail.windows(marker.len()).any(|w| w == marker.as_slice()) {
+                break;
+            }
+            // Keep only what the marker could start in.
+            tail.drain(..tail.len().saturating_sub(marker.len()));
+        }
+        sent += 1;
+    }
+    assert_eq!(served.metric("sluice_slow_client_disconnects_total"), 1);
+    assert_eq!(
+        served.metric("sluice_active_connections"),
+        1,
+        "the reader stays"
+    );
+    served.stop().await;
+}
+
+/// On drain an HTTP/1.1 event stream over TLS ends cleanly: the last chunk, then TLS's
+/// close_notify, so the client reads a clean end, not a truncation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drain_ends_an_http1_stream_over_tls_with_the_last_chunk_and_close_notify() {
+    let served = Served::start(Config::default()).await;
+    let (mut tls, _) = tls_event_stream(&served, "tls.drain").await;
+    let hub = served.hub.clone();
+    let stopping = tokio::spawn(served.stop());
+    let mut rest = Vec::new();
+    // A read that ends without close_notify fails (UnexpectedEof); a clean end is Ok.
+    tokio::time::timeout(GUARD, tls.read_to_end(&mut rest))
+        .await
+        .expect("the stream ends")
+        .expect("with close_notify");
+    assert!(
+        rest.ends_with(b"0\r\n\r\n"),
+        "{}",
+        String::from_utf8_lossy(&rest)
+    );
+    stopping.await.unwrap();
+    assert_eq!(
+        metric_value(
+            &hub.metrics_text(),
+            "sluice_disconnects_total{reason=\"shutdown\"}"
+        ),
+        1
+    );
+}

@@ -11,7 +11,7 @@ use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderMap, Method, StatusCode, Version, header};
 use axum::response::Response;
 use bytes::Bytes;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
@@ -23,7 +23,7 @@ use super::head::{self, Head, HeadError};
 use super::repoll::Repoll;
 use super::rewind::Rewind;
 use super::runtime;
-use super::stream::{MovedSocket, Socket, stream_head, write_stream};
+use super::stream::{MovedSocket, Pending, Socket, Transport, stream_head, write_stream};
 use super::upstream::{self, Protocol};
 use super::{Listener, TimedIo, handshake};
 use crate::http::mercure::HUB_PATH as MERCURE_HUB;
@@ -130,7 +130,9 @@ async fn accept_loop(
                 stream,
                 tls.clone(),
             ))),
-            None => tokio::spawn(Repoll::new(connection.run(stream))),
+            None => tokio::spawn(Repoll::new(
+                connection.run(Transport::Plain(stream), ConnState::default()),
+            )),
         };
     }
 }
@@ -156,7 +158,10 @@ fn over_address_limit(hub: Arc<Hub>) -> Router {
 }
 
 impl Connection {
-    async fn run(self, mut stream: TcpStream) {
+    /// Serves an HTTP/1.1 connection (plain, or TLS after its handshake) from its first
+    /// request head: an event stream is written by the connection layer, anything else is
+    /// handed to hyper. `state` is the connection's (over TLS, its socket's already).
+    pub(super) async fn run(self, mut transport: Transport, state: ConnState) {
         let hub = self.hub.clone();
         let limits = &hub.config.limits;
         let mut shutdown = hub.shutdown_signal();
@@ -164,16 +169,17 @@ impl Connection {
         let read = tokio::select! {
             read = tokio::time::timeout(
                 limits.header_read_timeout,
-                head::read(&mut stream, &mut buf, limits.max_header_bytes),
+                head::read(&mut transport, &mut buf, limits.max_header_bytes),
             ) => read,
             _ = shutdown.wait_for(|down| *down) => return,
         };
         let info = ConnInfo {
             peer: self.peer,
-            state: ConnState::default(),
+            state,
         };
+        let plain = matches!(transport, Transport::Plain(_));
         let mut socket = Socket {
-            stream,
+            transport,
             write_timeout: hub.config.sse.write_timeout,
             state: info.state.clone(),
         };
@@ -187,11 +193,10 @@ impl Connection {
                     .await;
             }
             Ok(Err(HeadError::Malformed(_)))
-                if hub.config.http2.h2c && head::is_h2_preface(&buf) =>
+                if plain && hub.config.http2.h2c && head::is_h2_preface(&buf) =>
             {
-                let stream = socket.stream;
                 return self
-                    .hand_to_hyper(stream, buf.freeze(), info, Protocol::Http2)
+                    .hand_to_hyper(socket.transport, buf.freeze(), info, Protocol::Http2)
                     .await;
             }
             Ok(Err(err @ HeadError::Malformed(_))) => {
@@ -222,7 +227,7 @@ impl Connection {
         if is_fresh_stream(&head, buf.len()) {
             self.stream(socket, head, info).await;
         } else {
-            self.hand_to_hyper(socket.stream, buf.freeze(), info, Protocol::Http1)
+            self.hand_to_hyper(socket.transport, buf.freeze(), info, Protocol::Http1)
                 .await;
         }
     }
@@ -230,19 +235,26 @@ impl Connection {
     /// Serves the rest of the connection with hyper, `already_read` replayed first.
     async fn hand_to_hyper(
         &self,
-        stream: TcpStream,
+        transport: Transport,
         already_read: Bytes,
         info: ConnInfo,
         protocol: Protocol,
     ) {
-        let timeout = self.hub.config.sse.write_timeout;
-        let io = TimedIo::new(stream, timeout, info.state.clone());
-        upstream::serve(self, Rewind::new(already_read, io), protocol, info).await;
+        match transport {
+            Transport::Plain(stream) => {
+                let timeout = self.hub.config.sse.write_timeout;
+                let io = TimedIo::new(stream, timeout, info.state.clone());
+                upstream::serve(self, Rewind::new(already_read, io), protocol, info).await;
+            }
+            Transport::Tls(tls) => {
+                upstream::serve(self, Rewind::new(already_read, tls), protocol, info).await;
+            }
+        }
     }
 
     /// Runs `head` through the router; an event stream then gets a task of its own
-    /// ([`write_stream`], on the runtime [`runtime::for_session`] picks), any other answer is
-    /// written at once.
+    /// ([`write_stream`]: a plain one on the runtime [`runtime::for_session`] picks, a TLS one
+    /// where its handshake ran), any other answer is written at once.
     async fn stream(self, mut socket: Socket, head: Head, info: ConnInfo) {
         let mut request = head.request;
         request.extensions_mut().insert(ConnectInfo(info));
@@ -252,12 +264,24 @@ impl Connection {
         };
         let head = stream_head(&response);
         drop(response);
-        // Move the socket to the stream's runtime (its reactor then watches it).
+        // Move a plain socket to the stream's runtime (its reactor then watches it).
         let Socket {
-            stream,
+            transport,
             write_timeout,
             state,
         } = socket;
+        let stream = match transport {
+            Transport::Plain(stream) => stream,
+            Transport::Tls(tls) => {
+                let socket = Socket {
+                    transport: Transport::Tls(tls),
+                    write_timeout,
+                    state,
+                };
+                tokio::spawn(write_stream(self, Pending::Ready(socket), head, session));
+                return;
+            }
+        };
         let stream = match stream.into_std() {
             Ok(stream) => stream,
             Err(err) => {
@@ -273,7 +297,7 @@ impl Connection {
         let runtime = runtime::for_session(&self.streams, &session);
         // The connection is held until the stream ends: the address's place and the drain
         // count.
-        runtime.spawn(write_stream(self, moved, head, session));
+        runtime.spawn(write_stream(self, Pending::Moved(moved), head, session));
     }
 
     async fn refuse(

@@ -1,5 +1,6 @@
 //! A connection to a TLS listener: the handshake, bounded by `limits.header_read_timeout`,
-//! then hyper in the protocol ALPN chose (`h2`, else HTTP/1.1).
+//! then the protocol ALPN chose: `h2` goes to hyper, HTTP/1.1 to the connection layer as on a
+//! plain listener (an event stream written by it, anything else handed to hyper).
 //!
 //! The TLS stream runs over [`TimedIo`], so the write-stall rule (`slow_client`) applies to
 //! its socket exactly as to a plain one.
@@ -9,6 +10,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::TimedIo;
 use super::connection::Connection;
+use super::stream::Transport;
 use super::upstream::{self, Protocol};
 use sluice_core::conn::{ConnInfo, ConnState};
 use sluice_core::metrics::Metrics;
@@ -43,10 +45,10 @@ pub(super) async fn serve(connection: Connection, stream: TcpStream, acceptor: T
         _ => "full",
     };
     Metrics::count(&hub.metrics.tls_handshakes, "kind", kind);
-    let protocol = match tls.get_ref().1.alpn_protocol() {
-        Some(b"h2") => Protocol::Http2,
-        _ => Protocol::Http1,
-    };
-    let info = ConnInfo { peer, state };
-    upstream::serve(&connection, tls, protocol, info).await;
+    if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+        let info = ConnInfo { peer, state };
+        upstream::serve(&connection, tls, Protocol::Http2, info).await;
+    } else {
+        connection.run(Transport::Tls(Box::new(tls)), state).await;
+    }
 }

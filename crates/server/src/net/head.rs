@@ -5,8 +5,7 @@
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, Method, Request, Uri, Version};
 use bytes::BytesMut;
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// First read size: a browser's request head fits.
 const INITIAL_BUFFER: usize = 1024;
@@ -38,7 +37,7 @@ pub struct Head {
 
 /// Reads into `buf` until it holds a complete head of at most `max` bytes.
 pub async fn read(
-    stream: &mut TcpStream,
+    stream: &mut (impl AsyncRead + Unpin),
     buf: &mut BytesMut,
     max: usize,
 ) -> Result<Head, HeadError> {

@@ -13,7 +13,9 @@
 //! accept ─► per-address limit ─► TLS handshake (header_read_timeout) ─► ALPN
 //!            ├─ h2 ─► hyper's HTTP/2 server: an event stream's session runs in a task of its
 //!            │        own and feeds its body, with the write-stall rule per stream
-//!            └─ http/1.1 ─► hyper's HTTP/1 server (the session is the response body)
+//!            └─ http/1.1 ─► as on the plain listener, over TLS: a fresh event stream is
+//!                           written by the connection layer (staying on the runtime of its
+//!                           handshake), anything else goes to hyper
 //! ```
 //!
 //! | file            | job                                                               |

@@ -1,22 +1,26 @@
-//! Writing a response on the raw socket: an event stream (the head, then the session's frames
-//! as chunks, each batch one `writev` of the shared frames), or a small complete answer.
+//! Writing a response on the connection itself: an event stream (the head, then the session's
+//! frames as chunks, each batch one `writev` of the shared frames — over TLS, one batch of
+//! records), or a small complete answer.
 //!
 //! A write the socket takes no byte of for `sse.write_timeout` fails and marks the connection
 //! stalled, so the session ends with `slow_client` — the rule of [`WriteStall`], which
-//! [`super::TimedIo`] applies too.
+//! [`super::TimedIo`] applies to the socket under TLS.
 
 use std::future::Future;
 use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
 
-use super::stall::WriteStall;
+use super::stall::{TimedIo, WriteStall};
 use sluice_core::conn::ConnState;
 use sluice_core::session::Session;
 
@@ -27,10 +31,32 @@ const MAX_ANSWER_BODY: usize = 64 * 1024;
 const LINGER_TIME: Duration = Duration::from_secs(1);
 const LINGER_BYTES: usize = 64 * 1024;
 
-/// The socket of one connection with its write-stall rule.
+/// What a connection's bytes travel over.
+pub enum Transport {
+    /// The TCP stream itself.
+    Plain(TcpStream),
+    /// TLS over it, whose socket applies the write-stall rule itself ([`TimedIo`]). Boxed:
+    /// rustls's state is large, and a plain stream's task keeps only the pointer's room.
+    Tls(Box<TlsStream<TimedIo>>),
+}
+
+impl AsyncRead for Transport {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Transport::Plain(stream) => Pin::new(stream).poll_read(cx, buf),
+            Transport::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+/// One connection with its write-stall rule.
 pub struct Socket {
-    /// The TCP stream.
-    pub stream: TcpStream,
+    /// The stream, plain or TLS.
+    pub transport: Transport,
     /// `sse.write_timeout`.
     pub write_timeout: Duration,
     /// Marked when a write stalls.
@@ -38,49 +64,75 @@ pub struct Socket {
 }
 
 impl Socket {
-    /// Writes all of `bufs`; fails when the socket accepts nothing for the write timeout.
+    /// Writes all of `bufs` (over TLS: and sends the records); fails when the socket accepts
+    /// nothing for the write timeout.
     async fn write_all(&mut self, bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
         let mut bufs = bufs;
         IoSlice::advance_slices(&mut bufs, 0);
         let mut stall = WriteStall::new(self.write_timeout);
         while !bufs.is_empty() {
-            let written = std::future::poll_fn(|cx| {
-                stall.poll_write(cx, &mut self.stream, bufs, &self.state)
-            })
-            .await?;
+            let written = match &mut self.transport {
+                Transport::Plain(stream) => {
+                    std::future::poll_fn(|cx| stall.poll_write(cx, stream, bufs, &self.state))
+                        .await?
+                }
+                Transport::Tls(tls) => tls.write_vectored(bufs).await?,
+            };
             if written == 0 {
                 return Err(io::ErrorKind::WriteZero.into());
             }
             IoSlice::advance_slices(&mut bufs, written);
         }
-        Ok(())
+        match &mut self.transport {
+            Transport::Plain(_) => Ok(()),
+            // rustls holds the records the socket did not take yet.
+            Transport::Tls(tls) => tls.flush().await,
+        }
     }
 
     /// Completes when the client has closed its side (or the connection failed); bytes it
     /// sends meanwhile are read and ignored.
-    async fn closed_by_peer(&self) {
+    async fn closed_by_peer(&mut self) {
         let mut discard = [0u8; 64];
-        loop {
-            // `poll_read_ready` keeps one waker slot (no waiter list to join and leave on
-            // every wake-up of the stream); this task is its only user.
-            if std::future::poll_fn(|cx| self.stream.poll_read_ready(cx))
-                .await
-                .is_err()
-            {
-                return;
-            }
-            match self.stream.try_read(&mut discard) {
-                Ok(0) => return,
-                Err(err) if err.kind() != io::ErrorKind::WouldBlock => return,
-                _ => {}
-            }
+        match &mut self.transport {
+            Transport::Plain(stream) => loop {
+                // `poll_read_ready` keeps one waker slot (no waiter list to join and leave on
+                // every wake-up of the stream); this task is its only user.
+                if std::future::poll_fn(|cx| stream.poll_read_ready(cx))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                match stream.try_read(&mut discard) {
+                    Ok(0) => return,
+                    Err(err) if err.kind() != io::ErrorKind::WouldBlock => return,
+                    _ => {}
+                }
+            },
+            // Through rustls: a close_notify or the socket's end reads as 0. Cancelling the
+            // read loses nothing (rustls keeps what it took from the socket).
+            Transport::Tls(tls) => loop {
+                match tls.read(&mut discard).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            },
         }
+    }
+
+    /// Closes our side (over TLS, with a close_notify first).
+    async fn shutdown(&mut self) {
+        let _ = match &mut self.transport {
+            Transport::Plain(stream) => stream.shutdown().await,
+            Transport::Tls(tls) => tls.shutdown().await,
+        };
     }
 
     /// Takes a socket moved from another runtime into this one's reactor.
     fn register(moved: MovedSocket) -> io::Result<Self> {
         Ok(Self {
-            stream: TcpStream::from_std(moved.stream)?,
+            transport: Transport::Plain(TcpStream::from_std(moved.stream)?),
             write_timeout: moved.write_timeout,
             state: moved.state,
         })
@@ -130,7 +182,7 @@ impl Socket {
         let _ = self
             .write_all(&mut [IoSlice::new(head), IoSlice::new(b"0\r\n\r\n")])
             .await;
-        let _ = self.stream.shutdown().await;
+        self.shutdown().await;
     }
 
     /// Writes `response` as a complete answer and closes the connection.
@@ -159,12 +211,12 @@ impl Socket {
     /// Closes our side, then reads what the client still sends for a moment: closing a
     /// socket with unread input resets the connection, and the client could lose the answer.
     async fn linger(&mut self) {
-        let _ = self.stream.shutdown().await;
+        self.shutdown().await;
         let mut discard = [0u8; 1024];
         let mut left = LINGER_BYTES;
         let _ = tokio::time::timeout(LINGER_TIME, async {
             while left > 0 {
-                match self.stream.read(&mut discard).await {
+                match self.transport.read(&mut discard).await {
                     Ok(0) | Err(_) => return,
                     Ok(n) => left = left.saturating_sub(n),
                 }
@@ -185,6 +237,14 @@ pub struct MovedSocket {
     pub state: ConnState,
 }
 
+/// An event stream's connection on its way to the task that writes it.
+pub enum Pending {
+    /// A plain socket moved out of the accepting runtime, to register with the stream's.
+    Moved(MovedSocket),
+    /// A connection that stays where it is (TLS: rustls's state is tied to its socket).
+    Ready(Socket),
+}
+
 /// How writing an event stream's frames stopped.
 enum Stop {
     /// The session ended (and logged why): the body is to be ended cleanly.
@@ -194,7 +254,7 @@ enum Stop {
 }
 
 /// The task of one event stream for its whole life, on the runtime that polls it: registers
-/// `moved` there, writes `head` (status line and headers) and then `session`'s frames with
+/// a moved socket there, writes `head` (status line and headers) and then `session`'s frames with
 /// chunked transfer encoding until the session ends, the client goes or a write fails.
 /// `held` (the connection's place under the limits) is let go last.
 ///
@@ -208,17 +268,20 @@ enum Stop {
 )]
 pub fn write_stream<H: Send + 'static>(
     held: H,
-    moved: MovedSocket,
+    pending: Pending,
     mut head: Bytes,
     mut session: Session,
 ) -> impl Future<Output = ()> + Send + 'static {
     async move {
-        let mut socket = match Socket::register(moved) {
-            Ok(socket) => socket,
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot register a stream's socket");
-                return;
-            }
+        let mut socket = match pending {
+            Pending::Ready(socket) => socket,
+            Pending::Moved(moved) => match Socket::register(moved) {
+                Ok(socket) => socket,
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot register a stream's socket");
+                    return;
+                }
+            },
         };
         let stop = socket.write_frames(&mut head, &mut session).await;
         drop(session);
