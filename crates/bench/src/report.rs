@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::server::StoreWrites;
 use crate::{Hub, Protocol};
 
 /// Everything a run measured.
@@ -189,6 +190,45 @@ pub struct Server {
     pub cpu_us_per_event: Option<f64>,
     /// Its soft open-file limit (with a pid).
     pub open_files_limit: Option<u64>,
+    /// What its embedded store did for this run's publishes, when it reports it.
+    pub store: Option<StoreCost>,
+}
+
+/// What a run's publishes cost the hub's embedded store (from its `/metrics` before and after):
+/// how well concurrent publishes shared writes and fsyncs.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct StoreCost {
+    /// Message batches written.
+    pub write_batches: u64,
+    /// fsyncs made (block files, index.db, sidecars, the lease, directories).
+    pub fsyncs: u64,
+    /// `fsyncs / acknowledged publishes`.
+    pub fsyncs_per_message: f64,
+    /// `acknowledged publishes / write_batches`.
+    pub messages_per_batch: f64,
+}
+
+impl StoreCost {
+    /// The store's counts between `start` and `end`, over `messages` acknowledged publishes;
+    /// `None` without both readings or without a publish.
+    pub fn between(
+        start: Option<StoreWrites>,
+        end: Option<StoreWrites>,
+        messages: u64,
+    ) -> Option<Self> {
+        let (start, end) = (start?, end?);
+        if messages == 0 {
+            return None;
+        }
+        let write_batches = end.batches.saturating_sub(start.batches);
+        let fsyncs = end.fsyncs.saturating_sub(start.fsyncs);
+        Some(Self {
+            write_batches,
+            fsyncs,
+            fsyncs_per_message: fsyncs as f64 / messages as f64,
+            messages_per_batch: messages as f64 / write_batches.max(1) as f64,
+        })
+    }
 }
 
 /// This process's own cost, to show the load generator is not the bottleneck.
@@ -334,6 +374,16 @@ impl Report {
             cores(s.cpu_cores),
             per_event(s.cpu_us_per_event),
         )?;
+        if let Some(store) = &s.store {
+            writeln!(
+                out,
+                "store     {} write batches ({:.1} messages each), {} fsyncs ({:.2} per message)",
+                store.write_batches,
+                store.messages_per_batch,
+                store.fsyncs,
+                store.fsyncs_per_message
+            )?;
+        }
         writeln!(
             out,
             "bench     RSS {}, CPU {} ({})",
@@ -386,6 +436,27 @@ fn cores(cores: Option<f64>) -> String {
 mod tests {
     use super::*;
     use crate::stats::new_histogram;
+
+    #[test]
+    fn store_cost_is_the_difference_per_acknowledged_publish() {
+        let at = |batches, fsyncs| Some(StoreWrites { batches, fsyncs });
+        let cost = StoreCost::between(at(10, 30), at(60, 130), 200).expect("a cost");
+        assert_eq!(
+            cost,
+            StoreCost {
+                write_batches: 50,
+                fsyncs: 100,
+                fsyncs_per_message: 0.5,
+                messages_per_batch: 4.0,
+            }
+        );
+        assert_eq!(StoreCost::between(None, at(1, 1), 5), None, "no reading");
+        assert_eq!(
+            StoreCost::between(at(1, 1), at(1, 1), 0),
+            None,
+            "no publish"
+        );
+    }
 
     #[test]
     fn percentiles_are_milliseconds() {

@@ -18,8 +18,8 @@ use crate::multiplex::Multiplex;
 use crate::payload::PayloadShape;
 use crate::publisher::{self, Published, Schedule};
 use crate::report::{
-    Connect, Delivery, Load, OwnUse, Percentiles, Publish, Report, Server, cpu_per_event,
-    per_connection,
+    Connect, Delivery, Load, OwnUse, Percentiles, Publish, Report, Server, StoreCost,
+    cpu_per_event, per_connection,
 };
 use crate::run_context::Run;
 use crate::server::{ServerProbe, cpu_seconds_of, rss_of};
@@ -118,6 +118,7 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
         config.rate, config.duration
     ));
 
+    let writes_start = probe.store_writes().await;
     let cpu_start = Usage::now(&probe);
     let schedule = Schedule {
         start: Instant::now(),
@@ -134,6 +135,7 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
     let drain_seconds = drain_start.elapsed().as_secs_f64();
     rss_peak = rss_peak.max(probe.rss().await);
     let usage_end = Usage::now(&probe);
+    let writes_end = probe.store_writes().await;
     let cpu = usage_end.since(&cpu_start);
     let busy_seconds = (usage_end.at - cpu_start.at).as_secs_f64();
     let own_rss = rss_of(std::process::id());
@@ -238,6 +240,7 @@ pub async fn run(config: Config) -> anyhow::Result<Report> {
             cpu_cores: cpu.server,
             cpu_us_per_event: cpu_per_event(cpu.server, busy_seconds, received),
             open_files_limit: server_files,
+            store: StoreCost::between(writes_start, writes_end, acknowledged),
         },
         bench: OwnUse {
             rss_bytes: own_rss,

@@ -65,21 +65,32 @@ impl ServerProbe {
         (!tree.is_empty()).then_some(tree.len() as u64)
     }
 
-    async fn rss_from_metrics(&self) -> Option<u64> {
+    /// What the hub's embedded store has done so far, from its `/metrics`: message batches
+    /// written and fsyncs made; `None` for a hub that exports neither (nats-server behind it,
+    /// another server).
+    pub async fn store_writes(&self) -> Option<StoreWrites> {
+        let text = self.metrics().await?;
+        Some(StoreWrites {
+            batches: metric_value(&text, "sluice_store_write_batches_total")? as u64,
+            fsyncs: metric_value(&text, "sluice_store_fsyncs_total")? as u64,
+        })
+    }
+
+    async fn metrics(&self) -> Option<String> {
         let request = self
             .target
             .request(hyper::Method::GET, "/metrics")
             .body(Full::<Bytes>::default())
             .ok()?;
         let (status, body) = fetch(&self.target, request, METRICS_TIMEOUT).await.ok()?;
-        if !status.is_success() {
-            return None;
-        }
-        metric_value(
-            &String::from_utf8_lossy(&body),
-            "process_resident_memory_bytes",
-        )
-        .map(|bytes| bytes as u64)
+        status
+            .is_success()
+            .then(|| String::from_utf8_lossy(&body).into_owned())
+    }
+
+    async fn rss_from_metrics(&self) -> Option<u64> {
+        let text = self.metrics().await?;
+        metric_value(&text, "process_resident_memory_bytes").map(|bytes| bytes as u64)
     }
 }
 
@@ -176,6 +187,15 @@ fn parse_cpu_ticks(stat: &str) -> Option<u64> {
     let utime: u64 = fields.next()?.parse().ok()?;
     let stime: u64 = fields.next()?.parse().ok()?;
     Some(utime + stime)
+}
+
+/// Counts of the hub's embedded store at one moment.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreWrites {
+    /// Message batches written.
+    pub batches: u64,
+    /// fsyncs made.
+    pub fsyncs: u64,
 }
 
 /// The value of an unlabelled sample `name` in Prometheus text.

@@ -13,6 +13,7 @@ use async_nats::jetstream::stream;
 use common::{Embedded, HubFactory, TestHub, expect_event, metric_value};
 use futures::StreamExt;
 use serde_json::{Value, json};
+use sluice_backend::embedded::EmbeddedBackend;
 use sluice_backend::jetstream::{JetStreamBackend, JetStreamConfig};
 use sluice_server::config::{BackendKind, Config};
 use sluice_test_support::{NatsServer, SseClient, eventually_async, http, repo_root};
@@ -152,6 +153,42 @@ async fn stream_gauges_and_feed_lag_are_read_from_the_store_at_each_scrape() {
         },
     )
     .await;
+    hub.stop().await;
+}
+
+/// What durability costs is counted: with `sync = "always"` (the default) each publish
+/// acknowledged before the next is sent is a batch of its own with at least one fsync, and a
+/// request of two messages is one batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_batches_and_fsyncs_of_the_store_are_counted() {
+    // The store as `sluice serve` opens it by default (the test hubs do not fsync).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = Config::default();
+    config.embedded.data_dir = dir.path().to_owned();
+    assert_eq!(config.embedded.sync, "always");
+    let (backend, _) = EmbeddedBackend::open(&config.embedded)
+        .await
+        .expect("open store");
+    let hub = TestHub::start(config, Arc::new(backend)).await;
+    let counts = |text: &str| {
+        (
+            metric_value(text, "sluice_store_write_batches_total"),
+            metric_value(text, "sluice_store_fsyncs_total"),
+        )
+    };
+    let text = scrape(&hub).await;
+    assert!(has_series(&text, "sluice_store_fsyncs_total"), "{text}");
+    let (batches, fsyncs) = counts(&text);
+    for n in 0..3 {
+        hub.publish("t", json!(n)).await;
+    }
+    let (after_batches, after_fsyncs) = counts(&scrape(&hub).await);
+    assert_eq!(after_batches - batches, 3, "one batch per publish");
+    assert!(after_fsyncs - fsyncs >= 3, "{fsyncs} → {after_fsyncs}");
+    publish_batch(&hub).await;
+    let (last_batches, last_fsyncs) = counts(&scrape(&hub).await);
+    assert_eq!(last_batches - after_batches, 1, "two messages, one batch");
+    assert!(last_fsyncs > after_fsyncs);
     hub.stop().await;
 }
 

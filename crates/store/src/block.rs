@@ -591,7 +591,7 @@ impl Blocks {
             Body::File(cell) => {
                 let file = handle(dir, id, cell)?;
                 file.set_len(size).map_err(StoreError::io(&path))?;
-                if let Err(e) = file.sync_all() {
+                if let Err(e) = crate::fsutil::sync_all(&file) {
                     tracing::warn!(path = %path.display(), error = %e, "syncing a cut block failed");
                 }
             }

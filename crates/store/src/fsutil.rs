@@ -1,10 +1,33 @@
-//! Small file-system helpers: atomic replace and little-endian varints.
+//! Small file-system helpers: fsyncs (counted), atomic replace and little-endian varints.
 
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Result, StoreError};
+
+/// fsyncs of files and directories made by the stores of this process, whatever they were for
+/// (block files, index.db and sidecars, the sequence lease, directories).
+static FSYNCS: AtomicU64 = AtomicU64::new(0);
+
+/// How many fsyncs the stores of this process have made: what durability costs, for the
+/// metrics and the benchmarks.
+pub fn fsyncs() -> u64 {
+    FSYNCS.load(Ordering::Relaxed)
+}
+
+/// `file.sync_data()`, counted.
+pub fn sync_data(file: &File) -> std::io::Result<()> {
+    FSYNCS.fetch_add(1, Ordering::Relaxed);
+    file.sync_data()
+}
+
+/// `file.sync_all()`, counted.
+pub fn sync_all(file: &File) -> std::io::Result<()> {
+    FSYNCS.fetch_add(1, Ordering::Relaxed);
+    file.sync_all()
+}
 
 /// Replaces `path` with `bytes` atomically: write a temp file, fsync it, rename it over the
 /// target, fsync the directory. A temp file that fails to be written is removed, so a full disk is not left fuller.
@@ -34,7 +57,7 @@ pub fn damaged_name(path: &Path) -> std::path::PathBuf {
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut f = File::create(path).map_err(StoreError::io(path))?;
     f.write_all(bytes).map_err(StoreError::io(path))?;
-    f.sync_all().map_err(StoreError::io(path))
+    sync_all(&f).map_err(StoreError::io(path))
 }
 
 /// Creates `dir` and whatever of its ancestors is missing, each one's name made durable: the
@@ -77,7 +100,7 @@ pub fn is_disk_failure(e: &std::io::Error) -> bool {
 /// fsyncs a directory so that entries created or renamed in it survive a crash.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
-        .and_then(|d| d.sync_all())
+        .and_then(|d| sync_all(&d))
         .map_err(StoreError::io(dir))
 }
 

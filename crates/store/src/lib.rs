@@ -64,6 +64,7 @@ pub use config::{
 };
 pub use decode::{BlockProblem, FileDecodeError};
 pub use error::{ApiError, Result, StoreError};
+pub use fsutil::fsyncs;
 pub use losses::{LossCause, Lost};
 pub use meta::{MetaFile, MetaRepair};
 pub use meta_refusal::{MetaDefect, MetaProblem, MetaRefusal};

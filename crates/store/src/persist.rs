@@ -88,7 +88,7 @@ pub fn drop_empty_blocks(st: &mut State) -> Result<()> {
 /// fsyncs every block written since its last fsync.
 fn sync_written_blocks(st: &mut State) -> Result<()> {
     for (path, f) in st.blocks.take_unsynced() {
-        f.sync_data().map_err(StoreError::write_failed(path))?;
+        crate::fsutil::sync_data(&f).map_err(StoreError::write_failed(path))?;
         st.stats.fsyncs += 1;
     }
     Ok(())

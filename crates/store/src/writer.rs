@@ -324,7 +324,7 @@ fn batch(shared: &Shared, turn: &mut Writer, ops: Vec<Op>, place: Place, stop: O
         let started = Instant::now();
         let mut fsyncs = 0;
         for (path, f) in unsynced {
-            if let Err(e) = f.sync_data() {
+            if let Err(e) = crate::fsutil::sync_data(&f) {
                 result = Err(StoreError::SyncFailed { path, source: e });
                 break;
             }

@@ -2,6 +2,9 @@
 //! - `sluice_store_write_errors_total{file}`: failed writes of every stream, by file — `blocks`
 //!   (message batches, each answered with an error and undone) and `snapshots` (index.db and
 //!   the sidecars, retried);
+//! - what durability costs: `sluice_store_write_batches_total` (message batches written, every
+//!   stream: concurrent publishes share one) and `sluice_store_fsyncs_total` (every fsync of
+//!   the store: blocks, index.db, sidecars, the sequence lease, directories);
 //! - the served stream's known losses: `sluice_store_lost_messages` (damaged messages found so
 //!   far), `sluice_store_lost_bytes` (damaged bytes recovery stepped over or cut) and
 //!   `sluice_store_unconfirmed_positions` (positions after a crash that may have been handed
@@ -50,13 +53,19 @@ pub struct StoreMetrics {
 }
 
 impl StoreMetrics {
-    /// The failed writes of every stream, `(blocks, snapshots)`, and the served stream's
-    /// losses.
-    fn read(&self) -> ((u64, u64), LostState, u64) {
+    /// The failed writes of every stream, `(blocks, snapshots)`, the served stream's losses
+    /// and schedules, and the batches written by every stream.
+    fn read(&self) -> ((u64, u64), LostState, u64, u64) {
         let store = self.store.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let Some(store) = store else {
-            return ((0, 0), LostState::default(), 0);
+            return ((0, 0), LostState::default(), 0, 0);
         };
+        let batches = store
+            .list()
+            .iter()
+            .filter_map(|name| store.stream(name))
+            .map(|stream| stream.info(None).stats.batches)
+            .sum();
         let errors = store
             .list()
             .iter()
@@ -72,13 +81,13 @@ impl StoreMetrics {
                 (state.lost, state.num_schedules)
             })
             .unwrap_or_default();
-        (errors, lost, schedules)
+        (errors, lost, schedules, batches)
     }
 }
 
 impl Collector for StoreMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let ((blocks, snapshots), lost, schedules) = self.read();
+        let ((blocks, snapshots), lost, schedules, batches) = self.read();
         let counter = ConstCounter::new(0u64);
         let mut family = encoder.encode_descriptor(
             "sluice_store_write_errors",
@@ -89,6 +98,23 @@ impl Collector for StoreMetrics {
         for (file, count) in [("blocks", blocks), ("snapshots", snapshots)] {
             let labels = [("file", file)];
             ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
+        }
+        let counters = [
+            (
+                "sluice_store_write_batches",
+                "Message batches the embedded store wrote, every stream (concurrent publishes share one)",
+                batches,
+            ),
+            (
+                "sluice_store_fsyncs",
+                "fsyncs the embedded store made: block files, index.db, sidecars, the sequence lease, directories",
+                sluice_store::fsyncs(),
+            ),
+        ];
+        for (name, help, value) in counters {
+            let counter = ConstCounter::new(value);
+            let metric = encoder.encode_descriptor(name, help, None, counter.metric_type())?;
+            counter.encode(metric)?;
         }
         let unconfirmed: u64 = lost.unconfirmed.iter().map(|(a, b)| b - a + 1).sum();
         let gauges = [

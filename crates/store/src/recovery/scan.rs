@@ -250,7 +250,7 @@ fn cut(
     // valid end, where appends continue, so the bad bytes must not come back after a crash.
     // They were set aside (and synced) first, so a crash in between loses nothing.
     f.set_len(offset)
-        .and_then(|_| f.sync_all())
+        .and_then(|_| crate::fsutil::sync_all(&f))
         .map_err(StoreError::io(path))?;
     let msg = format!(
         "{}: {reason} at offset {offset} with no valid record after it; cut {} bytes, kept in {}",
