@@ -22,6 +22,10 @@ pub struct BenchArgs {
     /// the hub's `http2.h2c`) instead of HTTP/1.1, for the event streams and the publishes.
     #[arg(long)]
     pub http2: bool,
+    /// Connect as a kind of client: `browser` is what a browser tab does — TLS (an
+    /// `https://` URL), HTTP/2, one event stream per connection; it sets `--http2`.
+    #[arg(long, value_enum, conflicts_with = "streams_per_connection")]
+    pub profile: Option<Profile>,
     /// Event streams multiplexed on each HTTP/2 connection (client i on connection
     /// i / N): at most the hub's `http2.max_concurrent_streams` (100 by default).
     #[arg(long, default_value_t = 1, requires = "http2", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -87,7 +91,7 @@ pub struct BenchArgs {
 /// the run was not clean (the report says why).
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let json = args.json;
-    let report = sluice_bench::run(args.into_config()).await?;
+    let report = sluice_bench::run(args.into_config()?).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -97,6 +101,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         bail!("the run was not clean: {}", report.problems().join(", "));
     }
     Ok(())
+}
+
+/// The kinds of client `--profile` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Profile {
+    /// A browser tab: TLS, HTTP/2, one event stream per connection.
+    Browser,
 }
 
 /// The kinds of hub `--target` names.
@@ -111,11 +122,18 @@ pub enum Target {
 }
 
 impl BenchArgs {
-    fn into_config(self) -> sluice_bench::Config {
-        sluice_bench::Config {
+    fn into_config(self) -> anyhow::Result<sluice_bench::Config> {
+        let browser = self.profile == Some(Profile::Browser);
+        if browser && !self.url.starts_with("https://") {
+            bail!(
+                "--profile browser connects over TLS, as a browser does: --url {:?} must be https://",
+                self.url
+            );
+        }
+        Ok(sluice_bench::Config {
             url: self.url,
             ca_file: self.ca_file,
-            protocol: if self.http2 {
+            protocol: if self.http2 || browser {
                 sluice_bench::Protocol::Http2
             } else {
                 sluice_bench::Protocol::Http1
@@ -140,7 +158,7 @@ impl BenchArgs {
                 .mercure_publisher_key
                 .map(sluice_bench::PublisherKey::new),
             from: self.from,
-        }
+        })
     }
 }
 
@@ -198,12 +216,13 @@ mod tests {
 
     #[test]
     fn the_target_and_source_addresses_reach_the_run() {
-        let config = parse(&[]).unwrap().into_config();
+        let config = parse(&[]).unwrap().into_config().unwrap();
         assert_eq!(config.hub, sluice_bench::Hub::Sluice);
         assert_eq!(config.source_addresses, 1);
         let config = parse(&["--target", "nchan", "--source-addresses", "10"])
             .unwrap()
-            .into_config();
+            .into_config()
+            .unwrap();
         assert_eq!(config.hub, sluice_bench::Hub::Nchan);
         assert_eq!(config.source_addresses, 10);
         for bad in [
@@ -218,7 +237,7 @@ mod tests {
     #[test]
     fn the_mercure_target_and_its_key_reach_the_run() {
         let args = ["--target", "mercure", "--mercure-publisher-key", "s3cret"];
-        let config = parse(&args).unwrap().into_config();
+        let config = parse(&args).unwrap().into_config().unwrap();
         assert_eq!(config.hub, sluice_bench::Hub::Mercure);
         assert_eq!(
             config.mercure_publisher_key,
@@ -228,8 +247,33 @@ mod tests {
     }
 
     #[test]
+    fn the_browser_profile_is_tls_and_http2_with_one_stream_per_connection() {
+        let args = ["--url", "https://127.0.0.1:8443", "--profile", "browser"];
+        let config = parse(&args).unwrap().into_config().unwrap();
+        assert_eq!(config.protocol, sluice_bench::Protocol::Http2);
+        assert_eq!(config.streams_per_connection, 1);
+        let plain = parse(&["--profile", "browser"]).unwrap().into_config();
+        let refusal = plain.expect_err("a plain URL is refused").to_string();
+        assert!(
+            refusal.contains("\"http://127.0.0.1:8080\" must be https://"),
+            "{refusal}"
+        );
+        let args = [
+            "--profile",
+            "browser",
+            "--http2",
+            "--streams-per-connection",
+            "9",
+        ];
+        assert!(
+            parse(&args).is_err(),
+            "one stream per connection is the profile"
+        );
+    }
+
+    #[test]
     fn http2_and_its_streams_per_connection_reach_the_run() {
-        let config = parse(&[]).unwrap().into_config();
+        let config = parse(&[]).unwrap().into_config().unwrap();
         assert_eq!(config.protocol, sluice_bench::Protocol::Http1);
         assert_eq!((config.streams_per_connection, config.ca_file), (1, None));
         let args = [
@@ -241,7 +285,7 @@ mod tests {
             "--streams-per-connection",
             "100",
         ];
-        let config = parse(&args).unwrap().into_config();
+        let config = parse(&args).unwrap().into_config().unwrap();
         assert_eq!(config.protocol, sluice_bench::Protocol::Http2);
         assert_eq!(config.streams_per_connection, 100);
         assert_eq!(config.ca_file, Some(PathBuf::from("/etc/ca.pem")));
@@ -255,8 +299,8 @@ mod tests {
 
     #[test]
     fn the_start_option_reaches_the_run() {
-        assert_eq!(parse(&[]).unwrap().into_config().from, None);
-        let config = parse(&["--from", "last:5"]).unwrap().into_config();
+        assert_eq!(parse(&[]).unwrap().into_config().unwrap().from, None);
+        let config = parse(&["--from", "last:5"]).unwrap().into_config().unwrap();
         assert_eq!(config.from.as_deref(), Some("last:5"));
     }
 
