@@ -188,6 +188,43 @@ async fn open_stream(
     tls
 }
 
+/// A hub with a TLS listener beside its plain one, certificate of `ca`; the TLS address.
+async fn tls_hub(dir: &std::path::Path, ca: &TestCa) -> (SluiceProcess, SocketAddr) {
+    let (cert, key) = ca.issue("sluice hub").write(dir, "hub");
+    let settings = format!(
+        "[tls]\ncert_file = {}\nkey_file = {}\nlisten = \"127.0.0.1:0\"\n",
+        json!(cert.display().to_string()),
+        json!(key.display().to_string()),
+    );
+    let mut hub = SluiceProcess::serve(BIN, dir, Some(&settings))
+        .await
+        .expect("sluice serve starts");
+    let line = hub
+        .wait_for_log("sluice listening on https://", Duration::from_secs(20))
+        .await
+        .expect("the TLS listener");
+    let addr: SocketAddr = line
+        .rsplit("https://")
+        .next()
+        .and_then(|addr| addr.trim().parse().ok())
+        .expect("its address");
+    (hub, addr)
+}
+
+/// The hub's resident memory per thing `open` opens and keeps open, in KiB, over
+/// `TLS_STREAMS` of them: one is opened and closed first, so what the first one sets up once
+/// is not counted per thing.
+async fn kib_per_open<T>(hub: &SluiceProcess, mut open: impl AsyncFnMut() -> T) -> f64 {
+    drop(open().await);
+    let before = resident(hub).await;
+    let mut kept = Vec::with_capacity(TLS_STREAMS);
+    for _ in 0..TLS_STREAMS {
+        kept.push(open().await);
+    }
+    let after = resident(hub).await;
+    (after - before) / TLS_STREAMS as f64 / 1024.0
+}
+
 /// What an idle HTTP/1.1 event stream over TLS keeps, bounded in the suite so that it cannot
 /// drift back unnoticed (docs/BENCHMARKS.md has the release figures: about 10.5 KiB, against
 /// 3 KiB plain; 25 KiB when hyper served these streams, with its buffers). Each stream is
@@ -196,40 +233,51 @@ async fn open_stream(
 async fn an_idle_event_stream_over_tls_keeps_less_than_16_kib() {
     let dir = tempfile::tempdir().expect("temp dir");
     let ca = TestCa::new();
-    let (cert, key) = ca.issue("sluice hub").write(dir.path(), "hub");
-    let settings = format!(
-        "[tls]\ncert_file = {}\nkey_file = {}\nlisten = \"127.0.0.1:0\"\n",
-        json!(cert.display().to_string()),
-        json!(key.display().to_string()),
-    );
-    let mut hub = SluiceProcess::serve(BIN, dir.path(), Some(&settings))
-        .await
-        .expect("sluice serve starts");
-    let line = hub
-        .wait_for_log(
-            "sluice listening on https://",
-            std::time::Duration::from_secs(20),
-        )
-        .await
-        .expect("the TLS listener");
-    let addr: SocketAddr = line
-        .rsplit("https://")
-        .next()
-        .and_then(|addr| addr.trim().parse().ok())
-        .expect("its address");
+    let (hub, addr) = tls_hub(dir.path(), &ca).await;
 
-    // One stream first, so what the first one sets up once is not counted per stream.
-    drop(open_stream(&ca, addr).await);
-    let before = resident(&hub).await;
-    let mut open = Vec::with_capacity(TLS_STREAMS);
-    for _ in 0..TLS_STREAMS {
-        open.push(open_stream(&ca, addr).await);
-    }
-    let after = resident(&hub).await;
-    let per_stream = (after - before) / TLS_STREAMS as f64 / 1024.0;
+    let per_stream = kib_per_open(&hub, async || open_stream(&ca, addr).await).await;
     assert!(
         per_stream < TLS_BOUND_KIB,
-        "{per_stream:.2} KiB per idle TLS event stream ({before:.0} → {after:.0} bytes)"
+        "{per_stream:.2} KiB per idle TLS event stream"
     );
     eprintln!("{per_stream:.2} KiB per idle TLS event stream");
+}
+
+/// The most resident memory one idle browser tab — a TLS + HTTP/2 connection with one event
+/// stream — may add, in KiB: about 36 KiB in a release build (docs/BENCHMARKS.md, "At a
+/// glance"), h2's per-connection buffers most of it. A bound on where it stands, so that it
+/// only goes down.
+const TAB_BOUND_KIB: f64 = 48.0;
+
+/// An HTTP/2 connection over TLS with one event stream open, read up to its `connected`
+/// frame: what a browser tab holds.
+async fn open_tab(ca: &TestCa, addr: SocketAddr) -> impl Sized {
+    let tls = ca.connect(addr, &[b"h2"]).await.expect("handshake");
+    let (client, connection) = h2::client::handshake(tls).await.expect("h2");
+    tokio::spawn(connection);
+    let request = hyper::Request::get("https://localhost/events?topic=memory.t")
+        .header("accept", "text/event-stream")
+        .body(())
+        .expect("request");
+    let mut ready = client.clone().ready().await.expect("ready");
+    let (response, send) = ready.send_request(request, true).expect("send");
+    let mut body = response.await.expect("answer").into_body();
+    let first: Bytes = body.data().await.expect("data").expect("connected");
+    assert!(String::from_utf8_lossy(&first).contains("connected"));
+    (client, body, send)
+}
+
+/// What an idle TLS + HTTP/2 connection with one event stream keeps, bounded in the suite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_browser_tab_over_tls_and_http2_keeps_less_than_48_kib() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = TestCa::new();
+    let (hub, addr) = tls_hub(dir.path(), &ca).await;
+
+    let per_tab = kib_per_open(&hub, async || open_tab(&ca, addr).await).await;
+    assert!(
+        per_tab < TAB_BOUND_KIB,
+        "{per_tab:.2} KiB per idle TLS + HTTP/2 connection with one stream"
+    );
+    eprintln!("{per_tab:.2} KiB per idle TLS + HTTP/2 connection with one stream");
 }
