@@ -35,20 +35,13 @@ use http_body_util::BodyExt;
 use sluice_backend::embedded::{EmbeddedBackend, EmbeddedConfig};
 use sluice_backend::{Backend, Delivery, PublishRequest};
 use sluice_protocol::headers::Headers;
-use sluice_test_support::{NatsServer, SluiceProcess};
+use sluice_test_support::{NatsServer, SluiceProcess, env_or};
 
 /// Messages per `publish_batch` call while filling the embedded store.
 const FILL_BATCH: usize = 1000;
 /// Messages between two acknowledged publishes while filling nats-server: its stream's ingest
 /// queue (10,000 messages by default) never overflows with at most two such runs queued.
 const NATS_ACK_EVERY: usize = 2000;
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn subject_counts() -> Vec<usize> {
     std::env::var("SLUICE_BENCH_SUBJECTS")

@@ -26,17 +26,10 @@ use std::time::{Duration, Instant};
 
 use rustls::client::Resumption;
 use rustls::pki_types::ServerName;
-use sluice_test_support::{SluiceProcess, TestCa, http, tempfile};
+use sluice_test_support::{SluiceProcess, TestCa, env_or, http, tempfile};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// The hub's user and system CPU time so far.
 fn cpu_time(pid: u32) -> Duration {

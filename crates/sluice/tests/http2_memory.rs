@@ -16,17 +16,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use sluice_test_support::serde_json::json;
-use sluice_test_support::{SluiceProcess, TestCa, http, tempfile};
+use sluice_test_support::{SluiceProcess, TestCa, env_or, http, tempfile};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sluice");
-
-fn env_count(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 async fn resident(hub: &SluiceProcess) -> f64 {
     let text = http::get(&hub.url("/metrics"))
@@ -55,8 +48,8 @@ async fn settled(hub: &SluiceProcess) -> f64 {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a measurement, run by hand on a release build (docs/BENCHMARKS.md)"]
 async fn memory_per_idle_http2_stream_and_tls_connection() {
-    let connections = env_count("SLUICE_H2_CONNECTIONS", 100);
-    let streams = env_count("SLUICE_H2_STREAMS", 100);
+    let connections = env_or("SLUICE_H2_CONNECTIONS", 100);
+    let streams = env_or("SLUICE_H2_STREAMS", 100);
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new();
     let (cert, key) = ca.issue("sluice hub").write(dir.path(), "hub");

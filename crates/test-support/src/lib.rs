@@ -37,6 +37,15 @@ pub use tls::TestCa;
 pub use tmpfs::Tmpfs;
 pub use wait::{eventually, eventually_async, wall_clock_passes};
 
+/// The value of environment variable `name` parsed as a `T`, else `default` (unset or not a
+/// `T`): how benches and measurement tests take their sizes.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// The root of the sluice repository (where `.venv` and `Cargo.toml` live).
 pub fn repo_root() -> PathBuf {
     // This crate lives at <root>/crates/test-support.
