@@ -66,8 +66,9 @@ const HOST: &str = "/stream";
 
 /// Runs the application: imports `/sluice.js` and subscribes with `options` (a JavaScript
 /// object literal, without the callbacks), recording what it is given in `sessionStorage`
-/// (`test.log`: message ids; it survives reloads) and in `window` (`testGaps`, `testStates`:
-/// `[state, reason, status, retryIn, description]`).
+/// (`test.log`: message ids; `test.events`: the ids of the message events `onEvent` was given;
+/// both survive reloads) and in `window` (`testGaps`, `testStates`: `[state, reason, status,
+/// retryIn, description]`).
 async fn run_app(page: &Page, options: &str) {
     let script = format!(
         "(async () => {{
@@ -80,6 +81,12 @@ async fn run_app(page: &Page, options: &str) {
              onMessage: (m) => {{
                window.testLog.push(m.id);
                try {{ sessionStorage.setItem('test.log', JSON.stringify(window.testLog)); }} catch (_) {{}}
+             }},
+             onEvent: (e) => {{
+               if (e.type !== 'message') return;
+               const events = JSON.parse(sessionStorage.getItem('test.events') || '[]');
+               events.push(e.id);
+               try {{ sessionStorage.setItem('test.events', JSON.stringify(events)); }} catch (_) {{}}
              }},
              onGap: (g) => window.testGaps.push(g),
              onState: (s, d) => window.testStates.push([s, d.reason || null, d.status || null, d.retryIn || null, d.description || null]),
@@ -234,7 +241,7 @@ async fn the_hub_serves_the_library_as_a_module_under_4_kib_gzipped() {
 }
 
 /// Five reloads while 600 messages are published at 200 a second: every message reaches the
-/// application exactly once, in order.
+/// application exactly once, in order — through `onMessage` and through `onEvent` alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_message_arrives_once_across_five_reloads_at_200_a_second() {
     let hub = Hub::start("").await;
@@ -265,6 +272,15 @@ async fn every_message_arrives_once_across_five_reloads_at_200_a_second() {
     assert_eq!(
         got, sent,
         "every message once, in order, across the reloads"
+    );
+    let events = page
+        .eval("JSON.parse(sessionStorage.getItem('test.events') || '[]')")
+        .await
+        .expect("the onEvent log");
+    assert_eq!(
+        serde_ids(&events),
+        sent,
+        "onEvent: every message once, in order"
     );
 }
 
