@@ -527,6 +527,7 @@ fn spawn_writer(state: State, opts: &StoreOptions) -> Result<StreamHandle> {
         writer: Mutex::new(Writer::new(rx, opts.flush_interval)),
         thread: OnceLock::new(),
         wanted: Default::default(),
+        queued: Default::default(),
     });
     let thread_shared = shared.clone();
     let thread = std::thread::Builder::new()

@@ -64,7 +64,7 @@ impl StreamHandle {
             return true;
         }
         let queued = self.ops.send(op).is_ok();
-        self.shared.wake_writer();
+        self.shared.queued_one();
         queued
     }
 

@@ -13,7 +13,7 @@
 
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::Thread;
@@ -78,6 +78,9 @@ pub struct Shared {
     /// Set with each wake-up of the writer thread that asks for a pass (a request queued, a
     /// stop); taken by the thread when it wakes.
     pub wanted: AtomicBool,
+    /// Requests queued so far: the writer compares the count before and after an fsync to
+    /// learn whether publishes keep coming while it waits on the disk.
+    pub queued: AtomicU64,
 }
 
 impl Shared {
@@ -148,10 +151,11 @@ pub struct Writer {
     flush_every: Duration,
     last_sync: Instant,
     last_flush: Instant,
-    // Group commit: publishers answered by the last batch usually come straight back; waiting
-    // briefly for them (a fraction of an fsync) makes the next batch share its fsync.
+    // Group commit (see `linger`): what the last batch held, how long its fsync took, and
+    // how many requests were queued meanwhile.
     last_batch: usize,
     last_fsync: Duration,
+    queued_during_fsync: u64,
 }
 
 impl Writer {
@@ -166,6 +170,7 @@ impl Writer {
             last_flush: Instant::now(),
             last_batch: 0,
             last_fsync: Duration::ZERO,
+            queued_during_fsync: 0,
         }
     }
 }
@@ -188,6 +193,12 @@ impl Shared {
             Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
             Err(std::sync::TryLockError::WouldBlock) => None,
         }
+    }
+
+    /// Counts a request queued for the writer thread and wakes it.
+    pub fn queued_one(&self) {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        self.wake_writer();
     }
 
     /// Wakes the writer thread (a request was queued, or a stop asked for).
@@ -268,24 +279,72 @@ fn drain(turn: &mut Writer, max: usize) -> Vec<Op> {
     ops
 }
 
-/// The writer thread's next batch: what is queued, and with `sync = always`, the publishers
-/// of the last batch that come back within a fraction of an fsync.
+/// The writer thread's next batch: what is queued, and with `sync = always`, what [`linger`]
+/// says is worth waiting for.
 fn take_batch(shared: &Shared, turn: &mut Writer) -> Vec<Op> {
     let mut ops = drain(turn, MAX_BATCH);
     if shared.sync != SyncPolicy::Always || ops.is_empty() {
         return ops;
     }
-    let until = Instant::now() + (turn.last_fsync / 4).min(MAX_LINGER);
+    let linger = linger(turn.last_fsync, turn.last_batch, turn.queued_during_fsync);
     let Some(queue) = &turn.queue else {
         return ops;
     };
-    while ops.len() < turn.last_batch.min(MAX_BATCH) {
-        match queue.recv_timeout(until.saturating_duration_since(Instant::now())) {
-            Ok(op) => ops.push(op),
+    let until = Instant::now() + linger.most;
+    let mut last_arrival = Instant::now();
+    while ops.len() < linger.enough {
+        let wait_until = until.min(last_arrival + linger.gap);
+        match queue.recv_timeout(wait_until.saturating_duration_since(Instant::now())) {
+            Ok(op) => {
+                ops.push(op);
+                last_arrival = Instant::now();
+            }
             Err(_) => break,
         }
     }
     ops
+}
+
+/// How a sync-always batch waits for more requests before it is written.
+#[derive(Debug, PartialEq)]
+struct Linger {
+    /// The longest wait.
+    most: Duration,
+    /// The number of requests that ends it.
+    enough: usize,
+    /// The wait ends when no request came for this long.
+    gap: Duration,
+}
+
+/// How the next sync-always batch waits, from what the last one saw: its fsync took
+/// `last_fsync`, it held `last_batch` requests, and `queued_during_fsync` were queued while
+/// the fsync ran.
+///
+/// - Requests queued during the fsync did not wait for its answers: they come whatever the
+///   hub answers (many clients publishing on their own). Waiting up to one more fsync's time
+///   (at most [`MAX_LINGER`]) then about doubles what each fsync covers; the wait ends early
+///   when no request came for three times the gap between those seen during the fsync.
+/// - Otherwise the requests to come are those of the publishers just answered, which come
+///   straight back if they come at all: wait a quarter of an fsync for as many as the last
+///   batch held. A lone publisher that waits for each answer never waits here (its batch of
+///   one is already enough).
+fn linger(last_fsync: Duration, last_batch: usize, queued_during_fsync: u64) -> Linger {
+    if queued_during_fsync > 0 {
+        let most = last_fsync.min(MAX_LINGER);
+        let gap = last_fsync * 3 / u32::try_from(queued_during_fsync).unwrap_or(u32::MAX);
+        Linger {
+            most,
+            enough: MAX_BATCH,
+            gap: gap.min(most),
+        }
+    } else {
+        let most = (last_fsync / 4).min(MAX_LINGER);
+        Linger {
+            most,
+            enough: last_batch.clamp(1, MAX_BATCH),
+            gap: most,
+        }
+    }
 }
 
 /// Applies `ops` in order, writes them with one write call, syncs per policy (on the
@@ -322,6 +381,7 @@ fn batch(shared: &Shared, turn: &mut Writer, ops: Vec<Op>, place: Place, stop: O
     if result.is_ok() && !unsynced.is_empty() {
         drop(st);
         let started = Instant::now();
+        let queued_before = shared.queued.load(Ordering::Relaxed);
         let mut fsyncs = 0;
         for (path, f) in unsynced {
             if let Err(e) = crate::fsutil::sync_data(&f) {
@@ -332,6 +392,7 @@ fn batch(shared: &Shared, turn: &mut Writer, ops: Vec<Op>, place: Place, stop: O
         }
         turn.last_sync = Instant::now();
         turn.last_fsync = started.elapsed();
+        turn.queued_during_fsync = shared.queued.load(Ordering::Relaxed) - queued_before;
         st = shared.lock();
         st.stats.fsyncs += fsyncs;
     }
@@ -554,4 +615,41 @@ fn update(st: &mut State, cfg: StreamConfig) -> Result<()> {
     }
     st.config = cfg;
     limits::enforce(st, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FSYNC: Duration = Duration::from_micros(800);
+
+    #[test]
+    fn a_lone_publisher_that_waits_for_each_answer_is_never_kept_waiting() {
+        // Nothing came while the last fsync ran and the last batch held one request: the one
+        // already taken is enough.
+        let linger = linger(FSYNC, 1, 0);
+        assert_eq!(linger.enough, 1);
+        assert_eq!(linger.most, FSYNC / 4);
+    }
+
+    #[test]
+    fn publishers_just_answered_are_waited_for_a_quarter_of_an_fsync() {
+        let linger = linger(FSYNC, 64, 0);
+        assert_eq!(linger.enough, 64);
+        assert_eq!(linger.most, FSYNC / 4);
+        assert_eq!(linger.gap, FSYNC / 4);
+    }
+
+    #[test]
+    fn requests_arriving_during_the_fsync_make_the_next_batch_wait_up_to_one_more_fsync() {
+        // Four came in 800 µs: one every 200 µs; the wait ends after 600 µs without one.
+        let linger = linger(FSYNC, 4, 4);
+        assert_eq!(linger.most, FSYNC);
+        assert_eq!(linger.enough, MAX_BATCH);
+        assert_eq!(linger.gap, Duration::from_micros(600));
+        // Never longer than MAX_LINGER, however slow the disk.
+        let slow = super::linger(Duration::from_millis(30), 4, 1);
+        assert_eq!(slow.most, MAX_LINGER);
+        assert_eq!(slow.gap, MAX_LINGER);
+    }
 }
