@@ -245,9 +245,21 @@ const TAB_BOUND_KIB: f64 = 48.0;
 /// An HTTP/2 connection over TLS with one event stream open, read up to its `connected`
 /// frame: what a browser tab holds.
 async fn open_tab(ca: &TestCa, addr: SocketAddr) -> impl Sized {
+    let client = open_h2_connection(ca, addr).await;
+    let stream = open_h2_stream(&client).await;
+    (client, stream)
+}
+
+/// An HTTP/2 connection over TLS, its settings exchanged.
+async fn open_h2_connection(ca: &TestCa, addr: SocketAddr) -> h2::client::SendRequest<Bytes> {
     let tls = ca.connect(addr, &[b"h2"]).await.expect("handshake");
     let (client, connection) = h2::client::handshake(tls).await.expect("h2");
     tokio::spawn(connection);
+    client
+}
+
+/// An event stream opened on `client`, read up to its `connected` frame.
+async fn open_h2_stream(client: &h2::client::SendRequest<Bytes>) -> impl Sized + use<> {
     let request = hyper::Request::get("https://localhost/events?topic=memory.t")
         .header("accept", "text/event-stream")
         .body(())
@@ -257,7 +269,43 @@ async fn open_tab(ca: &TestCa, addr: SocketAddr) -> impl Sized {
     let mut body = response.await.expect("answer").into_body();
     let first: Bytes = body.data().await.expect("data").expect("connected");
     assert!(String::from_utf8_lossy(&first).contains("connected"));
-    (client, body, send)
+    (body, send)
+}
+
+/// The most resident memory one idle HTTP/2 event stream may add beside others on its
+/// connection, in KiB: the target for a stream beyond its connection (about 4.2 KiB in a
+/// release build at 100 streams per connection, docs/BENCHMARKS.md "HTTPS and HTTP/2").
+const SHARED_STREAM_BOUND_KIB: f64 = 8.0;
+/// Connections the streams are spread over: 81 streams each at most, within the hub's
+/// default `http2.max_concurrent_streams` (100).
+const SHARED_CONNECTIONS: usize = 5;
+
+/// What an idle HTTP/2 event stream keeps when it shares its TLS connection with others, bounded
+/// in the suite: the connections are open (one stream each) before the count starts, so only
+/// the streams are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_http2_stream_sharing_its_connection_keeps_less_than_8_kib() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ca = TestCa::new();
+    let (hub, addr) = tls_hub(dir.path(), &ca).await;
+    let mut connections = Vec::new();
+    for _ in 0..SHARED_CONNECTIONS {
+        let client = open_h2_connection(&ca, addr).await;
+        let first = open_h2_stream(&client).await;
+        connections.push((client, first));
+    }
+
+    let mut next = 0;
+    let per_stream = kib_per_open(&hub, async || {
+        next += 1;
+        open_h2_stream(&connections[next % SHARED_CONNECTIONS].0).await
+    })
+    .await;
+    assert!(
+        per_stream < SHARED_STREAM_BOUND_KIB,
+        "{per_stream:.2} KiB per idle HTTP/2 stream sharing its connection"
+    );
+    eprintln!("{per_stream:.2} KiB per idle HTTP/2 stream sharing its connection");
 }
 
 /// What an idle TLS + HTTP/2 connection with one event stream keeps, bounded in the suite.
