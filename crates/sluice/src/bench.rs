@@ -23,7 +23,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub http2: bool,
     /// Connect as a kind of client: `browser` is what a browser tab does — TLS (an
-    /// `https://` URL), HTTP/2, one event stream per connection; it sets `--http2`.
+    /// `https://` URL), HTTP/2, one event stream per connection — and the default for an
+    /// `https://` URL without `--http2`; `http1` is HTTP/1.1 with a connection per event stream
+    /// (over TLS for `https://`), the default for `http://`.
     #[arg(long, value_enum, conflicts_with = "streams_per_connection")]
     pub profile: Option<Profile>,
     /// Event streams multiplexed on each HTTP/2 connection (client i on connection
@@ -108,6 +110,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 pub enum Profile {
     /// A browser tab: TLS, HTTP/2, one event stream per connection.
     Browser,
+    /// HTTP/1.1, one connection per event stream (over TLS for an `https://` URL).
+    Http1,
 }
 
 /// The kinds of hub `--target` names.
@@ -123,21 +127,11 @@ pub enum Target {
 
 impl BenchArgs {
     fn into_config(self) -> anyhow::Result<sluice_bench::Config> {
-        let browser = self.profile == Some(Profile::Browser);
-        if browser && !self.url.starts_with("https://") {
-            bail!(
-                "--profile browser connects over TLS, as a browser does: --url {:?} must be https://",
-                self.url
-            );
-        }
+        let protocol = self.protocol()?;
         Ok(sluice_bench::Config {
             url: self.url,
             ca_file: self.ca_file,
-            protocol: if self.http2 || browser {
-                sluice_bench::Protocol::Http2
-            } else {
-                sluice_bench::Protocol::Http1
-            },
+            protocol,
             streams_per_connection: self.streams_per_connection,
             hub: match self.target {
                 Target::Sluice => sluice_bench::Hub::Sluice,
@@ -158,6 +152,26 @@ impl BenchArgs {
                 .mercure_publisher_key
                 .map(sluice_bench::PublisherKey::new),
             from: self.from,
+        })
+    }
+
+    /// The protocol `--profile` and `--http2` ask for; without either, what the URL's clients
+    /// are first of all: browser tabs for `https://`, HTTP/1.1 for `http://`.
+    fn protocol(&self) -> anyhow::Result<sluice_bench::Protocol> {
+        use sluice_bench::Protocol::{Http1, Http2};
+        let https = self.url.starts_with("https://");
+        Ok(match (self.profile, self.http2) {
+            (Some(Profile::Browser), _) if !https => bail!(
+                "--profile browser connects over TLS, as a browser does: --url {:?} must be https://",
+                self.url
+            ),
+            (Some(Profile::Http1), true) => {
+                bail!("--profile http1 and --http2 ask for different protocols: give one")
+            }
+            (Some(Profile::Browser), _) | (None, true) => Http2,
+            (Some(Profile::Http1), false) => Http1,
+            (None, false) if https => Http2,
+            (None, false) => Http1,
         })
     }
 }
@@ -269,6 +283,29 @@ mod tests {
             parse(&args).is_err(),
             "one stream per connection is the profile"
         );
+    }
+
+    #[test]
+    fn an_https_url_is_benched_as_browser_tabs_unless_told_otherwise() {
+        let https = ["--url", "https://127.0.0.1:8443"];
+        let config = parse(&https).unwrap().into_config().unwrap();
+        assert_eq!(config.protocol, sluice_bench::Protocol::Http2);
+        assert_eq!(config.streams_per_connection, 1);
+        let args = ["--url", "https://127.0.0.1:8443", "--profile", "http1"];
+        let config = parse(&args).unwrap().into_config().unwrap();
+        assert_eq!(config.protocol, sluice_bench::Protocol::Http1);
+        let args = ["--url", "http://127.0.0.1:8080", "--profile", "http1"];
+        let config = parse(&args).unwrap().into_config().unwrap();
+        assert_eq!(config.protocol, sluice_bench::Protocol::Http1);
+        let args = [
+            "--url",
+            "https://127.0.0.1:8443",
+            "--profile",
+            "http1",
+            "--http2",
+        ];
+        let refusal = parse(&args).unwrap().into_config().unwrap_err().to_string();
+        assert!(refusal.contains("--profile http1 and --http2"), "{refusal}");
     }
 
     #[test]
