@@ -194,7 +194,8 @@ impl Target {
         };
         let refused_http2 = || {
             anyhow!(
-                "the hub at {} did not accept HTTP/2 by ALPN (is its http2.enabled false?)",
+                "the hub at {} did not accept HTTP/2 by ALPN (is its http2.enabled false? \
+                 `--profile http1` benches HTTP/1.1 over TLS)",
                 self.addr
             )
         };

@@ -112,7 +112,7 @@ async fn asking_http2_of_a_hub_that_does_not_offer_it_fails_with_the_reason() {
         err.contains(&format!(
             "the hub at {} did not accept HTTP/2 by ALPN",
             hub.hub.addr
-        )),
+        )) && err.contains("`--profile http1` benches HTTP/1.1 over TLS"),
         "{err}"
     );
     hub.stop().await;

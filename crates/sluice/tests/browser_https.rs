@@ -189,6 +189,13 @@ async fn the_console_sets_its_token_cookie_secure_over_https() {
                   document.getElementById('topics').value = 'console.secure'; \
                   document.getElementById('subscribe').click(); true";
     page.eval(script).await.expect("subscribe pressed");
+    // The library sets the cookie once it has the token, which it asks for asynchronously.
+    page.wait_for(
+        "document.cookie.includes('sluiceAuthorization=')",
+        PAGE_TIMEOUT,
+    )
+    .await
+    .expect("the console sets its token cookie");
     let cookies = page.cookies().await.expect("the browser's cookies");
     let cookie = cookies
         .iter()
