@@ -13,7 +13,9 @@ use crate::error::{Result, StoreError};
 use crate::proto::{FilterSet, Headers};
 use crate::rules::Publish;
 use crate::state::PendingRead;
-use crate::types::{PubAck, PurgeRequest, Retained, StoredMessage, StreamInfo, WriteHealth};
+use crate::types::{
+    PubAck, PurgeRequest, Retained, StoredMessage, StreamInfo, WriteHealth, WriteStats,
+};
 use crate::writer::{self, Op, Shared};
 
 /// A handle to one stream; cheap to clone, usable from any thread or runtime.
@@ -194,6 +196,12 @@ impl StreamHandle {
     /// failed since open. Cheap: no I/O.
     pub fn write_health(&self) -> WriteHealth {
         self.shared.lock().health.report()
+    }
+
+    /// The stream's write-path counters (batches, fsyncs, messages stored). Cheap: no I/O,
+    /// unlike [`StreamHandle::info`].
+    pub fn write_stats(&self) -> WriteStats {
+        self.shared.lock().stats
     }
 
     /// Whether the stream was closed or deleted.

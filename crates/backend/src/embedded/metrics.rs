@@ -19,7 +19,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use sluice_store::{LostState, Store, WriteHealth};
+use sluice_store::{LostState, Store};
 
 use crate::StreamStats;
 
@@ -60,20 +60,13 @@ impl StoreMetrics {
         let Some(store) = store else {
             return ((0, 0), LostState::default(), 0, 0);
         };
-        let batches = store
-            .list()
-            .iter()
-            .filter_map(|name| store.stream(name))
-            .map(|stream| stream.info(None).stats.batches)
-            .sum();
-        let errors = store
-            .list()
-            .iter()
-            .filter_map(|name| store.stream(name))
-            .map(|stream| stream.write_health())
-            .fold((0, 0), |(blocks, snapshots), h: WriteHealth| {
-                (blocks + h.write_errors, snapshots + h.snapshot_errors)
-            });
+        let (mut errors, mut batches) = ((0, 0), 0);
+        for stream in store.list().iter().filter_map(|name| store.stream(name)) {
+            let health = stream.write_health();
+            errors.0 += health.write_errors;
+            errors.1 += health.snapshot_errors;
+            batches += stream.write_stats().batches;
+        }
         let (lost, schedules) = store
             .stream(&self.stream)
             .map(|handle| {
