@@ -307,10 +307,7 @@ mod tests {
     /// into a stream of its own) and its body must stay well below the 8 KiB goal.
     #[test]
     fn an_open_http2_stream_keeps_little_state() {
-        fn future_size<A, B, C, F: std::future::Future>(_: fn(A, B, C) -> F) -> usize {
-            std::mem::size_of::<F>()
-        }
-        let task = future_size(pump);
+        let task = crate::net::future_size::of3(pump);
         let body = std::mem::size_of::<StreamBody>();
         assert!(task + body <= 1168, "task {task} bytes, body {body} bytes");
     }

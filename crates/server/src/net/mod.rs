@@ -55,6 +55,21 @@ use tokio::net::TcpListener;
 
 pub use stall::TimedIo;
 
+/// The size of the future a function returns: what a connection's or a stream's task keeps
+/// for its life (the unit tests of `accept`, `handshake` and `upstream` bound them).
+#[cfg(test)]
+mod future_size {
+    use std::future::Future;
+
+    pub(super) fn of3<A, B, C, F: Future>(_: fn(A, B, C) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    pub(super) fn of4<A, B, C, D, F: Future>(_: fn(A, B, C, D) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+}
+
 use crate::hub::Hub;
 use crate::tls::Certificates;
 
