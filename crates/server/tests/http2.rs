@@ -1,8 +1,9 @@
 //! HTTPS and HTTP/2 over real loopback sockets against an embedded hub: TLS listeners beside
 //! plain ones, ALPN, event streams multiplexed on one connection, the write-stall rule per
 //! stream, the protocol's edge cases (a stream reset mid-event, a window the client keeps
-//! shut, streams over the limit, a SETTINGS flood), GOAWAY on drain, cleartext HTTP/2 with
-//! prior knowledge, and certificates reloaded without dropping connections.
+//! shut, streams over the limit, a SETTINGS flood, records and frames arriving a byte at a
+//! time), GOAWAY on drain, cleartext HTTP/2 with prior knowledge, and certificates reloaded
+//! without dropping connections.
 //!
 //! Protocol-level cases speak raw frames ([`raw`]) where the `h2` client would hide what is
 //! under test (it never exceeds the server's stream limit, and acknowledges SETTINGS itself).
@@ -951,4 +952,86 @@ async fn drain_ends_an_http1_stream_over_tls_with_the_last_chunk_and_close_notif
         ),
         1
     );
+}
+
+/// A TCP stream that sends at most one byte per write (Nagle off), so that every TLS record
+/// and HTTP/2 frame written over it reaches the hub in pieces.
+struct OneByteWrites(TcpStream);
+
+impl tokio::io::AsyncRead for OneByteWrites {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for OneByteWrites {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let first = &buf[..buf.len().min(1)];
+        std::pin::Pin::new(&mut self.0).poll_write(cx, first)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+/// The hub's TLS and HTTP/2 read buffers are taken when bytes come and given back when none
+/// are left (vendor/README.md): a connection whose every record and frame arrives a byte at a
+/// time, with idle moments between requests, still makes whole requests — an event stream,
+/// and publishes larger than any first buffer (40 KiB, several DATA frames and TLS records)
+/// on the same connection, each delivered whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_and_frames_arriving_a_byte_at_a_time_make_whole_requests() {
+    let served = Served::start(Config::default()).await;
+    let tcp = TcpStream::connect(served.tls).await.expect("connect");
+    tcp.set_nodelay(true).expect("nodelay");
+    let connector = tokio_rustls::TlsConnector::from(served.ca.client_config(&[b"h2"]));
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("server name");
+    let tls = connector
+        .connect(name, OneByteWrites(tcp))
+        .await
+        .expect("TLS handshake");
+    let (mut client, connection) = h2::client::handshake(tls).await.expect("HTTP/2 handshake");
+    tokio::spawn(connection);
+    let (status, mut stream) = open(&mut client, "/events?topic=trickle.t").await;
+    assert_eq!(status, 200);
+    stream.connected().await;
+
+    for n in 0..2 {
+        let payload = format!("{n}{}", "x".repeat(40 * 1024));
+        let publish = Request::post("https://localhost/publish")
+            .header("content-type", "application/json")
+            .body(())
+            .expect("request");
+        let mut ready = client.clone().ready().await.expect("ready");
+        let (response, mut body) = ready.send_request(publish, false).expect("send");
+        let message = json!({ "topic": "trickle.t", "payload": payload });
+        body.send_data(Bytes::from(message.to_string()), true)
+            .expect("body");
+        let response = tokio::time::timeout(GUARD, response)
+            .await
+            .expect("answer in time")
+            .expect("answer");
+        assert_eq!(response.status(), 200);
+        assert_eq!(stream.next_payload().await, json!(payload));
+    }
+    served.stop().await;
 }
