@@ -78,8 +78,9 @@ pub struct Shared {
     /// Set with each wake-up of the writer thread that asks for a pass (a request queued, a
     /// stop); taken by the thread when it wakes.
     pub wanted: AtomicBool,
-    /// Requests queued so far: the writer compares the count before and after an fsync to
-    /// learn whether publishes keep coming while it waits on the disk.
+    /// Requests queued so far with `sync = always` (the only policy whose batches wait for
+    /// more): the writer compares the count before and after an fsync to learn whether
+    /// publishes keep coming while it waits on the disk.
     pub queued: AtomicU64,
 }
 
@@ -195,9 +196,12 @@ impl Shared {
         }
     }
 
-    /// Counts a request queued for the writer thread and wakes it.
+    /// Counts a request queued for the writer thread (with `sync = always`, see
+    /// [`Shared::queued`]) and wakes it.
     pub fn queued_one(&self) {
-        self.queued.fetch_add(1, Ordering::Relaxed);
+        if self.sync == SyncPolicy::Always {
+            self.queued.fetch_add(1, Ordering::Relaxed);
+        }
         self.wake_writer();
     }
 
