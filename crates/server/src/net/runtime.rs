@@ -1,5 +1,6 @@
-//! Where event streams run: the streams' own runtime for the readers of big feeds, the
-//! request runtime for the others.
+//! Where an HTTP/1.1 event stream on the plain listener runs: the streams' own runtime for
+//! the readers of big feeds, the request runtime for the others. (A stream over TLS or
+//! HTTP/2 stays beside its connection, whose task every write goes through.)
 //!
 //! A published message wakes every session of its feed; with thousands of sessions those
 //! wake-ups fill the run queues, and a `POST /publish` (or a probe) that shares the queues waits

@@ -163,7 +163,6 @@ where
 {
     let config = &connection.hub.config;
     let router = connection.router.clone();
-    let streams = connection.streams.clone();
     let write_timeout = config.sse.write_timeout;
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let mut request = request.map(Body::new);
@@ -176,7 +175,6 @@ where
         };
         request.extensions_mut().insert(ConnectInfo(stream_info));
         let router = router.clone();
-        let streams = streams.clone();
         let socket = info.state.clone();
         // Boxed: hyper keeps a stream's service future in the stream's task for the stream's
         // life, sized for its largest state; boxed, the request's routing is freed once it
@@ -191,7 +189,7 @@ where
                         stream,
                         socket,
                     };
-                    h2_stream::respond(response, session, &streams, rule)
+                    h2_stream::respond(response, session, rule)
                 }
             })
         })
