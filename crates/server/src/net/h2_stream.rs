@@ -85,10 +85,10 @@ fn pump(
             };
             // None: the session has ended (and logged why).
             let Some(batch) = batch else { break false };
-            match tokio::time::timeout(rule.write_timeout, batches.send(batch)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(BodyGone)) => break true,
-                Err(_) => {
+            match batches.send(batch, rule.write_timeout).await {
+                Ok(()) => {}
+                Err(Refused::BodyGone) => break true,
+                Err(Refused::Stalled) => {
                     rule.stream.mark_stalled();
                     break false;
                 }
@@ -137,34 +137,53 @@ fn wait_with(waiting: &mut Option<Waker>, waker: &Waker) {
     }
 }
 
-/// The body is gone: nothing more can be handed to it.
-#[derive(Debug)]
-struct BodyGone;
+/// Why a batch was not handed to the body.
+#[derive(Debug, PartialEq)]
+enum Refused {
+    /// The body is gone: nothing more can be handed to it.
+    BodyGone,
+    /// The body took nothing for the write timeout.
+    Stalled,
+}
 
 /// The session's side of a [`Slot`].
 struct Handoff(Arc<Slot>);
 
 impl Handoff {
-    /// Waits until the slot is empty, then puts `batch` in it. Cancelling it drops `batch`.
-    async fn send(&self, batch: Bytes) -> Result<(), BodyGone> {
+    /// Puts `batch` in the slot once it is empty. Fails when the body is gone, or when the
+    /// slot stays full for `timeout`. Cancelling it drops `batch`.
+    async fn send(&self, batch: Bytes, timeout: Duration) -> Result<(), Refused> {
         let mut batch = Some(batch);
-        let body = poll_fn(|cx| {
+        // Most batches find the slot empty: the timer is armed only for one that waits.
+        if let Poll::Ready(sent) = self.poll_put(&mut batch, Waker::noop()) {
+            return sent;
+        }
+        // Boxed: a waiting batch is the rare case, and the timer kept inline would make every
+        // open stream's task bigger.
+        let put = poll_fn(|cx| self.poll_put(&mut batch, cx.waker()));
+        Box::pin(tokio::time::timeout(timeout, put))
+            .await
+            .unwrap_or(Err(Refused::Stalled))
+    }
+
+    /// Puts `batch` in the slot if it is empty, else leaves `waker` to be woken when it is.
+    fn poll_put(&self, batch: &mut Option<Bytes>, waker: &Waker) -> Poll<Result<(), Refused>> {
+        let body = {
             let mut state = self.0.lock();
             if state.body_gone {
-                return Poll::Ready(Err(BodyGone));
+                return Poll::Ready(Err(Refused::BodyGone));
             }
             if state.batch.is_some() {
-                wait_with(&mut state.pump_waiting, cx.waker());
+                wait_with(&mut state.pump_waiting, waker);
                 return Poll::Pending;
             }
             state.batch = batch.take();
-            Poll::Ready(Ok(state.body_waiting.take()))
-        })
-        .await?;
+            state.body_waiting.take()
+        };
         if let Some(body) = body {
             body.wake();
         }
-        Ok(())
+        Poll::Ready(Ok(()))
     }
 
     /// Completes once the body is gone.
@@ -267,15 +286,17 @@ mod tests {
         taker.poll_take(&Context::from_waker(Waker::noop()))
     }
 
-    #[tokio::test]
+    const WAIT: Duration = Duration::from_secs(10);
+
+    #[tokio::test(start_paused = true)]
     async fn the_slot_holds_one_batch_and_says_when_either_side_is_gone() {
         let slot = Arc::new(Slot::default());
         let (handoff, taker) = (Handoff(slot.clone()), Taker(slot));
         assert!(take(&taker).is_pending());
-        handoff.send(Bytes::from_static(b"a")).await.unwrap();
+        handoff.send(Bytes::from_static(b"a"), WAIT).await.unwrap();
         {
             // A second batch waits until the first is taken.
-            let second = handoff.send(Bytes::from_static(b"b"));
+            let second = handoff.send(Bytes::from_static(b"b"), WAIT);
             tokio::pin!(second);
             assert!(futures::poll!(second.as_mut()).is_pending());
             assert_eq!(take(&taker), Poll::Ready(Some(Bytes::from_static(b"a"))));
@@ -288,14 +309,29 @@ mod tests {
 
         let slot = Arc::new(Slot::default());
         let (handoff, taker) = (Handoff(slot.clone()), Taker(slot));
-        handoff.send(Bytes::from_static(b"a")).await.unwrap();
+        handoff.send(Bytes::from_static(b"a"), WAIT).await.unwrap();
         let closed = handoff.closed();
         tokio::pin!(closed);
         assert!(futures::poll!(closed.as_mut()).is_pending());
         // The client reset the stream: the session's task hears of it.
         drop(taker);
         closed.await;
-        assert!(handoff.send(Bytes::from_static(b"b")).await.is_err());
+        let refused = handoff.send(Bytes::from_static(b"b"), WAIT).await;
+        assert_eq!(refused, Err(Refused::BodyGone));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_the_body_leaves_for_the_write_timeout_is_refused_as_stalled() {
+        let slot = Arc::new(Slot::default());
+        let (handoff, taker) = (Handoff(slot.clone()), Taker(slot));
+        handoff.send(Bytes::from_static(b"a"), WAIT).await.unwrap();
+        let started = tokio::time::Instant::now();
+        let refused = handoff.send(Bytes::from_static(b"b"), WAIT).await;
+        assert_eq!(refused, Err(Refused::Stalled));
+        assert_eq!(started.elapsed(), WAIT);
+        // The first batch is still there for the body; the refused one is dropped.
+        assert_eq!(take(&taker), Poll::Ready(Some(Bytes::from_static(b"a"))));
+        assert!(take(&taker).is_pending());
     }
 
     /// What one idle HTTP/2 event stream keeps besides hyper's stream state: its task (the
