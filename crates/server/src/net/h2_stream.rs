@@ -154,7 +154,8 @@ impl Handoff {
     /// slot stays full for `timeout`. Cancelling it drops `batch`.
     async fn send(&self, batch: Bytes, timeout: Duration) -> Result<(), Refused> {
         let mut batch = Some(batch);
-        // Most batches find the slot empty: the timer is armed only for one that waits.
+        // Most batches find the slot empty: the timer is armed only for one that waits. (A
+        // full slot keeps the no-op waker only until the timed wait below registers the task.)
         if let Poll::Ready(sent) = self.poll_put(&mut batch, Waker::noop()) {
             return sent;
         }
