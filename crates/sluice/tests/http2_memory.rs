@@ -34,7 +34,9 @@ async fn resident(hub: &SluiceProcess) -> f64 {
         .expect("process_resident_memory_bytes")
 }
 
-/// Waits until the hub's resident memory stops growing (two equal reads a second apart).
+/// Waits until the hub's resident memory stops growing (two equal reads a second apart). No
+/// event announces that the allocator has settled, so this by-hand measurement polls; the
+/// suite's bounds below read memory only after the event they wait for.
 async fn settled(hub: &SluiceProcess) -> f64 {
     let mut last = resident(hub).await;
     loop {
