@@ -338,6 +338,7 @@ mod tests {
         let settings = FanoutConfig {
             ring_size: 16,
             max_catch_up_reads: 1,
+            ..FanoutConfig::default()
         };
         let fanout = Fanout::new(
             backend.clone(),

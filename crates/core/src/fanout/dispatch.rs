@@ -9,8 +9,12 @@
 //! The dispatch also keeps the latest entries of every topic (`recent`, as many as a ring
 //! holds), so a topic set that starts now — a client that subscribes or comes back after a
 //! short outage — gets its ring filled from them instead of reading the stream itself.
+//!
+//! All these rings together hold at most `fanout.ring_memory` bytes: past it, the dispatch
+//! evicts the oldest entries of all of them, oldest position first (see [`RingMemory`]).
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -21,6 +25,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use super::feed::{FeedCore, Reading};
+use super::memory::RingMemory;
 use super::ring::{self, Audience, Ring, Routed};
 use super::source::{Lost, Role, Source};
 use super::view::View;
@@ -56,6 +61,8 @@ struct Routes {
     feeds: HashMap<FeedKey, Arc<FeedCore>>,
     /// The latest entries of every topic; its `high` is the dispatch's position.
     recent: Ring<Routed>,
+    /// What `recent` and every feed's ring hold.
+    memory: RingMemory,
     next_key: FeedKey,
     /// Set when the stream was replaced: no feed of this dispatch gets anything any more.
     closed: bool,
@@ -64,18 +71,28 @@ struct Routes {
 impl Drop for Dispatch {
     fn drop(&mut self) {
         self.task.abort();
+        // The task lets go of the core only when its runtime next polls it; the recent
+        // entries go now.
+        let mut routes = self.core.routes();
+        let high = routes.recent.high();
+        routes.recent = Ring::new(1, high);
+        routes.memory.released(usize::MAX);
+        routes.memory.report();
     }
 }
 
 impl Dispatch {
-    /// Starts reading `filters` at `start` for the topic sets attached later, on `runtime`.
+    /// Starts reading `filters` at `start` for the topic sets attached later, on `runtime`;
+    /// each ring holds up to `ring_size` entries, all of them `ring_memory` bytes.
     pub fn spawn(
         reading: Arc<Reading>,
         filters: FilterSet,
         start: u64,
         ring_size: usize,
+        ring_memory: usize,
         runtime: &Handle,
     ) -> Self {
+        let memory = RingMemory::new(ring_memory, reading.metrics.ring_bytes.clone());
         let core = Arc::new(DispatchCore {
             reading,
             filters,
@@ -84,6 +101,7 @@ impl Dispatch {
                 index: SubjectIndex::default(),
                 feeds: HashMap::new(),
                 recent: Ring::new(ring_size, start),
+                memory,
                 next_key: 0,
                 closed: false,
             }),
@@ -123,11 +141,12 @@ impl Dispatch {
             self.core.ring_size,
             start,
         ));
+        let mut added = 0usize;
         for routed in routes.recent.from(start) {
             if routed.audience.concerns(&feed.filters)
                 && let Some(entry) = feed.admit(routed)
             {
-                feed.push(entry);
+                added = added.saturating_add_signed(feed.push(entry));
             }
         }
         if routes.closed {
@@ -139,6 +158,8 @@ impl Dispatch {
             routes.index.insert(filter, key);
         }
         routes.feeds.insert(key, feed.clone());
+        routes.memory.changed(added as isize);
+        routes.keep_to_budget();
         (key, feed)
     }
 
@@ -148,7 +169,10 @@ impl Dispatch {
         for filter in filters.iter() {
             routes.index.remove(filter, key);
         }
-        routes.feeds.remove(&key);
+        if let Some(feed) = routes.feeds.remove(&key) {
+            routes.memory.released(feed.ring_bytes());
+            routes.memory.report();
+        }
     }
 
     /// The next sequence the dispatch routes: every position below it has reached the feeds.
@@ -256,21 +280,55 @@ impl Routes {
                 if let Some(feed) = self.feeds.get(&key)
                     && let Some(entry) = feed.admit(&routed)
                 {
-                    feed.push(entry);
+                    self.memory.changed(feed.push(entry));
                     keys[admitted] = key;
                     admitted += 1;
                 }
             }
             keys.truncate(admitted);
+            let before = self.recent.bytes();
             self.recent.push(routed);
+            self.memory
+                .changed(self.recent.bytes() as isize - before as isize);
         }
         self.recent.advance(next);
+        self.keep_to_budget();
         keys.sort_unstable();
         keys.dedup();
         woken.extend(
             keys.drain(..)
                 .filter_map(|key| self.feeds.get(&key).cloned()),
         );
+    }
+
+    /// When the rings hold more than the budget, evicts the oldest entries of all of them
+    /// (`recent`'s and every feed's), oldest position first, until they hold an eighth less;
+    /// then tells the gauge what they hold. A reader behind an evicted entry reads the stream
+    /// for it, as behind a full ring.
+    fn keep_to_budget(&mut self) {
+        if self.memory.over_budget() {
+            // The rings by their oldest entry: `None` is `recent`.
+            let mut oldest: BinaryHeap<Reverse<(u64, Option<FeedKey>)>> = self
+                .feeds
+                .iter()
+                .filter_map(|(key, feed)| Some(Reverse((feed.oldest()?, Some(*key)))))
+                .collect();
+            oldest.extend(self.recent.oldest().map(|seq| Reverse((seq, None))));
+            while self.memory.above_target()
+                && let Some(Reverse((_, ring))) = oldest.pop()
+            {
+                let (freed, next) = match ring {
+                    None => (self.recent.evict_oldest(), self.recent.oldest()),
+                    Some(key) => self
+                        .feeds
+                        .get(&key)
+                        .map_or((0, None), |feed| feed.evict_oldest()),
+                };
+                self.memory.released(freed);
+                oldest.extend(next.map(|seq| Reverse((seq, ring))));
+            }
+        }
+        self.memory.report();
     }
 }
 
@@ -319,12 +377,23 @@ mod tests {
     use sluice_protocol::subject::filter_matches;
 
     fn fanout(backend: Arc<dyn Backend>, ring_size: usize) -> Fanout {
+        fanout_within(backend, ring_size, usize::MAX, Arc::new(Metrics::new()))
+    }
+
+    /// A fan-out whose rings hold at most `ring_memory` bytes, told to `metrics`.
+    fn fanout_within(
+        backend: Arc<dyn Backend>,
+        ring_size: usize,
+        ring_memory: usize,
+        metrics: Arc<Metrics>,
+    ) -> Fanout {
         Fanout::new(
             backend,
-            Arc::new(Metrics::new()),
+            metrics,
             encoder(0),
             &FanoutConfig {
                 ring_size,
+                ring_memory,
                 ..FanoutConfig::default()
             },
         )
@@ -385,6 +454,63 @@ mod tests {
             .collect();
         assert_eq!(seqs, (1..=burst).collect::<Vec<_>>());
         assert!(!cursor.is_catching_up(), "all of it came through the ring");
+    }
+
+    /// Past `fanout.ring_memory`, the oldest entries of all rings go first, whichever topic
+    /// set they belong to: the rings of a hundred topic sets stay within the budget, each
+    /// keeps its newest entries, and a reader from the start gets every message (reading
+    /// the stream for what its ring let go).
+    #[tokio::test]
+    async fn the_rings_together_keep_within_their_memory_oldest_going_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend: Arc<dyn Backend> = open_backend(dir.path()).await;
+        let metrics = Arc::new(Metrics::new());
+        let budget = 96 << 10;
+        let fanout = fanout_within(backend.clone(), 4096, budget, metrics.clone());
+        let topics: Vec<String> = (0..100).map(|i| format!("user.{i}")).collect();
+        let mut feeds = Vec::new();
+        for topic in &topics {
+            feeds.push(live_feed(&fanout, &*backend, &[topic.as_str()]).await);
+        }
+        // Ten rounds over every topic: unbounded, the rings would hold about 400 KB.
+        for _ in 0..10 {
+            for topic in &topics {
+                publish(&*backend, topic).await;
+            }
+        }
+        dispatched_to(&feeds[0], 1000).await;
+        let held = metrics.ring_bytes.get() as usize;
+        assert!(held <= budget, "the rings hold {held} bytes, over {budget}");
+        assert!(
+            held > budget / 2,
+            "the rings keep what the budget allows: {held}"
+        );
+        let kept: usize = feeds.iter().map(|feed| feed.core.ring_bytes()).sum();
+        assert!(
+            kept > 0 && kept < held,
+            "the feeds' rings are counted with the dispatch's"
+        );
+        // The last round (901..=1000) outlives every earlier one: oldest first.
+        let oldest = feeds.iter().filter_map(|feed| feed.core.oldest()).min();
+        assert!(
+            oldest.is_some_and(|seq| seq > 100),
+            "evicted oldest first: {oldest:?}"
+        );
+        for (i, feed) in feeds.iter().enumerate() {
+            let newest = 901 + i as u64;
+            assert!(
+                matches!(feed.core.read(newest), ring::Read::Entry(e) if e.seq == newest),
+                "user.{i} keeps its newest entry"
+            );
+        }
+        let mut cursor = Cursor::new(feeds[7].clone(), 1);
+        let seqs: Vec<u64> = read(&mut cursor, 10).await.iter().map(|e| e.seq).collect();
+        assert_eq!(
+            seqs,
+            (0..10).map(|round| round * 100 + 8).collect::<Vec<_>>()
+        );
+        drop((cursor, feeds));
+        assert_eq!(metrics.ring_bytes.get(), 0, "a dispatch gone holds nothing");
     }
 
     /// The lag is what the stream holds beyond the dispatch's position, the same for every
@@ -697,12 +823,14 @@ mod tests {
         fn every_subscription_gets_exactly_what_its_filters_match(
             steps in proptest::collection::vec(step(), 1..60),
             ring_size in 1usize..8,
+            ring_memory in prop_oneof![Just(usize::MAX), 100usize..3000],
         ) {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             runtime.block_on(async {
                 let dir = tempfile::tempdir().unwrap();
                 let backend: Arc<dyn Backend> = open_backend(dir.path()).await;
-                let fanout = fanout(backend.clone(), ring_size);
+                let metrics = Arc::new(Metrics::new());
+                let fanout = fanout_within(backend.clone(), ring_size, ring_memory, metrics.clone());
                 let mut published: Vec<String> = Vec::new();
                 let mut live: Vec<Subscription> = Vec::new();
                 for step in steps {
@@ -724,6 +852,8 @@ mod tests {
                         }
                         Step::Unsubscribe(_) => {}
                     }
+                    let held = metrics.ring_bytes.get() as usize;
+                    prop_assert!(held <= ring_memory, "the rings hold {} bytes, over {}", held, ring_memory);
                 }
                 for subscription in &mut live {
                     subscription.check(&published).await?;

@@ -211,10 +211,33 @@ impl FeedCore {
         permit.map_err(|_| Lost::Failed)
     }
 
-    /// Adds an entry to the ring without waking readers (see [`FeedCore::publish`]); false
-    /// when the ring already covers its position.
-    pub(super) fn push(&self, entry: Entry) -> bool {
-        self.ring.write().is_ok_and(|mut ring| ring.push(entry))
+    /// Adds an entry to the ring without waking readers (see [`FeedCore::publish`]), unless
+    /// the ring already covers its position; how much the ring's weight changed.
+    pub(super) fn push(&self, entry: Entry) -> isize {
+        self.ring.write().map_or(0, |mut ring| {
+            let before = ring.bytes();
+            ring.push(entry);
+            ring.bytes() as isize - before as isize
+        })
+    }
+
+    /// What the ring's entries weigh together.
+    pub(super) fn ring_bytes(&self) -> usize {
+        self.ring.read().map_or(0, |ring| ring.bytes())
+    }
+
+    /// The position of the ring's oldest entry, if it holds any.
+    pub(super) fn oldest(&self) -> Option<u64> {
+        self.ring.read().ok()?.oldest()
+    }
+
+    /// Drops the ring's oldest entry: its readers behind it read the stream instead. The
+    /// bytes freed, and the position of the entry that is now the oldest.
+    pub(super) fn evict_oldest(&self) -> (usize, Option<u64>) {
+        self.ring.write().map_or((0, None), |mut ring| {
+            let freed = ring.evict_oldest();
+            (freed, ring.oldest())
+        })
     }
 
     /// Wakes every reader waiting for the ring to grow.

@@ -17,6 +17,7 @@
 //! | `source.rs`   | a backend subscription in one incarnation → entries, losses reported  |
 //! | `encode.rs`   | a stream message → the frame every subscriber gets                    |
 //! | `ring.rs`     | the bounded ring of entries                                           |
+//! | `memory.rs`   | what one dispatch's rings hold, against `fanout.ring_memory`          |
 //! | `dispatch.rs` | the node's one read of the stream → the rings of the matching sets    |
 //! | `feed.rs`     | one topic set: its ring and its readers' wake-up                      |
 //! | `cursor.rs`   | one reader's position: the ring, or its own source while behind       |
@@ -28,6 +29,7 @@ mod dispatch;
 mod encode;
 mod feed;
 mod handle;
+mod memory;
 mod ring;
 mod source;
 #[cfg(test)]
@@ -69,6 +71,8 @@ pub struct Fanout {
     /// The encoder every incarnation's is made from (its incarnation is replaced).
     encoding: Encoder,
     ring_size: usize,
+    /// Bytes each dispatch's rings may hold together (`fanout.ring_memory`).
+    ring_memory: usize,
     /// Turns to read behind a ring (`fanout.max_catch_up_reads`).
     catch_ups: Arc<Semaphore>,
     /// The dispatch of the current incarnation, while any topic set is read. It runs on the
@@ -85,7 +89,8 @@ pub struct Fanout {
 
 impl Fanout {
     /// A fan-out over `backend`, encoding as `encoding` does (whatever its incarnation), with
-    /// the ring size and the bound on reads behind the rings of `settings`.
+    /// the rings' bounds (entries, bytes) and the bound on reads behind them of
+    /// `settings`.
     pub fn new(
         backend: Arc<dyn Backend>,
         metrics: Arc<Metrics>,
@@ -97,6 +102,7 @@ impl Fanout {
             metrics,
             encoding,
             ring_size: settings.ring_size,
+            ring_memory: settings.ring_memory,
             catch_ups: Arc::new(Semaphore::new(settings.max_catch_up_reads)),
             dispatch: Mutex::default(),
             feeds: Arc::default(),
@@ -232,6 +238,7 @@ impl Fanout {
             self.wide_filters(),
             state.last_seq.saturating_add(1),
             self.ring_size,
+            self.ring_memory,
             &runtime,
         ));
         *current = Arc::downgrade(&dispatch);

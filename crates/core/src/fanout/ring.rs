@@ -62,11 +62,19 @@ pub enum Read {
 pub trait Positioned {
     /// The stream position (the last one, for a range).
     fn seq(&self) -> u64;
+
+    /// The bytes it keeps in memory while a ring holds it: its slot and what it owns on the
+    /// heap. A frame shared with other rings is counted in each of them.
+    fn weight(&self) -> usize;
 }
 
 impl Positioned for Entry {
     fn seq(&self) -> u64 {
         self.seq
+    }
+
+    fn weight(&self) -> usize {
+        size_of::<Self>() + self.frame.len()
     }
 }
 
@@ -77,6 +85,8 @@ pub struct Ring<T = Entry> {
     capacity: usize,
     low: u64,
     high: u64,
+    /// The items' weights, summed.
+    bytes: usize,
 }
 
 impl<T: Positioned> Ring<T> {
@@ -88,7 +98,18 @@ impl<T: Positioned> Ring<T> {
             capacity: capacity.max(1),
             low: start,
             high: start,
+            bytes: 0,
         }
+    }
+
+    /// What the items weigh together ([`Positioned::weight`]).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The position of the oldest item, if any.
+    pub fn oldest(&self) -> Option<u64> {
+        self.entries.front().map(Positioned::seq)
     }
 
     /// The oldest position still covered.
@@ -107,14 +128,25 @@ impl<T: Positioned> Ring<T> {
         if item.seq() < self.high {
             return false;
         }
-        if self.entries.len() == self.capacity
-            && let Some(evicted) = self.entries.pop_front()
-        {
-            self.low = evicted.seq() + 1;
+        if self.entries.len() == self.capacity {
+            self.evict_oldest();
         }
         self.high = item.seq() + 1;
+        self.bytes += item.weight();
         self.entries.push_back(item);
         true
+    }
+
+    /// Drops the oldest item, so the ring covers only what comes after it; the bytes that
+    /// freed (0 when the ring is empty).
+    pub fn evict_oldest(&mut self) -> usize {
+        let Some(evicted) = self.entries.pop_front() else {
+            return 0;
+        };
+        self.low = evicted.seq() + 1;
+        let weight = evicted.weight();
+        self.bytes -= weight;
+        weight
     }
 
     /// Records that every sequence before `next` has been seen without adding an item.
@@ -202,9 +234,33 @@ pub struct Routed {
     pub message: Option<Arc<BackendMessage>>,
 }
 
+impl Audience {
+    /// The bytes its subjects keep on the heap.
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Self::Subject(subject) => subject.len(),
+            Self::Subjects(subjects) => subjects
+                .iter()
+                .map(|subject| size_of_val(subject) + subject.len())
+                .sum(),
+            Self::Everyone => 0,
+        }
+    }
+}
+
 impl Positioned for Routed {
     fn seq(&self) -> u64 {
         self.entry.seq
+    }
+
+    fn weight(&self) -> usize {
+        let message = self.message.as_deref().map_or(0, |message| {
+            size_of_val(message)
+                + message.subject.len()
+                + message.headers.encoded_len()
+                + message.payload.len()
+        });
+        size_of::<Self>() + self.entry.frame.len() + self.audience.heap_bytes() + message
     }
 }
 
@@ -239,10 +295,11 @@ mod tests {
 
     proptest! {
         /// A reader walking the ring from any covered position sees exactly the pushed entries
-        /// after it, in order: nothing skipped, nothing twice.
+        /// after it, in order: nothing skipped, nothing twice, however many entries were
+        /// evicted to free memory; and the ring's weight is always its entries'.
         #[test]
         fn readers_see_every_covered_entry_once(
-            gaps in proptest::collection::vec(1u64..4, 1..60),
+            steps in proptest::collection::vec((1u64..4, 0usize..3), 1..60),
             capacity in 1usize..20,
             from_offset in 0u64..100,
             seen_beyond in 0u64..3,
@@ -250,10 +307,15 @@ mod tests {
             let mut ring = Ring::new(capacity, 1);
             let mut seq = 0;
             let mut pushed = Vec::new();
-            for gap in gaps {
+            for (gap, evictions) in steps {
                 seq += gap;
                 ring.push(entry(seq));
                 pushed.push(seq);
+                for _ in 0..evictions / 2 {
+                    ring.evict_oldest();
+                }
+                let weight: usize = ring.from(0).map(Positioned::weight).sum();
+                prop_assert_eq!(ring.bytes(), weight);
             }
             // Positions after the newest entry that held nothing for this ring.
             ring.advance(seq + 1 + seen_beyond);

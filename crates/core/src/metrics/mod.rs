@@ -29,6 +29,8 @@ pub struct Metrics {
     pub active_connections: Gauge,
     /// Shared backend feeds (one per distinct topic set) open now.
     pub active_feeds: Gauge,
+    /// Bytes the fan-out's rings of recent frames hold (`fanout.ring_memory` bounds them).
+    pub ring_bytes: Gauge,
     /// Messages written to clients.
     pub delivered: Counter,
     /// Messages a client did not get, by reason (`too_large`, `replay_window`); each one was
@@ -101,6 +103,7 @@ impl Metrics {
             registry: Registry::default(),
             active_connections: Gauge::default(),
             active_feeds: Gauge::default(),
+            ring_bytes: Gauge::default(),
             delivered: Counter::default(),
             dropped: Counters::default(),
             gaps: Counters::default(),
@@ -147,6 +150,11 @@ impl Metrics {
             "sluice_active_feeds",
             "Shared backend feeds open now",
             self.active_feeds.clone(),
+        );
+        r.register(
+            "sluice_fanout_ring_bytes",
+            "Bytes the fan-out's rings of recent frames hold",
+            self.ring_bytes.clone(),
         );
         r.register(
             "sluice_messages_delivered",

@@ -797,6 +797,12 @@ fn wrong_environment_values_name_the_variable_key_and_value() {
             "between 16 and",
         ),
         (
+            "SLUICE_FANOUT_RING_MEMORY",
+            "4096",
+            "fanout.ring_memory",
+            "at least 1048576",
+        ),
+        (
             "SLUICE_FANOUT_MAX_CATCH_UP_READS",
             "0",
             "fanout.max_catch_up_reads",

@@ -40,6 +40,7 @@ macro_rules! every_scenario {
             one_feed_per_topic_set,
             resume_behind_ring_catches_up_then_live,
             filtered_catch_up_skips_other_topics_silently,
+            rings_keep_within_their_memory,
             paused_reader_gets_everything,
             steady_slow_reader_is_never_closed,
             stalled_socket_is_closed_as_slow,

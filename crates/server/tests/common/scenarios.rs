@@ -480,6 +480,56 @@ pub async fn filtered_catch_up_skips_other_topics_silently(f: &dyn HubFactory) {
     hub.stop().await;
 }
 
+/// The rings of many busy topic sets together hold no more than `fanout.ring_memory`
+/// (`sluice_fanout_ring_bytes` says what they hold); live clients get every message, and a
+/// client resuming from the start reads from the stream what the rings let go.
+pub async fn rings_keep_within_their_memory(f: &dyn HubFactory) {
+    const TOPICS: usize = 40;
+    const ROUNDS: usize = 10;
+    let budget = 1 << 20;
+    let mut config = config();
+    config.fanout.ring_memory = budget;
+    let hub = f.start(config).await;
+    let mut clients = Vec::new();
+    for topic in 0..TOPICS {
+        let mut client = hub.subscribe(&format!("?topic=user.{topic}")).await;
+        expect_event(&mut client, "connected").await.unwrap();
+        clients.push(client);
+    }
+    // 400 events of 8 KB: unbounded, the rings would hold twice 3.2 MB (each frame is in its
+    // topic set's ring and in the dispatch's).
+    let payload = "x".repeat(8000);
+    let mut ids = vec![Vec::new(); TOPICS];
+    for _ in 0..ROUNDS {
+        for (topic, ids) in ids.iter_mut().enumerate() {
+            let ack = hub.publish(&format!("user.{topic}"), json!(payload)).await;
+            ids.push(ack["id"].as_str().expect("id").to_owned());
+        }
+    }
+    for (client, ids) in clients.iter_mut().zip(&ids) {
+        for id in ids {
+            let event = expect_event(client, "message").await.unwrap();
+            assert_eq!(event.id.as_deref(), Some(id.as_str()));
+        }
+    }
+    let held = hub.metric("sluice_fanout_ring_bytes");
+    assert!(
+        held > 0 && held <= budget as u64,
+        "the rings hold {held} bytes; the budget is {budget}"
+    );
+    let mut resumed = hub.subscribe("?topic=user.0&last-id=0").await;
+    expect_event(&mut resumed, "connected").await.unwrap();
+    for id in &ids[0] {
+        let event = expect_event(&mut resumed, "message").await.unwrap();
+        assert_eq!(event.id.as_deref(), Some(id.as_str()));
+    }
+    assert!(
+        hub.metric("sluice_catchups_total") >= 1,
+        "the first events of user.0 were read from the stream"
+    );
+    hub.stop().await;
+}
+
 /// A client that stops reading while far more than the ring is published is served from the
 /// stream when it reads again: all messages, in order, no gap, no disconnect.
 pub async fn paused_reader_gets_everything(f: &dyn HubFactory) {
