@@ -408,3 +408,38 @@ async fn a_message_gone_by_its_own_ttl_at_the_head_is_not_a_gap() {
     assert_eq!(next.id.as_deref(), last["id"].as_str());
     hub.stop().await;
 }
+
+/// The store keeps the index entries of at most `embedded.index_memory` of messages in memory
+/// (1 MiB: about 8,700) beyond the block being written and the one sealed last
+/// (`sluice_store_index_messages` says how many): 30,000 messages of 1,000 bytes fill three
+/// blocks of about 8,100 and part of a fourth; the first two let go of their entries, and a
+/// client reading from the start still gets every message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_keeps_its_index_within_its_memory() {
+    const MESSAGES: u64 = 30_000;
+    let mut config = Config::default();
+    config.embedded.sync = "never".into();
+    config.embedded.index_memory = 1 << 20;
+    let (hub, backend) = Embedded::start_with_store(config).await;
+    let stream = backend.store().unwrap().stream("sluice").unwrap();
+    let payload = |n: u64| format!("{n:01000}");
+    for first in (0..MESSAGES).step_by(1000) {
+        let batch = (first..first + 1000)
+            .map(|n| ("t".to_owned(), Headers::new(), payload(n).into()))
+            .collect();
+        let acks = stream.publish_batch(batch).await.unwrap();
+        assert!(acks.iter().all(Result::is_ok));
+    }
+    let in_memory = hub.metric("sluice_store_index_messages");
+    assert!(
+        in_memory > 0 && in_memory < 16_300,
+        "{in_memory} messages indexed in memory: more than the last two blocks"
+    );
+    let mut client = hub.subscribe("?topic=t&from=earliest").await;
+    expect_event(&mut client, "connected").await.unwrap();
+    for n in 0..MESSAGES {
+        let message = expect_event(&mut client, "message").await.unwrap();
+        assert_eq!(data(&message)["payload"], json!(payload(n)), "message {n}");
+    }
+    hub.stop().await;
+}

@@ -81,6 +81,7 @@ fn options() -> StoreOptions {
         sync: SyncPolicy::Never,
         block_size: BLOCK_SIZE,
         flush_interval: std::time::Duration::from_secs(3600),
+        ..StoreOptions::default()
     }
 }
 

@@ -71,7 +71,7 @@ pub use meta_refusal::{MetaDefect, MetaProblem, MetaRefusal};
 pub use proto::{FilterSet, Headers};
 pub use removals::Removed;
 pub use sources::SourcePosition;
-pub use store::{Store, StoreOptions};
+pub use store::{INDEX_BYTES_PER_MESSAGE, Store, StoreOptions};
 pub use stream::StreamHandle;
 pub use types::{
     Delivery, LostState, PubAck, PurgeRequest, RecoveryPath, RecoveryReport, Retained,

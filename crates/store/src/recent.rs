@@ -84,7 +84,7 @@ impl StreamHandle {
             let mut st = self.shared.lock();
             let upto = st.visible.min(until.saturating_sub(1));
             let latest = st.table.latest_of(chunk, upto);
-            st.note_damage_found();
+            st.settle_after_read();
             steps.extend(latest?.into_iter().map(Step::Latest));
         }
         let st = self.shared.lock();
@@ -113,7 +113,7 @@ impl StreamHandle {
         let mut st = self.shared.lock();
         let upto = st.visible.min(upto);
         let start = st.table.last_n_start(filter, n, upto);
-        st.note_damage_found();
+        st.settle_after_read();
         start
     }
 

@@ -67,6 +67,9 @@ pub struct State {
     pub dirty: bool,
     /// The sequence lease on disk: every sequence handed out is below it (file streams).
     pub lease: u64,
+    /// Most messages the table keeps in memory for the blocks read or written (file streams;
+    /// from `StoreOptions::index_memory`).
+    pub index_budget: u64,
 }
 
 /// Why messages are removed, which decides whether a reader that asked for them is told.
@@ -304,7 +307,7 @@ impl State {
     /// Locates a live message whether or not it is visible yet (for the writer).
     pub fn prepare_any(&mut self, seq: u64) -> Result<Option<PendingRead>> {
         let loc = self.table.get(seq).map(|meta| meta.map(|m| m.loc));
-        self.note_damage_found();
+        self.settle_after_read();
         let Some(loc) = loc? else {
             return Ok(None);
         };
@@ -332,7 +335,7 @@ impl State {
     ) -> Result<Option<Next>> {
         let upto = self.visible.min(until.saturating_sub(1));
         let found = self.table.next_matching(from, upto, filter, tell_removed);
-        self.note_damage_found();
+        self.settle_after_read();
         Ok(match found? {
             Some(Found::Msg(seq)) => self.prepare(seq)?.map(Next::Read),
             Some(Found::Lost(lost)) => Some(Next::Lost(lost)),
@@ -341,9 +344,30 @@ impl State {
         })
     }
 
-    /// Damage a read found makes the next snapshot write lost.db.
-    pub fn note_damage_found(&mut self) {
+    /// After the table was read: damage the read found makes the next snapshot write lost.db,
+    /// and blocks it read beyond the budget make the least recently used ones let go of their
+    /// messages ([`State::keep_index_within_budget`]).
+    pub fn settle_after_read(&mut self) {
         self.dirty |= self.table.losses.is_unsaved();
+        self.keep_index_within_budget();
+    }
+
+    /// When the blocks in memory hold more messages than `index_budget`, lets go of those of
+    /// the least recently used sealed blocks: they are read again from their files on next
+    /// need. A file stream's only: a memory stream's blocks are nowhere else.
+    pub fn keep_index_within_budget(&mut self) {
+        let Some(dir) = &self.dir else {
+            return;
+        };
+        if !self.table.may_have_grown() {
+            return;
+        }
+        let msgs = dir.join("msgs");
+        let blocks = &self.blocks;
+        self.table
+            .unload_idle(self.index_budget, &msgs, blocks.active(), |id| {
+                blocks.size(id)
+            });
     }
 
     /// For a reader that last saw `last_seen`: the rest of the unconfirmed run it is inside of.

@@ -31,7 +31,16 @@ pub struct StoreOptions {
     pub block_size: u64,
     /// How often a changed stream rewrites index.db and its sidecars.
     pub flush_interval: Duration,
+    /// About how many bytes of memory a file stream's table may keep for the messages of the
+    /// blocks it has read or written (about [`INDEX_BYTES_PER_MESSAGE`] each); past it, the
+    /// least recently used sealed blocks let go of theirs and are read again on next need.
+    pub index_memory: u64,
 }
+
+/// What the table keeps in memory per message of a block it holds: the message's entry and
+/// its place in the block's per-subject index (measured: docs/BENCHMARKS.md, "Memory of the
+/// store's index").
+pub const INDEX_BYTES_PER_MESSAGE: u64 = 120;
 
 impl Default for StoreOptions {
     fn default() -> Self {
@@ -39,6 +48,7 @@ impl Default for StoreOptions {
             sync: SyncPolicy::default(),
             block_size: DEFAULT_BLOCK_SIZE,
             flush_interval: Duration::from_secs(30),
+            index_memory: 64 << 20,
         }
     }
 }
@@ -411,7 +421,8 @@ impl Store {
             }
             None => empty_in_memory(opts.block_size),
         };
-        let state = stream_state(meta, file_dir, recovered);
+        let mut state = stream_state(meta, file_dir, recovered);
+        state.index_budget = opts.index_memory / INDEX_BYTES_PER_MESSAGE;
         let handle = spawn_writer(state, opts)?;
         Ok(Started { handle, report })
     }
@@ -510,6 +521,7 @@ fn stream_state(meta: Meta, dir: Option<PathBuf>, r: Recovered) -> State {
         purge_to: None,
         expired_to: None,
         lease: r.lease,
+        index_budget: u64::MAX,
     }
 }
 

@@ -220,6 +220,12 @@ impl StreamHandle {
         self.shared.lock().table.blocks_loaded()
     }
 
+    /// Messages whose entries the table holds in memory now: those of the blocks it has read
+    /// or written and not let go of (`StoreOptions::index_memory` bounds them).
+    pub fn index_messages(&self) -> u64 {
+        self.shared.lock().table.messages_in_memory()
+    }
+
     /// Stores messages in order as one writer request (each answered on its own).
     pub(crate) fn publish_many(
         &self,

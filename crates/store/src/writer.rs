@@ -479,6 +479,7 @@ fn commit(st: &mut State, wrote: bool) {
     if let Err(e) = persist::drop_empty_blocks(st) {
         st.health.snapshots.failed(&st.config.name, &e);
     }
+    st.keep_index_within_budget();
 }
 
 /// Undoes a batch whose write failed with `e` ([`rollback`]), rebuilding the state unless the

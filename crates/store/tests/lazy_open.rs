@@ -9,8 +9,8 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use sluice_store::{
-    FilterSet, Headers, LossCause, Lost, PurgeRequest, RecoveryPath, Store, StoreError,
-    StoreOptions, StreamConfig, StreamHandle,
+    FilterSet, Headers, INDEX_BYTES_PER_MESSAGE, LossCause, Lost, PurgeRequest, RecoveryPath,
+    Store, StoreError, StoreOptions, StreamConfig, StreamHandle,
 };
 
 fn opts(block_size: u64) -> StoreOptions {
@@ -90,6 +90,52 @@ fn answers(s: &StreamHandle) -> Answers {
     }
 }
 
+/// The stream the properties write: five subjects, at most 9 messages each, TTLs allowed.
+fn stream_l() -> StreamConfig {
+    StreamConfig {
+        max_msgs_per_subject: 9,
+        allow_msg_ttl: true,
+        ..StreamConfig::new("L", ["l.*"])
+    }
+}
+
+/// Applies `ops` to `s`, in order.
+fn apply(rt: &tokio::runtime::Runtime, s: &StreamHandle, ops: &[Op]) {
+    let mut last = 0u64;
+    for op in ops {
+        match *op {
+            Op::Publish(subj, n, ttl) => {
+                let mut h = Headers::new();
+                if ttl {
+                    h.insert("Nats-TTL", "1h");
+                }
+                let payload = vec![n; n as usize % 70];
+                last = rt
+                    .block_on(s.publish(format!("l.{subj}"), h, payload))
+                    .unwrap()
+                    .seq;
+            }
+            Op::Delete(n) => {
+                rt.block_on(s.delete_msg(n as u64 % (last + 2))).unwrap();
+            }
+            Op::PurgeSubject(subj) => {
+                let req = PurgeRequest {
+                    filter: Some(format!("l.{subj}")),
+                    ..Default::default()
+                };
+                rt.block_on(s.purge(req)).unwrap();
+            }
+            Op::PurgeUpTo(n) => {
+                let req = PurgeRequest {
+                    up_to_seq: Some(n as u64 % (last + 2)),
+                    ..Default::default()
+                };
+                rt.block_on(s.purge(req)).unwrap();
+            }
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     /// Interior deletes, subject purges, purges up to a sequence, per-subject limits and TTL'd
@@ -102,36 +148,8 @@ proptest! {
         let rt = rt();
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = Store::open(dir.path(), opts(400)).unwrap();
-        let cfg = StreamConfig {
-            max_msgs_per_subject: 9,
-            allow_msg_ttl: true,
-            ..StreamConfig::new("L", ["l.*"])
-        };
-        let s = store.create_stream(cfg).unwrap();
-        let mut last = 0u64;
-        for op in ops {
-            match op {
-                Op::Publish(subj, n, ttl) => {
-                    let mut h = Headers::new();
-                    if ttl {
-                        h.insert("Nats-TTL", "1h");
-                    }
-                    let ack = rt.block_on(s.publish(format!("l.{subj}"), h, vec![n; n as usize % 70])).unwrap();
-                    last = ack.seq;
-                }
-                Op::Delete(n) => {
-                    rt.block_on(s.delete_msg(n as u64 % (last + 2))).unwrap();
-                }
-                Op::PurgeSubject(subj) => {
-                    let req = PurgeRequest { filter: Some(format!("l.{subj}")), ..Default::default() };
-                    rt.block_on(s.purge(req)).unwrap();
-                }
-                Op::PurgeUpTo(n) => {
-                    let req = PurgeRequest { up_to_seq: Some(n as u64 % (last + 2)), ..Default::default() };
-                    rt.block_on(s.purge(req)).unwrap();
-                }
-            }
-        }
+        let s = store.create_stream(stream_l()).unwrap();
+        apply(&rt, &s, &ops);
         let before = answers(&s);
         store.close();
 
@@ -143,6 +161,101 @@ proptest! {
         prop_assert_eq!(answers(&s), before);
         store.close();
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// A stream whose table may keep only a few messages in memory (`index_memory`), so its
+    /// sealed blocks let go of theirs and are read again on every need, answers every query
+    /// exactly as one that keeps them all, before and after a reopen; and it keeps no more
+    /// than its budget beyond the block being written.
+    #[test]
+    fn a_table_that_lets_go_of_blocks_answers_like_one_that_keeps_them(
+        ops in proptest::collection::vec(op(), 1..120),
+        budget in 0u64..12,
+    ) {
+        let rt = rt();
+        let small = StoreOptions {
+            index_memory: budget * INDEX_BYTES_PER_MESSAGE,
+            ..opts(400)
+        };
+        let (kept, lean) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (keeping, _) = Store::open(kept.path(), opts(400)).unwrap();
+        let (letting_go, _) = Store::open(lean.path(), small.clone()).unwrap();
+        let (k, l) = (keeping.create_stream(stream_l()).unwrap(), letting_go.create_stream(stream_l()).unwrap());
+        apply(&rt, &k, &ops);
+        apply(&rt, &l, &ops);
+        // The two streams stored their messages at other times.
+        let timeless = |s: &StreamHandle| {
+            let mut a = answers(s);
+            (a.state.first_time, a.state.last_time) = (None, None);
+            a
+        };
+        let want = timeless(&k);
+        prop_assert_eq!(&timeless(&l), &want);
+        // A 400-byte block holds at most 10 of these messages; beyond the budget, the block
+        // being written and the two a reader went through last are kept.
+        prop_assert!(l.index_messages() <= budget + 30, "{} in memory", l.index_messages());
+        letting_go.close();
+        let (letting_go, _) = Store::open(lean.path(), small).unwrap();
+        let l = letting_go.stream("L").unwrap();
+        prop_assert_eq!(timeless(&l), want);
+        prop_assert!(l.index_messages() <= budget + 30, "{} in memory after reopen", l.index_messages());
+        keeping.close();
+        letting_go.close();
+    }
+}
+
+/// With room for 100 messages, a stream of 2,000 in blocks of about 20 keeps at most that many
+/// in memory beyond the block being written and the two a reader went through last, however
+/// it is read: every message reads back whole, blocks let go of are read again when needed,
+/// and a message deleted while its block was out of memory stays deleted.
+#[test]
+fn the_table_keeps_within_its_memory_and_reads_blocks_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = StoreOptions {
+        index_memory: 100 * INDEX_BYTES_PER_MESSAGE,
+        ..opts(2048)
+    };
+    let (store, _) = Store::open(dir.path(), options).unwrap();
+    let s = store
+        .create_stream(StreamConfig::new("D", ["d.*"]))
+        .unwrap();
+    let rt = rt();
+    let payload = |seq: u64| format!("payload-{seq:06}-{}", "x".repeat(60));
+    for seq in 1..=2000 {
+        rt.block_on(s.publish(format!("d.{}", seq % 10), Headers::new(), payload(seq)))
+            .unwrap();
+        assert!(
+            s.index_messages() <= 175,
+            "{} in memory while writing",
+            s.index_messages()
+        );
+    }
+    assert!(block_files(dir.path()) > 50, "the test needs many blocks");
+    assert!(
+        rt.block_on(s.delete_msg(500)).unwrap(),
+        "deleted while out of memory"
+    );
+    for seq in 1..=2000 {
+        let got = s.get(seq).unwrap().map(|m| m.payload.to_vec());
+        let want = (seq != 500).then(|| payload(seq).into_bytes());
+        assert_eq!(got, want, "seq {seq}");
+        assert!(
+            s.index_messages() <= 175,
+            "{} in memory while reading",
+            s.index_messages()
+        );
+    }
+    assert!(
+        s.blocks_loaded() > 50,
+        "blocks were read again: {}",
+        s.blocks_loaded()
+    );
+    let filter = FilterSet::new(["d.3"]).unwrap();
+    assert_eq!(s.next_matching(1, &filter).unwrap().unwrap().seq, 3);
+    assert_eq!(s.last_for_subject("d.3").unwrap().unwrap().seq, 1993);
+    store.close();
 }
 
 /// `n` messages on subjects `d.0`..`d.9` in blocks of about 20, closed cleanly.

@@ -26,6 +26,10 @@ pub struct EmbeddedConfig {
     /// sidecars): shorter opens faster after a crash, longer writes less.
     #[serde(with = "config_duration")]
     pub snapshot_interval: Duration,
+    /// Bytes of memory each stream's index may keep for the messages of the blocks it has
+    /// read or written (about 120 bytes a message); past it, the least recently used blocks
+    /// let go of theirs and are read again from their files on next need.
+    pub index_memory: u64,
     /// Streams created (or updated) at start-up.
     pub streams: Vec<StreamDecl>,
 }
@@ -128,6 +132,7 @@ impl Default for EmbeddedConfig {
             stream: DEFAULT_STREAM.to_owned(),
             sync: "always".to_owned(),
             snapshot_interval: Duration::from_secs(30),
+            index_memory: 64 << 20,
             streams: vec![StreamDecl::default_stream()],
         }
     }
@@ -167,6 +172,13 @@ impl EmbeddedConfig {
                 "embedded.snapshot_interval",
                 format!("{:?}", embedded.snapshot_interval),
                 "must be from 10ms to 1h",
+            ));
+        }
+        if embedded.index_memory < 1 << 20 {
+            return Err(InvalidSetting::new(
+                "embedded.index_memory",
+                embedded.index_memory,
+                "must be at least 1048576 (1 MiB)",
             ));
         }
         let mut names = HashSet::new();

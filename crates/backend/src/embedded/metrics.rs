@@ -8,7 +8,8 @@
 //! - the served stream's known losses: `sluice_store_lost_messages` (damaged messages found so
 //!   far), `sluice_store_lost_bytes` (damaged bytes recovery stepped over or cut) and
 //!   `sluice_store_unconfirmed_positions` (positions after a crash that may have been handed
-//!   out), and its message schedules in force, `sluice_store_schedules`.
+//!   out), its message schedules in force, `sluice_store_schedules`, and the messages whose
+//!   index entries it keeps in memory, `sluice_store_index_messages`.
 //!
 //! The hub's per-stream gauges read every stream of the store
 //! through [`stream_stats`].
@@ -53,12 +54,12 @@ pub struct StoreMetrics {
 }
 
 impl StoreMetrics {
-    /// The failed writes of every stream, `(blocks, snapshots)`, the served stream's losses
-    /// and schedules, and the batches written by every stream.
-    fn read(&self) -> ((u64, u64), LostState, u64, u64) {
+    /// The failed writes of every stream, `(blocks, snapshots)`, the served stream's losses,
+    /// `(schedules, messages indexed in memory)`, and the batches written by every stream.
+    fn read(&self) -> ((u64, u64), LostState, (u64, u64), u64) {
         let store = self.store.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let Some(store) = store else {
-            return ((0, 0), LostState::default(), 0, 0);
+            return ((0, 0), LostState::default(), (0, 0), 0);
         };
         let (mut errors, mut batches) = ((0, 0), 0);
         for stream in store.list().iter().filter_map(|name| store.stream(name)) {
@@ -67,20 +68,20 @@ impl StoreMetrics {
             errors.1 += health.snapshot_errors;
             batches += stream.write_stats().batches;
         }
-        let (lost, schedules) = store
+        let (lost, schedules, in_memory) = store
             .stream(&self.stream)
             .map(|handle| {
                 let state = handle.info(None).state;
-                (state.lost, state.num_schedules)
+                (state.lost, state.num_schedules, handle.index_messages())
             })
             .unwrap_or_default();
-        (errors, lost, schedules, batches)
+        (errors, lost, (schedules, in_memory), batches)
     }
 }
 
 impl Collector for StoreMetrics {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let ((blocks, snapshots), lost, schedules, batches) = self.read();
+        let ((blocks, snapshots), lost, (schedules, in_memory), batches) = self.read();
         let counter = ConstCounter::new(0u64);
         let mut family = encoder.encode_descriptor(
             "sluice_store_write_errors",
@@ -130,6 +131,11 @@ impl Collector for StoreMetrics {
                 "sluice_store_schedules",
                 "Message schedules in force in the served stream (at most its max_msg_schedules)",
                 schedules,
+            ),
+            (
+                "sluice_store_index_messages",
+                "Messages of the served stream whose index entries are in memory (embedded.index_memory bounds them)",
+                in_memory,
             ),
         ];
         for (name, help, value) in gauges {

@@ -49,6 +49,7 @@ impl EmbeddedBackend {
         let options = StoreOptions {
             sync: sync_policy(&embedded.sync),
             flush_interval: embedded.snapshot_interval,
+            index_memory: embedded.index_memory,
             ..StoreOptions::default()
         };
         let dir = embedded.data_dir.clone();

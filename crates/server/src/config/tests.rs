@@ -797,6 +797,12 @@ fn wrong_environment_values_name_the_variable_key_and_value() {
             "between 16 and",
         ),
         (
+            "SLUICE_EMBEDDED_INDEX_MEMORY",
+            "4096",
+            "embedded.index_memory",
+            "at least 1048576",
+        ),
+        (
             "SLUICE_FANOUT_RING_MEMORY",
             "4096",
             "fanout.ring_memory",

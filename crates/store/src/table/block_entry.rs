@@ -60,6 +60,9 @@ pub struct BlockEntry {
     /// Live sequences of a damaged block whose records could not be read (those deleted since
     /// are in `deleted` too).
     pub unreadable: RangeSet,
+    /// When the table last used the block's messages (its tick): the least recently used are
+    /// let go of first.
+    pub last_used: u64,
 }
 
 impl BlockEntry {
@@ -128,6 +131,26 @@ impl BlockEntry {
             out.push((n, self.stats.last));
         }
         out
+    }
+
+    /// Lets go of the messages of a sealed block `size` bytes long, to be read again from its
+    /// file on next need, when they are all in memory, undamaged, and agree with the block's
+    /// counters and deleted ranges (so the read gives back exactly these messages); false,
+    /// and nothing changed, otherwise. Returns whether it did.
+    pub fn unload(&mut self, size: u64) -> bool {
+        let whole = self.unread.is_none()
+            && self.unreadable.ranges_len() == 0
+            && self.msgs.len() as u64 == self.stats.msgs
+            && self.counts_agree();
+        if whole {
+            self.msgs = BTreeMap::new();
+            self.by_subject = HashMap::new();
+            self.unread = Some(Unread {
+                end: size,
+                sealed: true,
+            });
+        }
+        whole
     }
 
     /// After a read of the whole block: marks the live sequences it did not give back as

@@ -2,7 +2,9 @@
 //! sequences and — once first needed — its live messages; per subject its live count and the
 //! blocks that may hold it. A stream opened from index.db starts with no block read, so open
 //! costs O(blocks + subjects), and each query reads only the blocks it needs
-//! ([`Table::blocks_loaded`] counts them). Read blocks stay in memory.
+//! ([`Table::blocks_loaded`] counts them). Read blocks stay in memory until the loaded ones
+//! hold more messages than the stream's budget: then the least recently used sealed blocks
+//! let go of theirs ([`Table::unload_idle`]) and are read again on next need.
 
 mod block_entry;
 mod load;
@@ -10,7 +12,7 @@ mod msg_meta;
 mod recent;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use block_entry::{BlockEntry, BlockStats, Unread};
@@ -56,6 +58,15 @@ pub struct Table {
     /// The first live message's time, valid while that message is first.
     first_time: Option<(u64, i64)>,
     blocks_loaded: u64,
+    /// Counts uses of blocks: each use stamps the block ([`BlockEntry::last_used`]).
+    uses: u64,
+    /// Bumped whenever the loaded messages may have grown past the budget: a block read, a
+    /// block begun; [`Table::unload_idle`] looks only when it moved.
+    grown: u64,
+    /// `grown` when [`Table::unload_idle`] last looked.
+    weighed: u64,
+    /// `uses` when [`Table::unload_idle`] last looked: a block used since is in use, and kept.
+    used_when_weighed: u64,
     /// Positions known lost (from lost.db and recovery); readers are told of them.
     pub losses: Losses,
     /// Readers that ask for a position below this one that is no longer stored are told it
@@ -193,8 +204,11 @@ impl Table {
 
     /// Reads block `id` if it is not in memory yet; returns its entry.
     fn load(&mut self, id: u32) -> Result<&mut BlockEntry> {
+        self.uses += 1;
         let entry = self.blocks.get_mut(&id).expect("load of a known block");
+        entry.last_used = self.uses;
         if entry.unread.is_some() {
+            self.grown += 1;
             let dir = self
                 .msgs_dir
                 .as_deref()
@@ -234,7 +248,9 @@ impl Table {
             return Ok(None);
         };
         // A block read whole and undamaged answers from its map alone (the reading hot path).
-        let block = &self.blocks[&id];
+        self.uses += 1;
+        let block = self.blocks.get_mut(&id).expect("a block of the table");
+        block.last_used = self.uses;
         if block.unread.is_none() && block.unreadable.ranges_len() == 0 {
             return Ok(self.blocks[&id].msgs.get(&seq));
         }
@@ -312,9 +328,12 @@ impl Table {
         if self.count == 1 {
             self.first_time = Some((seq, meta.ts));
         }
+        self.uses += 1;
         let block = self.blocks.entry(id).or_default();
+        block.last_used = self.uses;
         if block.stats.first == 0 {
             self.starts.insert(seq, id);
+            self.grown += 1;
         }
         block.add(seq, meta);
     }
@@ -669,6 +688,76 @@ impl Table {
             }
         }
         out
+    }
+
+    /// Messages of the blocks in memory.
+    pub fn messages_in_memory(&self) -> u64 {
+        self.blocks.values().map(|b| b.msgs.len() as u64).sum()
+    }
+
+    /// Whether a block was read or begun since [`Table::unload_idle`] last looked.
+    pub fn may_have_grown(&self) -> bool {
+        self.weighed != self.grown
+    }
+
+    /// When the blocks in memory hold more than `max_msgs` messages, lets go of those of the
+    /// least recently used sealed blocks — every block but `active` whose size `size_of`
+    /// knows, and that was not used since it last looked — until they hold no more (or none
+    /// is left to let go of); each is read again from its file in `msgs_dir` on next need.
+    /// Looks only when a block was read or begun since it last did. Returns how many blocks
+    /// it let go of.
+    ///
+    /// IMPORTANT: a block in use is kept whatever the budget: a reader going through a block
+    /// larger than the budget would otherwise read it again for every message. So the blocks
+    /// in memory hold at most `max_msgs` beyond `active` and those used since the last look:
+    /// one per reader going through old blocks.
+    pub fn unload_idle(
+        &mut self,
+        max_msgs: u64,
+        msgs_dir: &Path,
+        active: Option<u32>,
+        size_of: impl Fn(u32) -> Option<u64>,
+    ) -> usize {
+        if self.weighed == self.grown {
+            return 0;
+        }
+        self.weighed = self.grown;
+        let in_use_after = std::mem::replace(&mut self.used_when_weighed, self.uses);
+        let mut loaded = self.messages_in_memory();
+        if loaded <= max_msgs {
+            return 0;
+        }
+        let mut idle: Vec<(u64, u32)> = self
+            .blocks
+            .iter()
+            .filter(|(id, b)| {
+                Some(**id) != active
+                    && b.last_used <= in_use_after
+                    && b.unread.is_none()
+                    && !b.msgs.is_empty()
+            })
+            .map(|(id, b)| (b.last_used, *id))
+            .collect();
+        idle.sort_unstable();
+        let mut unloaded = 0;
+        for (_, id) in idle {
+            if loaded <= max_msgs {
+                break;
+            }
+            let Some(size) = size_of(id) else {
+                continue;
+            };
+            let block = self.blocks.get_mut(&id).expect("listed above");
+            let msgs = block.msgs.len() as u64;
+            if block.unload(size) {
+                loaded -= msgs;
+                unloaded += 1;
+            }
+        }
+        if unloaded > 0 && self.msgs_dir.is_none() {
+            self.msgs_dir = Some(msgs_dir.to_owned());
+        }
+        unloaded
     }
 
     /// Forgets a removed block.
