@@ -70,6 +70,9 @@ pub struct State {
     /// Most messages the table keeps in memory for the blocks read or written (file streams;
     /// from `StoreOptions::index_memory`).
     pub index_budget: u64,
+    /// How long a block's messages stay in memory after its last use, whatever the budget
+    /// (`StoreOptions::index_idle`).
+    pub index_idle: std::time::Duration,
 }
 
 /// Why messages are removed, which decides whether a reader that asked for them is told.
@@ -359,15 +362,18 @@ impl State {
         let Some(dir) = &self.dir else {
             return;
         };
-        if !self.table.may_have_grown() {
+        if !self.table.due_for_a_look() {
             return;
         }
         let msgs = dir.join("msgs");
         let blocks = &self.blocks;
-        self.table
-            .unload_idle(self.index_budget, &msgs, blocks.active(), |id| {
-                blocks.size(id)
-            });
+        self.table.unload_idle(
+            self.index_budget,
+            self.index_idle,
+            &msgs,
+            blocks.active(),
+            |id| blocks.size(id),
+        );
     }
 
     /// For a reader that last saw `last_seen`: the rest of the unconfirmed run it is inside of.

@@ -35,6 +35,9 @@ pub struct StoreOptions {
     /// blocks it has read or written (about [`INDEX_BYTES_PER_MESSAGE`] each); past it, the
     /// least recently used sealed blocks let go of theirs and are read again on next need.
     pub index_memory: u64,
+    /// How long the messages of a block stay in memory after its last use, whatever
+    /// `index_memory`: readers going through old blocks keep theirs.
+    pub index_idle: Duration,
 }
 
 /// What the table keeps in memory per message of a block it holds: the message's entry and
@@ -49,6 +52,7 @@ impl Default for StoreOptions {
             block_size: DEFAULT_BLOCK_SIZE,
             flush_interval: Duration::from_secs(30),
             index_memory: 64 << 20,
+            index_idle: Duration::from_secs(10),
         }
     }
 }
@@ -423,6 +427,7 @@ impl Store {
         };
         let mut state = stream_state(meta, file_dir, recovered);
         state.index_budget = opts.index_memory / INDEX_BYTES_PER_MESSAGE;
+        state.index_idle = opts.index_idle;
         let handle = spawn_writer(state, opts)?;
         Ok(Started { handle, report })
     }
@@ -522,6 +527,7 @@ fn stream_state(meta: Meta, dir: Option<PathBuf>, r: Recovered) -> State {
         expired_to: None,
         lease: r.lease,
         index_budget: u64::MAX,
+        index_idle: Duration::ZERO,
     }
 }
 

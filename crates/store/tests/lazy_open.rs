@@ -6,6 +6,7 @@ mod killed;
 
 use std::fs;
 use std::path::Path;
+use std::time::Duration;
 
 use proptest::prelude::*;
 use sluice_store::{
@@ -177,6 +178,7 @@ proptest! {
         let rt = rt();
         let small = StoreOptions {
             index_memory: budget * INDEX_BYTES_PER_MESSAGE,
+            index_idle: Duration::ZERO,
             ..opts(400)
         };
         let (kept, lean) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -215,6 +217,7 @@ fn the_table_keeps_within_its_memory_and_reads_blocks_again() {
     let dir = tempfile::tempdir().unwrap();
     let options = StoreOptions {
         index_memory: 100 * INDEX_BYTES_PER_MESSAGE,
+        index_idle: Duration::ZERO,
         ..opts(2048)
     };
     let (store, _) = Store::open(dir.path(), options).unwrap();
@@ -256,6 +259,49 @@ fn the_table_keeps_within_its_memory_and_reads_blocks_again() {
     assert_eq!(s.next_matching(1, &filter).unwrap().unwrap().seq, 3);
     assert_eq!(s.last_for_subject("d.3").unwrap().unwrap().seq, 1993);
     store.close();
+}
+
+/// Readers going through old blocks that together exceed the budget keep them for
+/// `index_idle` instead of taking turns reading them again: three readers, each in a block or
+/// two of about 20 messages, room for 10: each block is read once; with no idle time, nearly
+/// every read reads a block again.
+#[test]
+fn readers_in_old_blocks_keep_them_while_they_read() {
+    let dir = tempfile::tempdir().unwrap();
+    deep_stream(dir.path(), 2000);
+    let reads = |index_memory: u64, index_idle: Duration| {
+        let options = StoreOptions {
+            index_memory,
+            index_idle,
+            ..opts(2048)
+        };
+        let (store, _) = Store::open(dir.path(), options).unwrap();
+        let s = store.stream("D").unwrap();
+        for i in 0..15 {
+            for start in [100, 800, 1500] {
+                let seq = start + i;
+                let m = s.get(seq).unwrap().unwrap();
+                assert!(
+                    String::from_utf8_lossy(&m.payload).starts_with(&format!("payload-{seq:06}-"))
+                );
+            }
+        }
+        let loaded = s.blocks_loaded();
+        store.close();
+        loaded
+    };
+    let room = 10 * INDEX_BYTES_PER_MESSAGE;
+    let blocks = reads(u64::MAX, Duration::ZERO);
+    assert!(blocks <= 6, "the readers' ranges lie in {blocks} blocks");
+    assert_eq!(
+        reads(room, Duration::from_secs(3600)),
+        blocks,
+        "each block read once"
+    );
+    assert!(
+        reads(room, Duration::ZERO) > 30,
+        "without idle time the readers take turns"
+    );
 }
 
 /// `n` messages on subjects `d.0`..`d.9` in blocks of about 20, closed cleanly.

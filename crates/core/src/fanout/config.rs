@@ -41,11 +41,11 @@ impl FanoutConfig {
                 "must be between 16 and 1048576",
             ));
         }
-        if self.ring_memory < 1 << 20 {
+        if self.ring_memory < 16 << 20 {
             return Err(InvalidSetting::new(
                 "fanout.ring_memory",
                 self.ring_memory,
-                "must be at least 1048576 (1 MiB)",
+                "must be at least 16777216 (16 MiB)",
             ));
         }
         if !(1..=65536).contains(&self.max_catch_up_reads) {

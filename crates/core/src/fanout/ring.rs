@@ -63,9 +63,9 @@ pub trait Positioned {
     /// The stream position (the last one, for a range).
     fn seq(&self) -> u64;
 
-    /// The bytes it keeps in memory while a ring holds it: its slot and what it owns on the
-    /// heap. A frame shared with other rings is counted in each of them.
-    fn weight(&self) -> usize;
+    /// The bytes it owns on the heap beyond its slot in the ring. A frame shared with other
+    /// rings is counted in each of them.
+    fn heap_bytes(&self) -> usize;
 }
 
 impl Positioned for Entry {
@@ -73,8 +73,8 @@ impl Positioned for Entry {
         self.seq
     }
 
-    fn weight(&self) -> usize {
-        size_of::<Self>() + self.frame.len()
+    fn heap_bytes(&self) -> usize {
+        self.frame.len()
     }
 }
 
@@ -85,8 +85,8 @@ pub struct Ring<T = Entry> {
     capacity: usize,
     low: u64,
     high: u64,
-    /// The items' weights, summed.
-    bytes: usize,
+    /// What the items own on the heap, summed ([`Positioned::heap_bytes`]).
+    heap: usize,
 }
 
 impl<T: Positioned> Ring<T> {
@@ -98,13 +98,13 @@ impl<T: Positioned> Ring<T> {
             capacity: capacity.max(1),
             low: start,
             high: start,
-            bytes: 0,
+            heap: 0,
         }
     }
 
-    /// What the items weigh together ([`Positioned::weight`]).
+    /// The bytes the ring keeps: its slots, filled or not, and what the items own.
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.entries.capacity() * size_of::<T>() + self.heap
     }
 
     /// The position of the oldest item, if any.
@@ -132,21 +132,27 @@ impl<T: Positioned> Ring<T> {
             self.evict_oldest();
         }
         self.high = item.seq() + 1;
-        self.bytes += item.weight();
+        self.heap += item.heap_bytes();
         self.entries.push_back(item);
         true
     }
 
-    /// Drops the oldest item, so the ring covers only what comes after it; the bytes that
-    /// freed (0 when the ring is empty).
+    /// Drops the oldest item, so the ring covers only what comes after it, and gives back
+    /// slots once fewer than a quarter of them are filled (all of them when none is); the
+    /// bytes that freed (0 when the ring is empty).
     pub fn evict_oldest(&mut self) -> usize {
+        let before = self.bytes();
         let Some(evicted) = self.entries.pop_front() else {
             return 0;
         };
         self.low = evicted.seq() + 1;
-        let weight = evicted.weight();
-        self.bytes -= weight;
-        weight
+        self.heap -= evicted.heap_bytes();
+        if self.entries.is_empty() {
+            self.entries = VecDeque::new();
+        } else if self.entries.len() < self.entries.capacity() / 4 {
+            self.entries.shrink_to(self.entries.capacity() / 2);
+        }
+        before - self.bytes()
     }
 
     /// Records that every sequence before `next` has been seen without adding an item.
@@ -253,14 +259,14 @@ impl Positioned for Routed {
         self.entry.seq
     }
 
-    fn weight(&self) -> usize {
+    fn heap_bytes(&self) -> usize {
         let message = self.message.as_deref().map_or(0, |message| {
             size_of_val(message)
                 + message.subject.len()
                 + message.headers.encoded_len()
                 + message.payload.len()
         });
-        size_of::<Self>() + self.entry.frame.len() + self.audience.heap_bytes() + message
+        self.entry.frame.len() + self.audience.heap_bytes() + message
     }
 }
 
@@ -296,7 +302,8 @@ mod tests {
     proptest! {
         /// A reader walking the ring from any covered position sees exactly the pushed entries
         /// after it, in order: nothing skipped, nothing twice, however many entries were
-        /// evicted to free memory; and the ring's weight is always its entries'.
+        /// evicted to free memory; and the ring's bytes are always its slots and what its
+        /// entries own.
         #[test]
         fn readers_see_every_covered_entry_once(
             steps in proptest::collection::vec((1u64..4, 0usize..3), 1..60),
@@ -314,8 +321,9 @@ mod tests {
                 for _ in 0..evictions / 2 {
                     ring.evict_oldest();
                 }
-                let weight: usize = ring.from(0).map(Positioned::weight).sum();
-                prop_assert_eq!(ring.bytes(), weight);
+                let owned: usize = ring.from(0).map(Positioned::heap_bytes).sum();
+                let slots = ring.entries.capacity() * size_of::<Entry>();
+                prop_assert_eq!(ring.bytes(), slots + owned);
             }
             // Positions after the newest entry that held nothing for this ring.
             ring.advance(seq + 1 + seen_beyond);

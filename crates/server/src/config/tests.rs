@@ -804,9 +804,9 @@ fn wrong_environment_values_name_the_variable_key_and_value() {
         ),
         (
             "SLUICE_FANOUT_RING_MEMORY",
-            "4096",
+            "1048576",
             "fanout.ring_memory",
-            "at least 1048576",
+            "at least 16777216",
         ),
         (
             "SLUICE_FANOUT_MAX_CATCH_UP_READS",

@@ -486,7 +486,7 @@ pub async fn filtered_catch_up_skips_other_topics_silently(f: &dyn HubFactory) {
 pub async fn rings_keep_within_their_memory(f: &dyn HubFactory) {
     const TOPICS: usize = 40;
     const ROUNDS: usize = 10;
-    let budget = 1 << 20;
+    let budget = 16 << 20;
     let mut config = config();
     config.fanout.ring_memory = budget;
     let hub = f.start(config).await;
@@ -496,9 +496,9 @@ pub async fn rings_keep_within_their_memory(f: &dyn HubFactory) {
         expect_event(&mut client, "connected").await.unwrap();
         clients.push(client);
     }
-    // 400 events of 8 KB: unbounded, the rings would hold twice 3.2 MB (each frame is in its
+    // 400 events of 64 KB: unbounded, the rings would hold twice 26 MB (each frame is in its
     // topic set's ring and in the dispatch's).
-    let payload = "x".repeat(8000);
+    let payload = "x".repeat(64_000);
     let mut ids = vec![Vec::new(); TOPICS];
     for _ in 0..ROUNDS {
         for (topic, ids) in ids.iter_mut().enumerate() {

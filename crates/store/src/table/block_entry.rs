@@ -60,9 +60,12 @@ pub struct BlockEntry {
     /// Live sequences of a damaged block whose records could not be read (those deleted since
     /// are in `deleted` too).
     pub unreadable: RangeSet,
-    /// When the table last used the block's messages (its tick): the least recently used are
-    /// let go of first.
+    /// When the table last used the block's messages, on its count of uses: the least
+    /// recently used are let go of first.
     pub last_used: u64,
+    /// When a reader last used them, in [`monotonic_ms`](crate::time::monotonic_ms) (0:
+    /// never).
+    pub last_used_ms: u64,
 }
 
 impl BlockEntry {

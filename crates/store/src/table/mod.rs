@@ -14,6 +14,7 @@ mod recent;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use block_entry::{BlockEntry, BlockStats, Unread};
 pub use msg_meta::MsgMeta;
@@ -23,6 +24,7 @@ use crate::error::Result;
 use crate::losses::{LossCause, Losses, Lost};
 use crate::proto::{self, FilterSet};
 use crate::removals::{Removals, Removed};
+use crate::time::monotonic_ms;
 use crate::types::LostState;
 
 /// A subject's live count and the blocks that may hold it: no block outside
@@ -67,6 +69,9 @@ pub struct Table {
     weighed: u64,
     /// `uses` when [`Table::unload_idle`] last looked: a block used since is in use, and kept.
     used_when_weighed: u64,
+    /// When [`Table::unload_idle`] last looked ([`monotonic_ms`]), and whether it left more
+    /// than the budget in memory (blocks in use): then it looks again a second later.
+    looked: (u64, bool),
     /// Positions known lost (from lost.db and recovery); readers are told of them.
     pub losses: Losses,
     /// Readers that ask for a position below this one that is no longer stored are told it
@@ -207,6 +212,7 @@ impl Table {
         self.uses += 1;
         let entry = self.blocks.get_mut(&id).expect("load of a known block");
         entry.last_used = self.uses;
+        entry.last_used_ms = monotonic_ms();
         if entry.unread.is_some() {
             self.grown += 1;
             let dir = self
@@ -251,6 +257,7 @@ impl Table {
         self.uses += 1;
         let block = self.blocks.get_mut(&id).expect("a block of the table");
         block.last_used = self.uses;
+        block.last_used_ms = monotonic_ms();
         if block.unread.is_none() && block.unreadable.ranges_len() == 0 {
             return Ok(self.blocks[&id].msgs.get(&seq));
         }
@@ -328,6 +335,8 @@ impl Table {
         if self.count == 1 {
             self.first_time = Some((seq, meta.ts));
         }
+        // Written, not read: in use until the next look, but not kept for `idle` (readers
+        // right behind the writer stamp that).
         self.uses += 1;
         let block = self.blocks.entry(id).or_default();
         block.last_used = self.uses;
@@ -695,52 +704,53 @@ impl Table {
         self.blocks.values().map(|b| b.msgs.len() as u64).sum()
     }
 
-    /// Whether a block was read or begun since [`Table::unload_idle`] last looked.
-    pub fn may_have_grown(&self) -> bool {
-        self.weighed != self.grown
+    /// Whether [`Table::unload_idle`] has something to look at: a block was read or begun
+    /// since it last looked, or it left more than the budget then and a second has passed.
+    pub fn due_for_a_look(&self) -> bool {
+        let (when, over) = self.looked;
+        self.weighed != self.grown || (over && monotonic_ms() >= when + 1000)
     }
 
     /// When the blocks in memory hold more than `max_msgs` messages, lets go of those of the
-    /// least recently used sealed blocks — every block but `active` whose size `size_of`
-    /// knows, and that was not used since it last looked — until they hold no more (or none
-    /// is left to let go of); each is read again from its file in `msgs_dir` on next need.
-    /// Looks only when a block was read or begun since it last did. Returns how many blocks
-    /// it let go of.
+    /// least recently used sealed blocks that are idle — every block but `active` whose size
+    /// `size_of` knows, not used since the last look nor for `idle` — until they hold no more
+    /// (or none is left to let go of); each is read again from its file in `msgs_dir` on
+    /// next need. Returns how many blocks it let go of. Callers look when
+    /// [`Table::due_for_a_look`] says so.
     ///
-    /// IMPORTANT: a block in use is kept whatever the budget: a reader going through a block
-    /// larger than the budget would otherwise read it again for every message. So the blocks
-    /// in memory hold at most `max_msgs` beyond `active` and those used since the last look:
-    /// one per reader going through old blocks.
+    /// IMPORTANT: a block in use is kept whatever the budget: several readers going through
+    /// old blocks that together exceed the budget would otherwise take turns reading them
+    /// again for every message. So the blocks in memory hold at most `max_msgs` beyond
+    /// `active` and those used in the last `idle` (or since the last look): one per reader
+    /// going through old blocks.
     pub fn unload_idle(
         &mut self,
         max_msgs: u64,
+        idle: Duration,
         msgs_dir: &Path,
         active: Option<u32>,
         size_of: impl Fn(u32) -> Option<u64>,
     ) -> usize {
-        if self.weighed == self.grown {
-            return 0;
-        }
+        let now = monotonic_ms();
         self.weighed = self.grown;
         let in_use_after = std::mem::replace(&mut self.used_when_weighed, self.uses);
+        let idle_since = now.saturating_sub(idle.as_millis() as u64);
         let mut loaded = self.messages_in_memory();
-        if loaded <= max_msgs {
-            return 0;
-        }
-        let mut idle: Vec<(u64, u32)> = self
+        let mut candidates: Vec<(u64, u32)> = self
             .blocks
             .iter()
             .filter(|(id, b)| {
                 Some(**id) != active
                     && b.last_used <= in_use_after
+                    && b.last_used_ms <= idle_since
                     && b.unread.is_none()
                     && !b.msgs.is_empty()
             })
             .map(|(id, b)| (b.last_used, *id))
             .collect();
-        idle.sort_unstable();
+        candidates.sort_unstable();
         let mut unloaded = 0;
-        for (_, id) in idle {
+        for (_, id) in candidates {
             if loaded <= max_msgs {
                 break;
             }
@@ -754,6 +764,7 @@ impl Table {
                 unloaded += 1;
             }
         }
+        self.looked = (now, loaded > max_msgs);
         if unloaded > 0 && self.msgs_dir.is_none() {
             self.msgs_dir = Some(msgs_dir.to_owned());
         }
