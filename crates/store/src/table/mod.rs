@@ -734,8 +734,12 @@ impl Table {
         let now = monotonic_ms();
         self.weighed = self.grown;
         let in_use_after = std::mem::replace(&mut self.used_when_weighed, self.uses);
-        let idle_since = now.saturating_sub(idle.as_millis() as u64);
         let mut loaded = self.messages_in_memory();
+        if loaded <= max_msgs {
+            self.looked = (now, false);
+            return 0;
+        }
+        let idle_since = now.saturating_sub(idle.as_millis() as u64);
         let mut candidates: Vec<(u64, u32)> = self
             .blocks
             .iter()
