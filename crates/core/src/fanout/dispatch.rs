@@ -76,8 +76,7 @@ impl Drop for Dispatch {
         let mut routes = self.core.routes();
         let high = routes.recent.high();
         routes.recent = Ring::new(1, high);
-        routes.memory.released(usize::MAX);
-        routes.memory.report();
+        routes.memory.release_all();
     }
 }
 
@@ -286,10 +285,7 @@ impl Routes {
                 }
             }
             keys.truncate(admitted);
-            let before = self.recent.bytes();
-            self.recent.push(routed);
-            self.memory
-                .changed(self.recent.bytes() as isize - before as isize);
+            self.memory.changed(self.recent.push(routed));
         }
         self.recent.advance(next);
         self.keep_to_budget();

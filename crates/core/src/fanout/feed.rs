@@ -212,13 +212,9 @@ impl FeedCore {
     }
 
     /// Adds an entry to the ring without waking readers (see [`FeedCore::publish`]), unless
-    /// the ring already covers its position; how much the ring's weight changed.
+    /// the ring already covers its position; how much the ring's bytes changed.
     pub(super) fn push(&self, entry: Entry) -> isize {
-        self.ring.write().map_or(0, |mut ring| {
-            let before = ring.bytes();
-            ring.push(entry);
-            ring.bytes() as isize - before as isize
-        })
+        self.ring.write().map_or(0, |mut ring| ring.push(entry))
     }
 
     /// What the ring's entries weigh together.

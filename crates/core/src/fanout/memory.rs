@@ -41,6 +41,12 @@ impl RingMemory {
         self.held = self.held.saturating_sub(bytes);
     }
 
+    /// The rings are gone: they hold nothing, and the gauge is told.
+    pub fn release_all(&mut self) {
+        self.held = 0;
+        self.report();
+    }
+
     /// Whether the rings hold more than the budget.
     pub fn over_budget(&self) -> bool {
         self.held > self.budget

@@ -122,19 +122,20 @@ impl<T: Positioned> Ring<T> {
         self.high
     }
 
-    /// Appends an item, evicting the oldest one when full; false (and nothing added) for a
-    /// position already covered. Items arrive in order.
-    pub fn push(&mut self, item: T) -> bool {
+    /// Appends an item, evicting the oldest one when full; nothing is added for a position
+    /// already covered. Items arrive in order. Returns how much the ring's bytes changed.
+    pub fn push(&mut self, item: T) -> isize {
         if item.seq() < self.high {
-            return false;
+            return 0;
         }
+        let before = self.bytes();
         if self.entries.len() == self.capacity {
             self.evict_oldest();
         }
         self.high = item.seq() + 1;
         self.heap += item.heap_bytes();
         self.entries.push_back(item);
-        true
+        self.bytes() as isize - before as isize
     }
 
     /// Drops the oldest item, so the ring covers only what comes after it, and gives back
